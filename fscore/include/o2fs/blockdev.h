@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The block-device interface: the only way fscore reaches storage.
+ *
+ * A device is a byte-addressed store read and written in whole sectors
+ * (sector_size, 512 for every implementation here).  Implementations: a file
+ * or block device, memory, and (for tests) the wrappers in later modules.
+ * All calls return 0 or -errno.
+ */
+#ifndef O2FS_BLOCKDEV_H
+#define O2FS_BLOCKDEV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct o2_blockdev;
+
+struct o2_blockdev_ops {
+	int (*read)(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off);
+	int (*write)(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off);
+	int (*flush)(struct o2_blockdev *dev);
+	void (*destroy)(struct o2_blockdev *dev);
+};
+
+struct o2_blockdev {
+	const struct o2_blockdev_ops *ops;
+	uint64_t size; /* bytes */
+	unsigned sector_size;
+	int read_only;
+};
+
+#define O2_DEV_RDONLY 0x1 /* open for reading only */
+#define O2_DEV_DIRECT 0x2 /* O_DIRECT: bypass the page cache (shared disks) */
+
+/*
+ * Read or write len bytes at byte offset off.  off and len must be multiples
+ * of the sector size (-EINVAL otherwise); a range past the end of the device
+ * gives -ENXIO; a write to a read-only device gives -EROFS.
+ */
+int o2_blockdev_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off);
+int o2_blockdev_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off);
+/* Make every completed write durable. */
+int o2_blockdev_flush(struct o2_blockdev *dev);
+void o2_blockdev_free(struct o2_blockdev *dev);
+
+/*
+ * Open an image file or a block device.  flags: O2_DEV_*.  The size of a
+ * block device comes from BLKGETSIZE64, of a file from its length (rounded
+ * down to whole sectors).  -ENOENT, -EACCES, ... from open(2).
+ */
+int o2_blockdev_open_file(const char *path, unsigned flags, struct o2_blockdev **ret_dev);
+
+/*
+ * A zero-filled memory device of size bytes (rounded down to whole
+ * sectors), or one holding a copy of data[0..len) padded with zeros to
+ * size.  -ENOMEM.
+ */
+int o2_blockdev_new_memory(uint64_t size, struct o2_blockdev **ret_dev);
+int o2_blockdev_new_memory_from(const void *data, size_t len, uint64_t size,
+				struct o2_blockdev **ret_dev);
+/* The backing store of a memory device (NULL for any other kind). */
+uint8_t *o2_blockdev_memory_data(struct o2_blockdev *dev);
+
+#endif

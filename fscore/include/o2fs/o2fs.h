@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fscore: the OCFS2 filesystem core.  The public API.
+ *
+ * Conventions: functions return >= 0 on success and -errno on failure.
+ * Corruption found on disk is -EUCLEAN; the volume handle then holds a
+ * message naming the block and the fault (o2_fs_error()).  Out-parameters
+ * (ret_*) are written only on success.  A volume handle is not thread-safe;
+ * callers serialise access to it.
+ */
+#ifndef O2FS_H
+#define O2FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "o2fs/blockdev.h"
+
+struct o2_fs;
+struct o2_inode;
+
+/* ---- feature bits (superblock) ---- */
+#define O2_FEATURE_COMPAT_BACKUP_SB 0x0001
+#define O2_FEATURE_COMPAT_JBD2_SB 0x0002
+
+#define O2_FEATURE_INCOMPAT_HEARTBEAT_DEV 0x0002
+#define O2_FEATURE_INCOMPAT_RESIZE_INPROG 0x0004
+#define O2_FEATURE_INCOMPAT_LOCAL_MOUNT 0x0008
+#define O2_FEATURE_INCOMPAT_SPARSE_ALLOC 0x0010
+#define O2_FEATURE_INCOMPAT_TUNEFS_INPROG 0x0020
+#define O2_FEATURE_INCOMPAT_INLINE_DATA 0x0040
+#define O2_FEATURE_INCOMPAT_USERSPACE_STACK 0x0080
+#define O2_FEATURE_INCOMPAT_EXTENDED_SLOT_MAP 0x0100
+#define O2_FEATURE_INCOMPAT_XATTR 0x0200
+#define O2_FEATURE_INCOMPAT_INDEXED_DIRS 0x0400
+#define O2_FEATURE_INCOMPAT_META_ECC 0x0800
+#define O2_FEATURE_INCOMPAT_REFCOUNT_TREE 0x1000
+#define O2_FEATURE_INCOMPAT_DISCONTIG_BG 0x2000
+#define O2_FEATURE_INCOMPAT_CLUSTERINFO 0x4000
+#define O2_FEATURE_INCOMPAT_APPEND_DIO 0x8000
+
+#define O2_FEATURE_RO_COMPAT_UNWRITTEN 0x0001
+#define O2_FEATURE_RO_COMPAT_USRQUOTA 0x0002
+#define O2_FEATURE_RO_COMPAT_GRPQUOTA 0x0004
+
+enum o2_feature_class { O2_COMPAT, O2_INCOMPAT, O2_RO_COMPAT };
+
+/*
+ * The name of one feature bit as mkfs.ocfs2 and debugfs.ocfs2 spell it
+ * ("sparse", "indexed-dirs", ...), or NULL for a bit with no name.
+ */
+const char *o2_feature_name(enum o2_feature_class cls, uint32_t bit);
+
+/* ---- opening a volume ---- */
+
+#define O2_OPEN_RDONLY 0x0
+#define O2_OPEN_RDWR 0x1
+
+/*
+ * Probe dev for an OCFS2 superblock at every block size 512..4096, validate
+ * it, and check that fscore implements every incompat feature (and, for
+ * O2_OPEN_RDWR, every ro-compat feature) it carries.  On failure the reason
+ * is written to errbuf (if not NULL): -ENODATA no OCFS2 superblock found,
+ * -EUCLEAN a damaged superblock, -EOPNOTSUPP a feature not implemented (the
+ * message names it), -EIO/-ENOMEM.  The handle borrows dev; the caller frees
+ * dev after o2_fs_close().
+ */
+int o2_fs_open(struct o2_blockdev *dev, unsigned flags, struct o2_fs **ret_fs, char *errbuf,
+	       size_t errlen);
+void o2_fs_close(struct o2_fs *fs);
+
+/* The message of the last failure on this handle ("" if none). */
+const char *o2_fs_error(const struct o2_fs *fs);
+
+struct o2_super_info {
+	uint16_t major_rev, minor_rev;
+	uint16_t mnt_count, max_mnt_count, state, errors;
+	uint32_t check_interval;
+	uint64_t last_check;
+	uint32_t creator_os;
+	uint32_t feature_compat, feature_incompat, feature_ro_compat;
+	uint16_t tunefs_flags;
+	uint64_t root_blkno, system_dir_blkno, first_cluster_group;
+	uint32_t block_bits, cluster_bits;
+	uint32_t block_size, cluster_size;
+	uint16_t max_slots;
+	uint32_t uuid_hash;
+	char label[65];
+	uint8_t uuid[16];
+	char stack[5];		/* "o2cb", "pcmk", ... or "" (classic o2cb) */
+	char cluster_name[17];
+	uint8_t stack_flags;
+	uint16_t xattr_inline_size;
+	uint32_t dx_seed[3];
+	uint32_t fs_generation;
+	uint64_t device_blocks;	/* blocks on the device */
+	uint32_t total_clusters; /* from the global bitmap */
+	uint32_t used_clusters;	/* from the global bitmap */
+};
+
+const struct o2_super_info *o2_fs_super(const struct o2_fs *fs);
+
+/* The cluster stack in words: "local", "o2cb", "pcmk", ... */
+const char *o2_fs_stack_name(const struct o2_fs *fs);
+
+/* ---- system files ---- */
+
+enum o2_sysfile {
+	O2_SYS_BAD_BLOCKS,
+	O2_SYS_GLOBAL_INODE_ALLOC,
+	O2_SYS_SLOT_MAP,
+	O2_SYS_HEARTBEAT,
+	O2_SYS_GLOBAL_BITMAP,
+	O2_SYS_USER_QUOTA,
+	O2_SYS_GROUP_QUOTA,
+	O2_SYS_ORPHAN_DIR, /* first per-slot file */
+	O2_SYS_EXTENT_ALLOC,
+	O2_SYS_INODE_ALLOC,
+	O2_SYS_JOURNAL,
+	O2_SYS_LOCAL_ALLOC,
+	O2_SYS_TRUNCATE_LOG,
+	O2_SYS_LOCAL_USER_QUOTA,
+	O2_SYS_LOCAL_GROUP_QUOTA,
+	O2_SYS_COUNT
+};
+
+/* Whether a system file is one per slot. */
+bool o2_sysfile_is_per_slot(enum o2_sysfile type);
+/* Its name in the system directory ("journal:0001"); buf of >= 32 bytes. */
+void o2_sysfile_name(enum o2_sysfile type, unsigned slot, char *buf, size_t len);
+/*
+ * Look a system file up by name in the system directory.  -ENOENT if the
+ * volume has none (quota files without quotas), -EINVAL for a bad slot.
+ */
+int o2_sysfile_lookup(struct o2_fs *fs, enum o2_sysfile type, unsigned slot, uint64_t *ret_blkno);
+
+/* ---- inodes ---- */
+
+struct o2_timespec {
+	int64_t sec;
+	uint32_t nsec;
+};
+
+/* What the inode's id2 area holds. */
+enum o2_id2_kind {
+	O2_ID2_NONE,	   /* device nodes, FIFOs, sockets */
+	O2_ID2_EXTENTS,	   /* an extent list */
+	O2_ID2_INLINE,	   /* inline data */
+	O2_ID2_FAST_SYMLINK,
+	O2_ID2_CHAIN,	   /* chain allocator */
+	O2_ID2_LOCAL_ALLOC,
+	O2_ID2_TRUNCATE_LOG,
+	O2_ID2_SUPER,
+};
+
+struct o2_inode_info {
+	uint64_t blkno;
+	uint32_t generation, fs_generation;
+	uint16_t suballoc_slot, suballoc_bit;
+	uint64_t suballoc_loc;
+	uint32_t clusters, uid, gid;
+	uint64_t size;
+	uint16_t mode;
+	uint32_t links;
+	uint32_t flags, attr;
+	uint16_t dyn_features, orphaned_slot, dio_orphaned_slot, xattr_inline_size;
+	struct o2_timespec atime, ctime, mtime;
+	uint64_t dtime;
+	uint64_t last_eb_blk, xattr_loc, dx_root, refcount_loc;
+	uint32_t check_crc32;
+	uint16_t check_ecc;
+	uint64_t rdev;
+	uint32_t bitmap_used, bitmap_total;   /* O2_FL_BITMAP inodes */
+	uint32_t journal_flags, journal_recovery_generation; /* journals */
+	enum o2_id2_kind kind;
+	/* id2 header, by kind: */
+	uint16_t list_depth, list_count, list_next_free; /* EXTENTS */
+	uint16_t inline_count;			       /* INLINE */
+	uint16_t chain_cpg, chain_bpc, chain_count, chain_next_free; /* CHAIN */
+	uint32_t la_bm_off;			       /* LOCAL_ALLOC */
+	uint16_t la_size;
+	uint16_t tl_count, tl_used;		       /* TRUNCATE_LOG */
+};
+
+/* i_flags bits */
+#define O2_INODE_VALID 0x0001
+#define O2_INODE_ORPHANED 0x0004
+#define O2_INODE_SYSTEM 0x0010
+#define O2_INODE_SUPER 0x0020
+#define O2_INODE_LOCAL_ALLOC 0x0040
+#define O2_INODE_BITMAP 0x0080
+#define O2_INODE_JOURNAL 0x0100
+#define O2_INODE_HEARTBEAT 0x0200
+#define O2_INODE_CHAIN 0x0400
+#define O2_INODE_DEALLOC 0x0800
+#define O2_INODE_QUOTA 0x1000
+#define O2_INODE_DIO_ORPHANED 0x2000
+
+/* i_dyn_features bits */
+#define O2_INODE_DYN_INLINE_DATA 0x0001
+#define O2_INODE_DYN_HAS_XATTR 0x0002
+#define O2_INODE_DYN_INLINE_XATTR 0x0004
+#define O2_INODE_DYN_INDEXED_DIR 0x0008
+#define O2_INODE_DYN_HAS_REFCOUNT 0x0010
+
+/*
+ * Read and validate the inode at blkno (signature, self-reference, fs
+ * generation, the id2 structure its flags call for).  The superblock (block
+ * 2) may be read this way too.  -EUCLEAN on damage, -ERANGE for a block
+ * number outside the volume.  The returned handle is freed with
+ * o2_inode_unref().
+ */
+int o2_inode_get(struct o2_fs *fs, uint64_t blkno, struct o2_inode **ret_inode);
+void o2_inode_unref(struct o2_inode *inode);
+const struct o2_inode_info *o2_inode_info(const struct o2_inode *inode);
+
+struct o2_extent {
+	uint32_t cpos;	   /* first logical cluster */
+	uint32_t clusters; /* clusters covered */
+	uint64_t blkno;	   /* first physical block (0 = a hole, in maps) */
+	uint8_t flags;	   /* O2_EXTENT_* (leaf records) */
+};
+#define O2_EXTENT_UNWRITTEN 0x01
+#define O2_EXTENT_REFCOUNTED 0x02
+
+/* Record i of the inode's own extent list (kind EXTENTS); -ERANGE past next_free. */
+int o2_inode_extent_rec(const struct o2_inode *inode, unsigned i, struct o2_extent *ret);
+
+struct o2_chain_rec_info {
+	uint32_t free, total;
+	uint64_t blkno;
+};
+int o2_inode_chain_rec(const struct o2_inode *inode, unsigned i, struct o2_chain_rec_info *ret);
+
+struct o2_trunc_rec {
+	uint32_t start, clusters;
+};
+int o2_inode_truncate_rec(const struct o2_inode *inode, unsigned i, struct o2_trunc_rec *ret);
+
+/* Bits set in a local alloc inode's window bitmap. */
+unsigned o2_inode_local_alloc_used(const struct o2_inode *inode);
+
+/*
+ * Map logical cluster cpos of the inode's data through its extent tree.
+ * ret gets the extent containing cpos (blkno adjusted to cpos), or, in a
+ * hole, {cpos, length of the hole up to the next extent or UINT32_MAX, 0}.
+ */
+int o2_inode_map(struct o2_fs *fs, struct o2_inode *inode, uint32_t cpos, struct o2_extent *ret);
+
+/*
+ * Call fn for every leaf extent of the inode's tree in logical order, and
+ * for every extent block visited (extent == NULL, eb_blkno set).  Stops at
+ * the first non-zero return of fn and returns it.
+ */
+typedef int (*o2_extent_fn)(const struct o2_extent *extent, uint64_t eb_blkno, void *arg);
+int o2_inode_walk_extents(struct o2_fs *fs, struct o2_inode *inode, o2_extent_fn fn, void *arg);
+
+/*
+ * Read up to len bytes of file data at off: inline data, holes and
+ * unwritten extents read as zeros; nothing past i_size.  Returns the
+ * number of bytes read.
+ */
+ssize_t o2_inode_read(struct o2_fs *fs, struct o2_inode *inode, uint64_t off, void *buf,
+		      size_t len);
+
+/* A symlink's target, NUL-terminated, into buf of len bytes; -ENAMETOOLONG if short. */
+int o2_inode_readlink(struct o2_fs *fs, struct o2_inode *inode, char *buf, size_t len);
+
+/* ---- directories ---- */
+
+struct o2_dirent {
+	uint64_t ino;
+	uint8_t type; /* O2_DT_* */
+	uint8_t name_len;
+	char name[256];
+	uint64_t dirent_blk; /* block holding the entry (the inode for inline dirs) */
+};
+
+enum { O2_DT_UNKNOWN, O2_DT_REG, O2_DT_DIR, O2_DT_CHR, O2_DT_BLK, O2_DT_FIFO, O2_DT_SOCK, O2_DT_LNK };
+
+typedef int (*o2_dirent_fn)(const struct o2_dirent *de, void *arg);
+/*
+ * Call fn for every live entry of the directory, "." and ".." included, in
+ * on-disk order.  -ENOTDIR if it is not a directory.  Every block is
+ * validated (entries, trailers).
+ */
+int o2_dir_iterate(struct o2_fs *fs, struct o2_inode *dir, o2_dirent_fn fn, void *arg);
+
+/*
+ * Look name up in dir: through the index for indexed directories, by a
+ * scan otherwise.  -ENOENT if absent.
+ */
+int o2_dir_lookup(struct o2_fs *fs, struct o2_inode *dir, const char *name, size_t len,
+		  struct o2_dirent *ret);
+
+/* The TEA hash of a name as indexed directories use it. */
+void o2_dx_hash(const struct o2_fs *fs, const char *name, size_t len, uint32_t *ret_major,
+		uint32_t *ret_minor);
+
+/*
+ * Resolve an absolute path from the root directory; a path beginning with
+ * "//" starts at the system directory (as debugfs.ocfs2 spells it).
+ * Symlinks are not followed.
+ */
+int o2_path_lookup(struct o2_fs *fs, const char *path, uint64_t *ret_blkno);
+
+/* ---- slot map ---- */
+
+struct o2_slot_info {
+	bool valid;
+	uint32_t node;
+};
+
+struct o2_slotmap_info {
+	bool extended;
+	unsigned nslots;
+	struct o2_slot_info slots[255];
+};
+
+int o2_slotmap_read(struct o2_fs *fs, struct o2_slotmap_info *ret);
+
+/* ---- chain allocators ---- */
+
+struct o2_group_info {
+	uint64_t blkno;
+	uint16_t chain, bits, free_bits, size;
+	uint16_t contig_free; /* computed from the bitmap */
+	uint32_t generation;
+	uint64_t next_group, parent;
+	uint32_t check_crc32;
+	uint16_t check_ecc;
+	bool discontig;
+};
+
+/*
+ * Visit every group descriptor of the chain allocator inode, chain by chain,
+ * validating each (signature, self-reference, parent, chain number, bitmap
+ * counts) and the chain totals against the chain records.  A chain that
+ * loops or runs longer than the volume allows is -EUCLEAN.
+ */
+typedef int (*o2_group_fn)(unsigned chain, const struct o2_group_info *g, void *arg);
+int o2_chain_walk(struct o2_fs *fs, struct o2_inode *alloc, o2_group_fn fn, void *arg);
+
+/* ---- journal ---- */
+
+struct o2_journal_info {
+	uint32_t block_size, maxlen, first, sequence, start, errno_;
+	uint32_t feature_compat, feature_incompat, feature_ro_compat;
+	uint8_t uuid[16];
+	uint32_t nr_users;
+	uint32_t ij_flags, recovery_generation; /* from the journal inode */
+	uint64_t inode_blkno;
+};
+
+int o2_journal_info(struct o2_fs *fs, unsigned slot, struct o2_journal_info *ret);
+
+/* ---- verification walk ---- */
+
+struct o2_walk_stats {
+	uint64_t inodes, dirs, dirents, extent_blocks, data_blocks, groups, dx_blocks;
+};
+
+/*
+ * Read and validate every block of every system file and, recursively,
+ * every directory from the root (and each inode its entries name):
+ * allocators' groups, journals' superblocks, slot map, local allocs,
+ * truncate logs, orphan dirs.  Stops at the first fault (-EUCLEAN with the
+ * message on the handle).
+ */
+int o2_fs_walk(struct o2_fs *fs, struct o2_walk_stats *ret);
+
+#endif

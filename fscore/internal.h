@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* fscore private declarations shared between its modules. */
+#ifndef O2_INTERNAL_H
+#define O2_INTERNAL_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "format.h"
+#include "o2fs/o2fs.h"
+
+struct o2_fs {
+	struct o2_blockdev *dev;
+	unsigned flags;
+	uint32_t bs;		/* block size */
+	uint32_t bits;		/* log2 block size */
+	uint32_t cs;		/* cluster size */
+	uint32_t cbits;
+	uint32_t bpc_bits;	/* log2 blocks per cluster */
+	uint64_t nblocks;	/* blocks on the device */
+	uint8_t *sb_block;	/* the superblock inode, one block */
+	struct o2_super_info info;
+	uint32_t dx_seed[4];
+	char err[256];
+};
+
+struct o2_inode {
+	struct o2_fs *fs;
+	uint8_t *buf; /* one block */
+	struct o2_inode_info info;
+};
+
+static inline struct o2_dinode *o2_di(const struct o2_inode *ino)
+{
+	return (struct o2_dinode *)ino->buf;
+}
+
+/* A signature field holds the NUL-terminated signature string. */
+static inline bool o2_sig_ok(const uint8_t *field, const char *sig)
+{
+	return memcmp(field, sig, strlen(sig) + 1) == 0;
+}
+
+static inline bool o2_has_incompat(const struct o2_fs *fs, uint32_t bit)
+{
+	return (fs->info.feature_incompat & bit) != 0;
+}
+
+/* Record a message on the handle and return -EUCLEAN. */
+int o2_corrupt(struct o2_fs *fs, uint64_t blkno, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Record a message without a block (the result code is err). */
+int o2_fail(struct o2_fs *fs, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Read count blocks at blkno; a range outside the volume is -EUCLEAN. */
+int o2_read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf);
+
+/* Where a metadata block keeps its block check. */
+enum o2_meta_kind {
+	O2_META_INODE,
+	O2_META_EXTENT,
+	O2_META_GROUP,
+	O2_META_DX_ROOT,
+	O2_META_DX_LEAF,
+	O2_META_DIR_BLOCK, /* with a trailer */
+	O2_META_XATTR,
+	O2_META_REFCOUNT,
+};
+
+/*
+ * Read one metadata block and, on metaecc volumes, verify (and where one
+ * bit is wrong, correct) its block check.
+ */
+int o2_read_meta(struct o2_fs *fs, uint64_t blkno, enum o2_meta_kind kind, void *buf);
+
+/* Validators: 0 or -EUCLEAN with a message. */
+int o2_check_extent_list(struct o2_fs *fs, uint64_t blkno, const struct o2_extent_list *el,
+			 unsigned max_recs, const char *what);
+int o2_check_extent_block(struct o2_fs *fs, uint64_t blkno, const void *buf);
+
+/*
+ * Generic extent tree access, as the kernel does it: one B-tree, with the
+ * root list held by an owner (inode, dx_root, xattr value, refcount).
+ */
+struct o2_tree_root {
+	uint64_t owner_blkno; /* block holding the root list, for messages */
+	struct o2_extent_list *el;
+	unsigned max_recs;
+};
+
+int o2_tree_map(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t cpos,
+		struct o2_extent *ret);
+int o2_tree_walk(struct o2_fs *fs, const struct o2_tree_root *root, o2_extent_fn fn, void *arg);
+/* Largest leaf record with cpos <= key (used by the dx index). */
+int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t key,
+		      struct o2_extent *ret);
+
+/* The dx index: read and validate its root and leaves. */
+int o2_dx_read_root(struct o2_fs *fs, struct o2_inode *dir, uint8_t *buf);
+int o2_dx_read_leaf(struct o2_fs *fs, uint64_t blk, uint8_t *buf);
+/* Block of the dx_leaf that holds a hash, per the format's placement rule. */
+int o2_dx_leaf_for_hash(struct o2_fs *fs, struct o2_inode *dir, const uint8_t *root_buf,
+			uint32_t major, uint32_t minor, uint64_t *ret_blk);
+
+/* Directory trailer rules. */
+bool o2_dir_has_trailer(const struct o2_fs *fs, const struct o2_inode *dir);
+
+#endif

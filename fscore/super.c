@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Opening a volume: probe the superblock, validate it, decide whether the
+ * features it carries can be served, and the volume-wide helpers (messages,
+ * block reads, metadata checks).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blockcheck.h"
+#include "internal.h"
+
+/* What fscore implements.  Read-only access tolerates any ro-compat bit. */
+#define O2_SUPPORTED_COMPAT (O2_FEATURE_COMPAT_BACKUP_SB | O2_FEATURE_COMPAT_JBD2_SB)
+#define O2_SUPPORTED_INCOMPAT                                                                     \
+	(O2_FEATURE_INCOMPAT_LOCAL_MOUNT | O2_FEATURE_INCOMPAT_SPARSE_ALLOC |                     \
+	 O2_FEATURE_INCOMPAT_INLINE_DATA | O2_FEATURE_INCOMPAT_USERSPACE_STACK |                  \
+	 O2_FEATURE_INCOMPAT_EXTENDED_SLOT_MAP | O2_FEATURE_INCOMPAT_XATTR |                      \
+	 O2_FEATURE_INCOMPAT_INDEXED_DIRS | O2_FEATURE_INCOMPAT_META_ECC |                        \
+	 O2_FEATURE_INCOMPAT_REFCOUNT_TREE | O2_FEATURE_INCOMPAT_DISCONTIG_BG |                   \
+	 O2_FEATURE_INCOMPAT_CLUSTERINFO | O2_FEATURE_INCOMPAT_APPEND_DIO)
+/* Writing is not implemented yet: no ro-compat bit may be written. */
+#define O2_WRITABLE_RO_COMPAT 0u
+
+struct feature_name {
+	enum o2_feature_class cls;
+	uint32_t bit;
+	const char *name;
+};
+
+static const struct feature_name feature_names[] = {
+	{ O2_COMPAT, O2_FEATURE_COMPAT_BACKUP_SB, "backup-super" },
+	{ O2_COMPAT, O2_FEATURE_COMPAT_JBD2_SB, "strict-journal-super" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_HEARTBEAT_DEV, "heartbeat-device" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_RESIZE_INPROG, "resize-in-progress" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_LOCAL_MOUNT, "local" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_SPARSE_ALLOC, "sparse" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_TUNEFS_INPROG, "tunefs-in-progress" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_INLINE_DATA, "inline-data" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_USERSPACE_STACK, "userspace-stack" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_EXTENDED_SLOT_MAP, "extended-slotmap" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_XATTR, "xattr" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_INDEXED_DIRS, "indexed-dirs" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_META_ECC, "metaecc" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_REFCOUNT_TREE, "refcount" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_DISCONTIG_BG, "discontig-bg" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_CLUSTERINFO, "clusterinfo" },
+	{ O2_INCOMPAT, O2_FEATURE_INCOMPAT_APPEND_DIO, "append-dio" },
+	{ O2_RO_COMPAT, O2_FEATURE_RO_COMPAT_UNWRITTEN, "unwritten" },
+	{ O2_RO_COMPAT, O2_FEATURE_RO_COMPAT_USRQUOTA, "usrquota" },
+	{ O2_RO_COMPAT, O2_FEATURE_RO_COMPAT_GRPQUOTA, "grpquota" },
+};
+
+const char *o2_feature_name(enum o2_feature_class cls, uint32_t bit)
+{
+	for (size_t i = 0; i < sizeof(feature_names) / sizeof(feature_names[0]); i++)
+		if (feature_names[i].cls == cls && feature_names[i].bit == bit)
+			return feature_names[i].name;
+	return NULL;
+}
+
+static void vset(struct o2_fs *fs, const char *prefix, const char *fmt, va_list ap)
+{
+	int n = snprintf(fs->err, sizeof(fs->err), "%s", prefix);
+
+	if (n < 0 || (size_t)n >= sizeof(fs->err))
+		return;
+	vsnprintf(fs->err + n, sizeof(fs->err) - (size_t)n, fmt, ap);
+}
+
+int o2_corrupt(struct o2_fs *fs, uint64_t blkno, const char *fmt, ...)
+{
+	char prefix[48];
+	va_list ap;
+
+	snprintf(prefix, sizeof(prefix), "block %llu: ", (unsigned long long)blkno);
+	va_start(ap, fmt);
+	vset(fs, prefix, fmt, ap);
+	va_end(ap);
+	return -EUCLEAN;
+}
+
+int o2_fail(struct o2_fs *fs, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vset(fs, "", fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+const char *o2_fs_error(const struct o2_fs *fs)
+{
+	return fs->err;
+}
+
+int o2_read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf)
+{
+	int r;
+
+	if (blkno >= fs->nblocks || count > fs->nblocks - blkno)
+		return o2_corrupt(fs, blkno, "lies beyond the end of the device (%llu blocks)",
+				  (unsigned long long)fs->nblocks);
+	r = o2_blockdev_read(fs->dev, buf, (size_t)count << fs->bits, blkno << fs->bits);
+	if (r < 0)
+		return o2_fail(fs, r, "block %llu: read failed: %s", (unsigned long long)blkno,
+			       strerror(-r));
+	return 0;
+}
+
+static size_t check_offset(const struct o2_fs *fs, enum o2_meta_kind kind)
+{
+	switch (kind) {
+	case O2_META_INODE:
+		return offsetof(struct o2_dinode, i_check);
+	case O2_META_EXTENT:
+		return offsetof(struct o2_extent_block, h_check);
+	case O2_META_GROUP:
+		return offsetof(struct o2_group_desc, bg_check);
+	case O2_META_DX_ROOT:
+		return offsetof(struct o2_dx_root_block, dr_check);
+	case O2_META_DX_LEAF:
+		return offsetof(struct o2_dx_leaf, dl_check);
+	case O2_META_DIR_BLOCK:
+		return fs->bs - sizeof(struct o2_dir_trailer) + offsetof(struct o2_dir_trailer, db_check);
+	case O2_META_XATTR:
+		return offsetof(struct o2_xattr_block, xb_check);
+	case O2_META_REFCOUNT:
+		return offsetof(struct o2_refcount_block, rf_check);
+	}
+	return 0;
+}
+
+int o2_read_meta(struct o2_fs *fs, uint64_t blkno, enum o2_meta_kind kind, void *buf)
+{
+	int r = o2_read_blocks(fs, blkno, 1, buf);
+
+	if (r < 0 || !o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+		return r;
+	r = o2_blockcheck_verify(buf, fs->bs, (uint8_t *)buf + check_offset(fs, kind));
+	if (r < 0)
+		return o2_corrupt(fs, blkno, "metadata checksum mismatch");
+	return 0;
+}
+
+/* ---- probe and open ---- */
+
+static int errbuf_set(char *errbuf, size_t errlen, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int errbuf_set(char *errbuf, size_t errlen, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (errbuf && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(errbuf, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+/*
+ * Find the superblock: for each block size, block 2 must carry the
+ * signature and a blocksize_bits that agrees with the size probed.
+ */
+static int probe(struct o2_blockdev *dev, uint8_t **ret_buf, uint32_t *ret_bits)
+{
+	uint8_t *buf = malloc(1u << O2_MAX_BLOCK_BITS);
+	int last = -ENODATA;
+
+	if (!buf)
+		return -ENOMEM;
+	for (uint32_t bits = O2_MIN_BLOCK_BITS; bits <= O2_MAX_BLOCK_BITS; bits++) {
+		uint32_t bs = 1u << bits;
+		const struct o2_dinode *di = (const struct o2_dinode *)buf;
+		int r = o2_blockdev_read(dev, buf, bs, (uint64_t)O2_SUPER_BLKNO * bs);
+
+		if (r == -ENXIO)
+			continue; /* device too small for this block size */
+		if (r < 0) {
+			last = r;
+			continue;
+		}
+		if (!o2_sig_ok(di->i_signature, O2_SIG_SUPER))
+			continue;
+		if (le32(di->id2.i_super.s_blocksize_bits) != bits)
+			continue;
+		*ret_buf = buf;
+		*ret_bits = bits;
+		return 0;
+	}
+	free(buf);
+	return last;
+}
+
+static void copy_str(char *dst, const uint8_t *src, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n && src[i]; i++)
+		dst[i] = (char)src[i];
+	dst[i] = '\0';
+}
+
+static int validate_super(struct o2_fs *fs, char *errbuf, size_t errlen)
+{
+	const struct o2_dinode *di = (const struct o2_dinode *)fs->sb_block;
+	const struct o2_super_block *sb = &di->id2.i_super;
+	struct o2_super_info *si = &fs->info;
+
+	/* The feature word lives in the block it protects; trust it only after the check. */
+	if (le32(sb->s_feature_incompat) & O2_FEATURE_INCOMPAT_META_ECC) {
+		int r = o2_blockcheck_verify(fs->sb_block, fs->bs,
+					     fs->sb_block + offsetof(struct o2_dinode, i_check));
+		if (r < 0)
+			return errbuf_set(errbuf, errlen, -EUCLEAN,
+					  "superblock (block 2): metadata checksum mismatch");
+	}
+	if (le64(di->i_blkno) != O2_SUPER_BLKNO)
+		return errbuf_set(errbuf, errlen, -EUCLEAN,
+				  "superblock (block 2): records its own block number as %llu",
+				  (unsigned long long)le64(di->i_blkno));
+	si->cluster_bits = le32(sb->s_clustersize_bits);
+	if (si->cluster_bits < O2_MIN_CLUSTER_BITS || si->cluster_bits > O2_MAX_CLUSTER_BITS)
+		return errbuf_set(errbuf, errlen, -EUCLEAN,
+				  "superblock (block 2): cluster size 2^%u is not in 4K..1M",
+				  si->cluster_bits);
+	si->max_slots = le16(sb->s_max_slots);
+	if (si->max_slots == 0 || si->max_slots > O2_MAX_SLOTS)
+		return errbuf_set(errbuf, errlen, -EUCLEAN,
+				  "superblock (block 2): %u slots is not in 1..255", si->max_slots);
+	si->root_blkno = le64(sb->s_root_blkno);
+	si->system_dir_blkno = le64(sb->s_system_dir_blkno);
+	si->first_cluster_group = le64(sb->s_first_cluster_group);
+	if (si->root_blkno <= O2_SUPER_BLKNO || si->root_blkno >= fs->nblocks ||
+	    si->system_dir_blkno <= O2_SUPER_BLKNO || si->system_dir_blkno >= fs->nblocks ||
+	    si->first_cluster_group >= fs->nblocks)
+		return errbuf_set(errbuf, errlen, -EUCLEAN,
+				  "superblock (block 2): root %llu, system dir %llu or first "
+				  "cluster group %llu lies outside the device (%llu blocks)",
+				  (unsigned long long)si->root_blkno,
+				  (unsigned long long)si->system_dir_blkno,
+				  (unsigned long long)si->first_cluster_group,
+				  (unsigned long long)fs->nblocks);
+	if (!(le32(di->i_flags) & O2_FL_SUPER) || !(le32(di->i_flags) & O2_FL_VALID))
+		return errbuf_set(errbuf, errlen, -EUCLEAN,
+				  "superblock (block 2): flags 0x%x lack Valid/Superblock",
+				  le32(di->i_flags));
+	return 0;
+}
+
+static void fill_info(struct o2_fs *fs)
+{
+	const struct o2_dinode *di = (const struct o2_dinode *)fs->sb_block;
+	const struct o2_super_block *sb = &di->id2.i_super;
+	struct o2_super_info *si = &fs->info;
+
+	si->major_rev = le16(sb->s_major_rev_level);
+	si->minor_rev = le16(sb->s_minor_rev_level);
+	si->mnt_count = le16(sb->s_mnt_count);
+	si->max_mnt_count = le16(sb->s_max_mnt_count);
+	si->state = le16(sb->s_state);
+	si->errors = le16(sb->s_errors);
+	si->check_interval = le32(sb->s_checkinterval);
+	si->last_check = le64(sb->s_lastcheck);
+	si->creator_os = le32(sb->s_creator_os);
+	si->feature_compat = le32(sb->s_feature_compat);
+	si->feature_incompat = le32(sb->s_feature_incompat);
+	si->feature_ro_compat = le32(sb->s_feature_ro_compat);
+	si->tunefs_flags = le16(sb->s_tunefs_flag);
+	si->block_bits = fs->bits;
+	si->block_size = fs->bs;
+	si->uuid_hash = le32(sb->s_uuid_hash);
+	copy_str(si->label, sb->s_label, O2_LABEL_LEN);
+	memcpy(si->uuid, sb->s_uuid, O2_UUID_LEN);
+	if (si->feature_incompat &
+	    (O2_FEATURE_INCOMPAT_USERSPACE_STACK | O2_FEATURE_INCOMPAT_CLUSTERINFO)) {
+		copy_str(si->stack, sb->s_cluster_info.ci_stack, 4);
+		copy_str(si->cluster_name, sb->s_cluster_info.ci_cluster, 16);
+		si->stack_flags = sb->s_cluster_info.ci_stackflags;
+	}
+	si->xattr_inline_size = le16(sb->s_xattr_inline_size);
+	for (int i = 0; i < 3; i++)
+		si->dx_seed[i] = le32(sb->s_dx_seed[i]);
+	si->fs_generation = le32(di->i_fs_generation);
+	si->device_blocks = fs->nblocks;
+	fs->dx_seed[0] = si->dx_seed[0];
+	fs->dx_seed[1] = si->dx_seed[1];
+	fs->dx_seed[2] = si->dx_seed[2];
+	fs->dx_seed[3] = si->uuid_hash;
+}
+
+static int check_features(struct o2_fs *fs, char *errbuf, size_t errlen)
+{
+	const struct o2_super_info *si = &fs->info;
+	uint32_t bad;
+
+	bad = si->feature_incompat & ~O2_SUPPORTED_INCOMPAT;
+	if (bad) {
+		uint32_t bit = bad & -bad;
+		const char *name = o2_feature_name(O2_INCOMPAT, bit);
+
+		return errbuf_set(errbuf, errlen, -EOPNOTSUPP,
+				  "the volume uses the incompatible feature %s (0x%x), which "
+				  "ocfs2d does not implement",
+				  name ? name : "unknown", bit);
+	}
+	bad = si->feature_ro_compat & ~O2_WRITABLE_RO_COMPAT;
+	if ((fs->flags & O2_OPEN_RDWR) && bad) {
+		uint32_t bit = bad & -bad;
+		const char *name = o2_feature_name(O2_RO_COMPAT, bit);
+
+		return errbuf_set(errbuf, errlen, -EOPNOTSUPP,
+				  "the volume uses the read-only-compatible feature %s (0x%x), "
+				  "which ocfs2d cannot write; open it read-only",
+				  name ? name : "unknown", bit);
+	}
+	if (fs->flags & O2_OPEN_RDWR)
+		return errbuf_set(errbuf, errlen, -EOPNOTSUPP,
+				  "writing is not implemented yet; open the volume read-only");
+	return 0;
+}
+
+/* The global bitmap gives the volume's cluster count. */
+static int read_cluster_counts(struct o2_fs *fs)
+{
+	struct o2_inode *bm;
+	uint64_t blkno;
+	int r = o2_sysfile_lookup(fs, O2_SYS_GLOBAL_BITMAP, 0, &blkno);
+
+	if (r < 0)
+		return r;
+	r = o2_inode_get(fs, blkno, &bm);
+	if (r < 0)
+		return r;
+	if (bm->info.kind != O2_ID2_CHAIN) {
+		o2_inode_unref(bm);
+		return o2_corrupt(fs, blkno, "global bitmap is not a chain allocator");
+	}
+	fs->info.total_clusters = bm->info.bitmap_total;
+	fs->info.used_clusters = bm->info.bitmap_used;
+	o2_inode_unref(bm);
+	return 0;
+}
+
+int o2_fs_open(struct o2_blockdev *dev, unsigned flags, struct o2_fs **ret_fs, char *errbuf,
+	       size_t errlen)
+{
+	struct o2_fs *fs;
+	uint32_t bits;
+	uint8_t *sb;
+	int r;
+
+	if (errbuf && errlen)
+		errbuf[0] = '\0';
+	r = probe(dev, &sb, &bits);
+	if (r == -ENODATA)
+		return errbuf_set(errbuf, errlen, r, "no OCFS2 superblock found: not an OCFS2 volume");
+	if (r < 0)
+		return errbuf_set(errbuf, errlen, r, "reading the superblock failed: %s",
+				  strerror(-r));
+	fs = calloc(1, sizeof(*fs));
+	if (!fs) {
+		free(sb);
+		return -ENOMEM;
+	}
+	fs->dev = dev;
+	fs->flags = flags;
+	fs->sb_block = sb;
+	fs->bits = bits;
+	fs->bs = 1u << bits;
+	fs->nblocks = dev->size >> bits;
+	fs->info.feature_incompat =
+		le32(((struct o2_dinode *)sb)->id2.i_super.s_feature_incompat);
+	r = validate_super(fs, errbuf, errlen);
+	if (r < 0)
+		goto out_free;
+	fill_info(fs);
+	fs->cbits = fs->info.cluster_bits;
+	fs->cs = 1u << fs->cbits;
+	if (fs->cbits < fs->bits) {
+		r = errbuf_set(errbuf, errlen, -EUCLEAN,
+			       "superblock (block 2): cluster size %u is smaller than block size %u",
+			       fs->cs, fs->bs);
+		goto out_free;
+	}
+	fs->bpc_bits = fs->cbits - fs->bits;
+	fs->info.cluster_size = fs->cs;
+	r = check_features(fs, errbuf, errlen);
+	if (r < 0)
+		goto out_free;
+	r = read_cluster_counts(fs);
+	if (r < 0) {
+		errbuf_set(errbuf, errlen, r, "%s", fs->err);
+		goto out_free;
+	}
+	*ret_fs = fs;
+	return 0;
+
+out_free:
+	free(fs->sb_block);
+	free(fs);
+	return r;
+}
+
+void o2_fs_close(struct o2_fs *fs)
+{
+	if (!fs)
+		return;
+	free(fs->sb_block);
+	free(fs);
+}
+
+const struct o2_super_info *o2_fs_super(const struct o2_fs *fs)
+{
+	return &fs->info;
+}
+
+const char *o2_fs_stack_name(const struct o2_fs *fs)
+{
+	const struct o2_super_info *si = &fs->info;
+
+	if (si->feature_incompat & O2_FEATURE_INCOMPAT_LOCAL_MOUNT)
+		return "local";
+	if (si->stack[0])
+		return si->stack;
+	return "o2cb";
+}

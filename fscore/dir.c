@@ -108,7 +108,7 @@ static int read_dir_block(struct o2_fs *fs, const struct o2_inode *dir, uint64_t
 {
 	bool trailer = o2_dir_has_trailer(fs, dir);
 	/* metaecc implies trailers, which hold the block check */
-	int r = trailer ? o2_read_meta(fs, blk, O2_META_DIR_BLOCK, buf) : o2_read_blocks(fs, blk, 1, buf);
+	int r = o2_read_meta(fs, blk, trailer ? O2_META_DIR_BLOCK : O2_META_PLAIN, buf);
 
 	if (r < 0)
 		return r;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "cache.h"
 #include "o2fs/o2fs.h"
 
 struct o2_fs {
@@ -25,6 +26,10 @@ struct o2_fs {
 	struct o2_super_info info;
 	uint32_t dx_seed[4];
 	char err[256];
+	struct o2_cache *cache;
+	struct o2_journal *journal; /* NULL when opened read-only */
+	struct o2_open_opts opts;
+	int ro_reason;		/* non-zero: an I/O error made the volume read-only */
 };
 
 struct o2_inode {
@@ -68,13 +73,17 @@ enum o2_meta_kind {
 	O2_META_DIR_BLOCK, /* with a trailer */
 	O2_META_XATTR,
 	O2_META_REFCOUNT,
+	O2_META_PLAIN = 0xff, /* no block check */
 };
 
 /*
- * Read one metadata block and, on metaecc volumes, verify (and where one
- * bit is wrong, correct) its block check.
+ * Copy one metadata block out of the cache (reading it if needed) and, on
+ * metaecc volumes, verify (and where one bit is wrong, correct) its block
+ * check.  O2_META_PLAIN (cache.h) reads a block that carries no check.
  */
 int o2_read_meta(struct o2_fs *fs, uint64_t blkno, enum o2_meta_kind kind, void *buf);
+/* Byte offset of the block check in a block of this kind. */
+size_t o2_meta_check_offset(const struct o2_fs *fs, enum o2_meta_kind kind);
 
 /* Validators: 0 or -EUCLEAN with a message. */
 int o2_check_extent_list(struct o2_fs *fs, uint64_t blkno, const struct o2_extent_list *el,

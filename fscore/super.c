@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "blockcheck.h"
+#include "cache.h"
+#include "journal.h"
 #include "internal.h"
 
 /* What fscore implements.  Read-only access tolerates any ro-compat bit. */
@@ -20,8 +22,8 @@
 	 O2_FEATURE_INCOMPAT_INDEXED_DIRS | O2_FEATURE_INCOMPAT_META_ECC |                        \
 	 O2_FEATURE_INCOMPAT_REFCOUNT_TREE | O2_FEATURE_INCOMPAT_DISCONTIG_BG |                   \
 	 O2_FEATURE_INCOMPAT_CLUSTERINFO | O2_FEATURE_INCOMPAT_APPEND_DIO)
-/* Writing is not implemented yet: no ro-compat bit may be written. */
-#define O2_WRITABLE_RO_COMPAT 0u
+/* ro-compat bits fscore can keep right while writing. */
+#define O2_WRITABLE_RO_COMPAT O2_FEATURE_RO_COMPAT_UNWRITTEN
 
 struct feature_name {
 	enum o2_feature_class cls;
@@ -110,7 +112,7 @@ int o2_read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf)
 	return 0;
 }
 
-static size_t check_offset(const struct o2_fs *fs, enum o2_meta_kind kind)
+size_t o2_meta_check_offset(const struct o2_fs *fs, enum o2_meta_kind kind)
 {
 	switch (kind) {
 	case O2_META_INODE:
@@ -129,19 +131,21 @@ static size_t check_offset(const struct o2_fs *fs, enum o2_meta_kind kind)
 		return offsetof(struct o2_xattr_block, xb_check);
 	case O2_META_REFCOUNT:
 		return offsetof(struct o2_refcount_block, rf_check);
+	case O2_META_PLAIN:
+		break;
 	}
 	return 0;
 }
 
 int o2_read_meta(struct o2_fs *fs, uint64_t blkno, enum o2_meta_kind kind, void *buf)
 {
-	int r = o2_read_blocks(fs, blkno, 1, buf);
+	struct o2_buf *b;
+	int r = o2_bread(fs, blkno, (uint8_t)kind, &b);
 
-	if (r < 0 || !o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-		return r;
-	r = o2_blockcheck_verify(buf, fs->bs, (uint8_t *)buf + check_offset(fs, kind));
 	if (r < 0)
-		return o2_corrupt(fs, blkno, "metadata checksum mismatch");
+		return r;
+	memcpy(buf, b->data, fs->bs);
+	o2_brelse(fs, b);
 	return 0;
 }
 
@@ -318,9 +322,14 @@ static int check_features(struct o2_fs *fs, char *errbuf, size_t errlen)
 				  "which ocfs2d cannot write; open it read-only",
 				  name ? name : "unknown", bit);
 	}
-	if (fs->flags & O2_OPEN_RDWR)
+	if ((fs->flags & O2_OPEN_RDWR) && fs->dev->read_only)
+		return errbuf_set(errbuf, errlen, -EROFS, "the device is read-only");
+	if ((fs->flags & O2_OPEN_RDWR) &&
+	    (si->feature_incompat & (O2_FEATURE_INCOMPAT_RESIZE_INPROG |
+				     O2_FEATURE_INCOMPAT_TUNEFS_INPROG | O2_FEATURE_INCOMPAT_HEARTBEAT_DEV)))
 		return errbuf_set(errbuf, errlen, -EOPNOTSUPP,
-				  "writing is not implemented yet; open the volume read-only");
+				  "an interrupted tunefs.ocfs2 operation left the volume marked "
+				  "in progress; run fsck.ocfs2 first");
 	return 0;
 }
 
@@ -349,6 +358,21 @@ static int read_cluster_counts(struct o2_fs *fs)
 int o2_fs_open(struct o2_blockdev *dev, unsigned flags, struct o2_fs **ret_fs, char *errbuf,
 	       size_t errlen)
 {
+	struct o2_open_opts opts = { .flags = flags };
+
+	return o2_fs_open_opts(dev, &opts, ret_fs, errbuf, errlen);
+}
+
+static void fs_free(struct o2_fs *fs)
+{
+	o2_cache_destroy(fs);
+	free(fs->sb_block);
+	free(fs);
+}
+
+int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
+		    struct o2_fs **ret_fs, char *errbuf, size_t errlen)
+{
 	struct o2_fs *fs;
 	uint32_t bits;
 	uint8_t *sb;
@@ -368,7 +392,8 @@ int o2_fs_open(struct o2_blockdev *dev, unsigned flags, struct o2_fs **ret_fs, c
 		return -ENOMEM;
 	}
 	fs->dev = dev;
-	fs->flags = flags;
+	fs->opts = *opts;
+	fs->flags = opts->flags;
 	fs->sb_block = sb;
 	fs->bits = bits;
 	fs->bs = 1u << bits;
@@ -392,26 +417,75 @@ int o2_fs_open(struct o2_blockdev *dev, unsigned flags, struct o2_fs **ret_fs, c
 	r = check_features(fs, errbuf, errlen);
 	if (r < 0)
 		goto out_free;
+	r = o2_cache_init(fs, opts->cache_blocks ? opts->cache_blocks : 8192);
+	if (r < 0)
+		goto out_free;
 	r = read_cluster_counts(fs);
+	if (r == 0 && (fs->flags & O2_OPEN_RDWR)) {
+		if (opts->slot >= fs->info.max_slots)
+			r = o2_fail(fs, -EINVAL, "slot %u does not exist (the volume has %u)",
+				    opts->slot, fs->info.max_slots);
+		else
+			r = o2_journal_open(fs, opts->slot);
+	}
 	if (r < 0) {
-		errbuf_set(errbuf, errlen, r, "%s", fs->err);
+		errbuf_set(errbuf, errlen, r, "%s", fs->err[0] ? fs->err : strerror(-r));
 		goto out_free;
 	}
 	*ret_fs = fs;
 	return 0;
 
 out_free:
-	free(fs->sb_block);
-	free(fs);
+	fs_free(fs);
 	return r;
 }
 
-void o2_fs_close(struct o2_fs *fs)
+int o2_fs_close(struct o2_fs *fs)
 {
+	int r = 0;
+
 	if (!fs)
-		return;
-	free(fs->sb_block);
-	free(fs);
+		return 0;
+	if (fs->journal)
+		r = o2_journal_close(fs);
+	fs_free(fs);
+	return r;
+}
+
+int o2_fs_sync(struct o2_fs *fs)
+{
+	int r;
+
+	if (!fs->journal)
+		return 0;
+	if (fs->ro_reason)
+		return -EROFS;
+	/* each commit ends with a flush: committed means durable */
+	r = o2_journal_commit(fs);
+	if (r == 0)
+		r = o2_blockdev_flush(fs->dev);
+	if (r < 0)
+		return o2_fs_abort(fs, r, "sync");
+	return 0;
+}
+
+int o2_fs_tick(struct o2_fs *fs)
+{
+	struct o2_trans *t;
+	int r;
+
+	if (!fs->journal || fs->ro_reason)
+		return 0;
+	/* an empty handle runs the commit-interval check on its way out */
+	r = o2_trans_begin(fs, 1, &t);
+	if (r < 0)
+		return r;
+	return o2_trans_end(t);
+}
+
+int o2_fs_readonly_reason(const struct o2_fs *fs)
+{
+	return fs->ro_reason;
 }
 
 const struct o2_super_info *o2_fs_super(const struct o2_fs *fs)

@@ -61,4 +61,56 @@ int o2_blockdev_new_memory_from(const void *data, size_t len, uint64_t size,
 /* The backing store of a memory device (NULL for any other kind). */
 uint8_t *o2_blockdev_memory_data(struct o2_blockdev *dev);
 
+
+
+/* ---- test devices (fscore/blockdev_crash.c, blockdev_fault.c) ---- */
+
+/*
+ * Crash recording.  The device wraps inner (borrowed; typically a memory
+ * device), takes a snapshot of inner's contents when created, passes every
+ * write and flush through to inner, and records them in order as "ops"
+ * (op i is the i-th write or flush, 0-based).
+ */
+int o2_crashdev_new(struct o2_blockdev *inner, struct o2_blockdev **ret_dev);
+/* Number of ops recorded so far. */
+size_t o2_crashdev_nops(struct o2_blockdev *dev);
+/* Whether op i is a flush (else a write). */
+int o2_crashdev_op_is_flush(struct o2_blockdev *dev, size_t i);
+
+/*
+ * A new device holding what the disk could contain after a crash just
+ * before op `point` (0..nops): the snapshot, then every write before the
+ * last flush that precedes point, then each write between that flush and
+ * point either applied, dropped, or - if it spans several sectors - torn
+ * (a subset of its sectors applied), in order, as chosen by seed.  seed 0
+ * applies every write before point (a crash that lost nothing unflushed).
+ * The result is independent of later ops; it is cheap (copy-on-write over
+ * the snapshot) and writable.  -ERANGE for point > nops, -ENOMEM.
+ */
+int o2_crashdev_materialise(struct o2_blockdev *dev, size_t point, uint64_t seed,
+			    struct o2_blockdev **ret_dev);
+
+/*
+ * Fault injection.  Wraps inner (borrowed) and counts reads, writes and
+ * flushes from 1.  The plan says which one fails with -EIO; with sticky,
+ * every later write and flush fails too (a device that died).  A short
+ * write stores only the first half (rounded down to sectors) of the
+ * failing write before failing.
+ */
+struct o2_fault_plan {
+	uint64_t fail_read;  /* Nth read fails; 0 = never */
+	uint64_t fail_write; /* Nth write fails; 0 = never */
+	uint64_t fail_flush; /* Nth flush fails; 0 = never */
+	int sticky;
+	int short_write;
+};
+
+struct o2_fault_counts {
+	uint64_t reads, writes, flushes;
+	uint64_t failed; /* calls failed so far */
+};
+
+int o2_faultdev_new(struct o2_blockdev *inner, struct o2_blockdev **ret_dev);
+void o2_faultdev_set_plan(struct o2_blockdev *dev, const struct o2_fault_plan *plan);
+void o2_faultdev_counts(struct o2_blockdev *dev, struct o2_fault_counts *ret);
 #endif

@@ -69,7 +69,57 @@ const char *o2_feature_name(enum o2_feature_class cls, uint32_t bit);
  */
 int o2_fs_open(struct o2_blockdev *dev, unsigned flags, struct o2_fs **ret_fs, char *errbuf,
 	       size_t errlen);
-void o2_fs_close(struct o2_fs *fs);
+
+struct o2_open_opts {
+	unsigned flags;		     /* O2_OPEN_* */
+	unsigned slot;		     /* read-write: the slot whose journal this node writes */
+	uint32_t commit_interval_ms; /* commit the running transaction at least this often; 0: 5000 */
+	size_t cache_blocks;	     /* clean metadata blocks kept cached; 0: 8192 */
+	/* Wall clock in nanoseconds since the epoch; NULL: CLOCK_REALTIME. */
+	uint64_t (*now_ns)(void *arg);
+	void *clock_arg;
+};
+
+/*
+ * o2_fs_open with options.  Read-write opening also replays the slot's own
+ * journal if it was left dirty (a crash), then marks the journal in use
+ * (OCFS2_JOURNAL_DIRTY_FL) until o2_fs_close().  It does not check whether
+ * another node uses the slot: that is the caller's (the cluster layer's) job.
+ */
+int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
+		    struct o2_fs **ret_fs, char *errbuf, size_t errlen);
+
+/*
+ * Close the volume.  Read-write: commit, checkpoint everything home, mark
+ * the journal empty and clean.  The handle is freed even on failure (the
+ * journal is then left dirty for the next open to replay).
+ */
+int o2_fs_close(struct o2_fs *fs);
+
+/* Commit the running transaction and make everything committed durable. */
+int o2_fs_sync(struct o2_fs *fs);
+/* Commit the running transaction if it is older than the commit interval. */
+int o2_fs_tick(struct o2_fs *fs);
+/* Non-zero (a -errno) once an I/O error has turned the volume read-only. */
+int o2_fs_readonly_reason(const struct o2_fs *fs);
+
+struct o2_replay_stats {
+	uint32_t transactions;	  /* committed transactions found */
+	uint32_t blocks_replayed;
+	uint32_t blocks_revoked;  /* skipped because a later revoke covered them */
+	uint32_t first_seq, next_seq;
+};
+
+/*
+ * Replay the journal of a slot if its journal inode is marked dirty: scan,
+ * collect revokes, write every committed block home, then mark the journal
+ * empty, clear the dirty flag and bump the recovery generation.  Running it
+ * again after an interruption reaches the same result.  The volume must be
+ * open read-write; the slot must not be in use by anyone (the caller holds
+ * its journal lock).  -EUCLEAN for a damaged journal, -EOPNOTSUPP for JBD2
+ * features we do not implement.
+ */
+int o2_journal_recover(struct o2_fs *fs, unsigned slot, struct o2_replay_stats *ret);
 
 /* The message of the last failure on this handle ("" if none). */
 const char *o2_fs_error(const struct o2_fs *fs);

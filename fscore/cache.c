@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * How it works: a hash table of buffers by block number, and an LRU list of
+ * the clean ones.  A referenced, dirty or logged buffer is off the LRU list
+ * and cannot be evicted; trimming runs whenever a buffer is added.
+ */
+#include <stdlib.h>
+
+#include "blockcheck.h"
+#include "cache.h"
+#include "internal.h"
+
+struct o2_cache {
+	struct o2_buf **table;
+	size_t nbuckets, count, max_clean;
+	struct o2_list lru;
+	size_t nclean_lru;
+	struct o2_cache_stats st;
+};
+
+static size_t bucket_in(size_t nbuckets, uint64_t blkno)
+{
+	uint64_t v = blkno * 0x9E3779B97F4A7C15ULL;
+
+	return (size_t)(v >> 20) & (nbuckets - 1);
+}
+
+static size_t bucket(const struct o2_cache *c, uint64_t blkno)
+{
+	return bucket_in(c->nbuckets, blkno);
+}
+
+int o2_cache_init(struct o2_fs *fs, size_t max_clean)
+{
+	struct o2_cache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->nbuckets = 1024;
+	c->table = calloc(c->nbuckets, sizeof(*c->table));
+	if (!c->table) {
+		free(c);
+		return -ENOMEM;
+	}
+	c->max_clean = max_clean ? max_clean : 1;
+	o2_list_init(&c->lru);
+	fs->cache = c;
+	return 0;
+}
+
+static void free_buf(struct o2_buf *b)
+{
+	free(b->data);
+	free(b);
+}
+
+void o2_cache_destroy(struct o2_fs *fs)
+{
+	struct o2_cache *c = fs->cache;
+
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct o2_buf *b = c->table[i], *next;
+
+		for (; b; b = next) {
+			next = b->hnext;
+			free_buf(b);
+		}
+	}
+	free(c->table);
+	free(c);
+	fs->cache = NULL;
+}
+
+static void grow_table(struct o2_cache *c)
+{
+	size_t nb = c->nbuckets * 2;
+	struct o2_buf **nt = calloc(nb, sizeof(*nt));
+
+	if (!nt)
+		return; /* keep the longer chains */
+	for (size_t i = 0; i < c->nbuckets; i++) {
+		struct o2_buf *b = c->table[i], *next;
+
+		for (; b; b = next) {
+			size_t k = bucket_in(nb, b->blkno);
+
+			next = b->hnext;
+			b->hnext = nt[k];
+			nt[k] = b;
+		}
+	}
+	free(c->table);
+	c->table = nt;
+	c->nbuckets = nb;
+}
+
+static void unhash(struct o2_cache *c, struct o2_buf *b)
+{
+	struct o2_buf **pp = &c->table[bucket(c, b->blkno)];
+
+	while (*pp && *pp != b)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = b->hnext;
+	c->count--;
+}
+
+struct o2_buf *o2_cache_peek(struct o2_fs *fs, uint64_t blkno)
+{
+	struct o2_cache *c = fs->cache;
+	struct o2_buf *b = c->table[bucket(c, blkno)];
+
+	while (b && b->blkno != blkno)
+		b = b->hnext;
+	return b;
+}
+
+static bool evictable(const struct o2_buf *b)
+{
+	return b->refs == 0 && !b->dirty && !b->in_running && !b->in_log;
+}
+
+static void lru_remove(struct o2_cache *c, struct o2_buf *b)
+{
+	if (o2_list_linked(&b->lru)) {
+		o2_list_del(&b->lru);
+		c->nclean_lru--;
+	}
+}
+
+static void trim(struct o2_cache *c)
+{
+	while (c->nclean_lru > c->max_clean) {
+		struct o2_buf *b = o2_container_of(c->lru.next, struct o2_buf, lru);
+
+		lru_remove(c, b);
+		unhash(c, b);
+		free_buf(b);
+		c->st.evictions++;
+	}
+}
+
+static int alloc_buf(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
+{
+	struct o2_buf *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	b->data = malloc(fs->bs);
+	if (!b->data) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->blkno = blkno;
+	b->kind = kind;
+	o2_list_init(&b->lru);
+	o2_list_init(&b->tlink);
+	o2_list_init(&b->clink);
+	*ret = b;
+	return 0;
+}
+
+static void insert(struct o2_cache *c, struct o2_buf *b)
+{
+	size_t k;
+
+	if (c->count + 1 > c->nbuckets * 2)
+		grow_table(c);
+	k = bucket(c, b->blkno);
+	b->hnext = c->table[k];
+	c->table[k] = b;
+	c->count++;
+}
+
+static int verify(struct o2_fs *fs, struct o2_buf *b, uint8_t kind)
+{
+	if (kind == O2_META_PLAIN || !o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+		return 0;
+	if (o2_blockcheck_verify(b->data, fs->bs, b->data + o2_meta_check_offset(fs, (enum o2_meta_kind)kind)) < 0)
+		return o2_corrupt(fs, b->blkno, "metadata checksum mismatch");
+	return 0;
+}
+
+int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
+{
+	struct o2_cache *c = fs->cache;
+	struct o2_buf *b = o2_cache_peek(fs, blkno);
+	int r;
+
+	if (b) {
+		c->st.hits++;
+		/* a clean block first read as another kind: check it as this one too */
+		if (b->kind != kind && kind != O2_META_PLAIN && !b->dirty && !b->in_running) {
+			r = verify(fs, b, kind);
+			if (r < 0)
+				return r;
+			b->kind = kind;
+		}
+		lru_remove(c, b);
+		b->refs++;
+		*ret = b;
+		return 0;
+	}
+	c->st.misses++;
+	if (blkno >= fs->nblocks)
+		return o2_corrupt(fs, blkno, "lies beyond the end of the device (%llu blocks)",
+				  (unsigned long long)fs->nblocks);
+	r = alloc_buf(fs, blkno, kind, &b);
+	if (r < 0)
+		return r;
+	r = o2_blockdev_read(fs->dev, b->data, fs->bs, blkno << fs->bits);
+	if (r < 0) {
+		free_buf(b);
+		return o2_fail(fs, r, "block %llu: read failed: %s", (unsigned long long)blkno,
+			       strerror(-r));
+	}
+	r = verify(fs, b, kind);
+	if (r < 0) {
+		free_buf(b);
+		return r;
+	}
+	b->refs = 1;
+	insert(c, b);
+	*ret = b;
+	return 0;
+}
+
+int o2_bnew(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
+{
+	struct o2_cache *c = fs->cache;
+	struct o2_buf *b = o2_cache_peek(fs, blkno);
+	int r;
+
+	if (blkno >= fs->nblocks)
+		return o2_corrupt(fs, blkno, "lies beyond the end of the device (%llu blocks)",
+				  (unsigned long long)fs->nblocks);
+	if (b) {
+		lru_remove(c, b);
+		b->refs++;
+	} else {
+		r = alloc_buf(fs, blkno, kind, &b);
+		if (r < 0)
+			return r;
+		b->refs = 1;
+		insert(c, b);
+	}
+	memset(b->data, 0, fs->bs);
+	b->kind = kind;
+	*ret = b;
+	return 0;
+}
+
+void o2_cache_mark_clean(struct o2_fs *fs, struct o2_buf *b)
+{
+	struct o2_cache *c = fs->cache;
+
+	b->dirty = false;
+	if (evictable(b) && !o2_list_linked(&b->lru)) {
+		o2_list_add_tail(&c->lru, &b->lru);
+		c->nclean_lru++;
+		trim(c);
+	}
+}
+
+void o2_brelse(struct o2_fs *fs, struct o2_buf *b)
+{
+	struct o2_cache *c = fs->cache;
+
+	if (!b)
+		return;
+	if (b->refs)
+		b->refs--;
+	if (evictable(b) && !o2_list_linked(&b->lru)) {
+		o2_list_add_tail(&c->lru, &b->lru);
+		c->nclean_lru++;
+		trim(c);
+	}
+}
+
+void o2_cache_forget(struct o2_fs *fs, uint64_t blkno)
+{
+	struct o2_cache *c = fs->cache;
+	struct o2_buf *b = o2_cache_peek(fs, blkno);
+
+	if (!b || b->refs || b->in_running || b->in_log)
+		return;
+	lru_remove(c, b);
+	unhash(c, b);
+	free_buf(b);
+}
+
+void o2_cache_drop_clean(struct o2_fs *fs)
+{
+	struct o2_cache *c = fs->cache;
+	struct o2_list *pos, *tmp;
+
+	o2_list_for_each_safe(pos, tmp, &c->lru) {
+		struct o2_buf *b = o2_container_of(pos, struct o2_buf, lru);
+
+		lru_remove(c, b);
+		unhash(c, b);
+		free_buf(b);
+	}
+}
+
+void o2_cache_stats(const struct o2_fs *fs, struct o2_cache_stats *ret)
+{
+	const struct o2_cache *c = fs->cache;
+	size_t dirty = 0;
+
+	for (size_t i = 0; i < c->nbuckets; i++)
+		for (const struct o2_buf *b = c->table[i]; b; b = b->hnext)
+			dirty += b->dirty || b->in_running || b->in_log;
+	*ret = c->st;
+	ret->buffers = c->count;
+	ret->dirty = dirty;
+}

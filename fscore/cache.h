@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The metadata block cache.  Every metadata block fscore reads or changes
+ * lives here while in use.  A buffer is dirty from the moment a transaction
+ * logs it until checkpointing writes it home; dirty buffers are never
+ * evicted, so a read always sees the newest version, journaled or not.
+ * Clean, unreferenced buffers are evicted least recently used first once
+ * the cache holds more than its limit.
+ */
+#ifndef O2_CACHE_H
+#define O2_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "list.h"
+
+struct o2_fs;
+struct o2_trans_state;
+
+struct o2_buf {
+	uint64_t blkno;
+	uint8_t *data;
+	unsigned refs;
+	uint8_t kind;	     /* enum o2_meta_kind or O2_META_PLAIN */
+	bool dirty;	     /* newer than the home location */
+	bool in_running;     /* logged in the running transaction */
+	bool in_log;	     /* logged in a committed, not yet checkpointed transaction */
+	struct o2_buf *hnext; /* hash chain */
+	struct o2_list lru;  /* clean buffers, least recently used first */
+	struct o2_list tlink; /* the running transaction's buffers */
+	struct o2_list clink; /* buffers waiting for checkpoint */
+};
+
+struct o2_cache_stats {
+	uint64_t hits, misses, evictions;
+	size_t buffers, dirty;
+};
+
+int o2_cache_init(struct o2_fs *fs, size_t max_clean);
+/* Free every buffer.  Dirty ones are dropped: checkpoint first. */
+void o2_cache_destroy(struct o2_fs *fs);
+
+/*
+ * Get block blkno, reading it if it is not cached and verifying its check
+ * (metaecc) for kind.  The buffer is referenced; drop it with o2_brelse().
+ */
+int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret);
+/* Get block blkno zero-filled without reading it (a newly allocated block). */
+int o2_bnew(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret);
+void o2_brelse(struct o2_fs *fs, struct o2_buf *b);
+/* The cached buffer for blkno if there is one (not referenced). */
+struct o2_buf *o2_cache_peek(struct o2_fs *fs, uint64_t blkno);
+/* Forget a cached block (it was freed, or rewritten behind the cache). */
+void o2_cache_forget(struct o2_fs *fs, uint64_t blkno);
+/* Forget every clean block (another node may have changed the disk). */
+void o2_cache_drop_clean(struct o2_fs *fs);
+/* A buffer went clean (written home, or forgotten): it may be evicted again. */
+void o2_cache_mark_clean(struct o2_fs *fs, struct o2_buf *b);
+void o2_cache_stats(const struct o2_fs *fs, struct o2_cache_stats *ret);
+
+#endif

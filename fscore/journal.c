@@ -1,0 +1,706 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Transactions and the JBD2 journal.
+ *
+ * How it works.  The log is the journal file's blocks [first, maxlen), used
+ * as a ring.  A commit writes, from the head: descriptor blocks whose tags
+ * name the home block of each copy that follows them (copies that begin
+ * with the JBD2 magic are escaped), revoke blocks, then - after a flush that
+ * makes the copies and any ordered file data durable - a commit block, and
+ * flushes again.  The journal superblock's s_start/s_sequence name the
+ * oldest transaction replay must start from; 0 means the log is empty.
+ *
+ * Committed blocks stay dirty in the cache until a checkpoint writes them
+ * home.  Checkpointing is all-or-nothing: commit the running transaction,
+ * write every logged block home, flush, then mark the log empty.  Nothing
+ * uncommitted ever reaches its home location, so after a crash the volume
+ * is its last checkpoint plus the committed transactions replay adds: a
+ * committed prefix.
+ *
+ * Any write or flush error aborts the journal: the volume turns read-only
+ * and nothing more is written, so the device keeps a replayable state.
+ */
+#include <stdlib.h>
+#include <time.h>
+
+#include "blockcheck.h"
+#include "journal.h"
+#include "jmap.h"
+
+struct o2_journal {
+	struct o2_jmap map;
+	uint32_t head;	   /* next log block to write */
+	uint32_t tail;	   /* s_start on disk; 0 = empty */
+	uint32_t next_tid; /* sequence of the running transaction */
+	bool sb_dirty;	   /* in-memory tail/sequence differ from the disk */
+	/* the running transaction */
+	struct o2_list running;
+	unsigned nrunning;
+	uint64_t *revokes;
+	unsigned nrevokes, revokes_cap;
+	unsigned credits; /* reserved by open handles and committed-to-running ones */
+	unsigned handles;
+	uint64_t started_ns; /* when the running transaction got its first block */
+	/* logged, not yet checkpointed */
+	struct o2_list checkpoint;
+	unsigned ncheckpoint;
+	struct o2_journal_stats st;
+	uint8_t *scratch; /* one block */
+	uint8_t *batch;	  /* contiguous writes */
+	unsigned batch_cap, batch_n;
+	uint64_t batch_phys;
+};
+
+struct o2_trans {
+	struct o2_fs *fs;
+	unsigned credits, used;
+};
+
+#define BATCH_BLOCKS 64u
+
+uint64_t o2_now_ns(const struct o2_fs *fs)
+{
+	struct timespec ts;
+
+	if (fs->opts.now_ns)
+		return fs->opts.now_ns(fs->opts.clock_arg);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int o2_fs_abort(struct o2_fs *fs, int err, const char *what)
+{
+	if (!fs->ro_reason) {
+		fs->ro_reason = err;
+		o2_fail(fs, err, "%s failed (%s); the volume is now read-only", what, strerror(-err));
+	}
+	return err;
+}
+
+int o2_write_meta_direct(struct o2_fs *fs, struct o2_buf *b)
+{
+	int r;
+
+	if (fs->ro_reason)
+		return -EROFS;
+	if (b->kind != O2_META_PLAIN && o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+		o2_blockcheck_compute(b->data, fs->bs,
+				      b->data + o2_meta_check_offset(fs, (enum o2_meta_kind)b->kind));
+	r = o2_blockdev_write(fs->dev, b->data, fs->bs, b->blkno << fs->bits);
+	if (r < 0)
+		return o2_fs_abort(fs, r, "writing a metadata block");
+	return 0;
+}
+
+/* ---- geometry ---- */
+
+static unsigned tag_bytes(const struct o2_journal *j)
+{
+	return j->map.tags64 ? 12 : 8;
+}
+
+/* Tags that fit one descriptor block, keeping room for a UUID as JBD2 does. */
+static unsigned tags_per_desc(const struct o2_fs *fs, const struct o2_journal *j)
+{
+	return (fs->bs - sizeof(struct jbd2_header) - 16) / tag_bytes(j);
+}
+
+static unsigned revokes_per_block(const struct o2_fs *fs, const struct o2_journal *j)
+{
+	return (fs->bs - sizeof(struct jbd2_revoke_header)) / (j->map.tags64 ? 8 : 4);
+}
+
+static uint32_t ring_size(const struct o2_journal *j)
+{
+	return j->map.maxlen - j->map.first;
+}
+
+static uint32_t log_used(const struct o2_journal *j)
+{
+	if (!j->tail)
+		return 0;
+	return (j->head + ring_size(j) - j->tail) % ring_size(j);
+}
+
+static uint32_t log_next(const struct o2_journal *j, uint32_t pos)
+{
+	return pos + 1 == j->map.maxlen ? j->map.first : pos + 1;
+}
+
+/* Log blocks a transaction of nbufs copies and nrev revokes takes. */
+static unsigned commit_size(const struct o2_fs *fs, const struct o2_journal *j, unsigned nbufs,
+			    unsigned nrev)
+{
+	unsigned tpd = tags_per_desc(fs, j), rpb = revokes_per_block(fs, j);
+
+	return (nbufs + tpd - 1) / tpd + nbufs + (nrev + rpb - 1) / rpb + 1;
+}
+
+unsigned o2_journal_max_credits(const struct o2_fs *fs)
+{
+	const struct o2_journal *j = fs->journal;
+
+	return j ? ring_size(j) / 4 : 0;
+}
+
+/* ---- writing the log ---- */
+
+static int batch_flush(struct o2_fs *fs, struct o2_journal *j)
+{
+	int r = 0;
+
+	if (j->batch_n) {
+		r = o2_blockdev_write(fs->dev, j->batch, (size_t)j->batch_n << fs->bits,
+				      j->batch_phys << fs->bits);
+		j->st.log_blocks_written += j->batch_n;
+		j->batch_n = 0;
+	}
+	return r;
+}
+
+/* Queue one block for physical block phys, batching contiguous runs. */
+static int batch_add(struct o2_fs *fs, struct o2_journal *j, uint64_t phys, const void *data)
+{
+	int r;
+
+	if (j->batch_n && (j->batch_n == j->batch_cap || phys != j->batch_phys + j->batch_n)) {
+		r = batch_flush(fs, j);
+		if (r < 0)
+			return r;
+	}
+	if (!j->batch_n)
+		j->batch_phys = phys;
+	memcpy(j->batch + ((size_t)j->batch_n << fs->bits), data, fs->bs);
+	j->batch_n++;
+	return 0;
+}
+
+/* Append one block to the log at the head. */
+static int log_append(struct o2_fs *fs, struct o2_journal *j, const void *data)
+{
+	uint64_t phys;
+	int r = o2_jmap_phys(&j->map, j->head, &phys);
+
+	if (r < 0)
+		return o2_corrupt(fs, j->map.inode_blkno, "journal block %u is not mapped", j->head);
+	r = batch_add(fs, j, phys, data);
+	if (r < 0)
+		return r;
+	j->head = log_next(j, j->head);
+	return 0;
+}
+
+static void fill_header(void *block, uint32_t type, uint32_t seq)
+{
+	struct jbd2_header *h = block;
+
+	h->h_magic = cpu_be32(JBD2_MAGIC);
+	h->h_blocktype = cpu_be32(type);
+	h->h_sequence = cpu_be32(seq);
+}
+
+static int write_sb(struct o2_fs *fs, struct o2_journal *j, uint32_t start, uint32_t seq,
+		    uint32_t add_incompat)
+{
+	int r;
+
+	r = o2_blockdev_read(fs->dev, j->scratch, fs->bs, j->map.sb_phys << fs->bits);
+	if (r < 0)
+		return r;
+	struct jbd2_superblock *sb = (struct jbd2_superblock *)j->scratch;
+
+	sb->s_start = cpu_be32(start);
+	sb->s_sequence = cpu_be32(seq);
+	if (add_incompat && be32(sb->s_header.h_blocktype) == JBD2_SUPERBLOCK_V2)
+		sb->s_feature_incompat = cpu_be32(be32(sb->s_feature_incompat) | add_incompat);
+	r = o2_blockdev_write(fs->dev, j->scratch, fs->bs, j->map.sb_phys << fs->bits);
+	if (r == 0)
+		j->sb_dirty = false;
+	return r;
+}
+
+/* Write the running transaction into the log.  Device errors abort. */
+static int write_transaction(struct o2_fs *fs, struct o2_journal *j)
+{
+	unsigned tpd = tags_per_desc(fs, j), tb = tag_bytes(j);
+	uint32_t tid = j->next_tid;
+	struct o2_list *pos;
+	uint8_t *desc = j->scratch;
+	int r = 0;
+
+	/* The first commit into an empty log must make replay start here. */
+	if (!j->tail) {
+		r = write_sb(fs, j, j->head, tid, 0);
+		if (r < 0)
+			return r;
+		j->tail = j->head;
+	}
+
+	/* descriptors and copies, tpd at a time */
+	pos = j->running.next;
+	while (pos != &j->running) {
+		struct o2_list *group = pos;
+		unsigned n = 0;
+		uint8_t *p;
+
+		memset(desc, 0, fs->bs);
+		fill_header(desc, JBD2_DESCRIPTOR_BLOCK, tid);
+		p = desc + sizeof(struct jbd2_header);
+		for (; pos != &j->running && n < tpd; pos = pos->next, n++) {
+			struct o2_buf *b = o2_container_of(pos, struct o2_buf, tlink);
+			struct jbd2_block_tag *tag = (struct jbd2_block_tag *)p;
+			uint32_t flags = 0;
+
+			if (b->kind != O2_META_PLAIN && o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+				o2_blockcheck_compute(b->data, fs->bs,
+						      b->data + o2_meta_check_offset(fs, b->kind));
+			if (be32(*(const o2be32 *)b->data) == JBD2_MAGIC)
+				flags |= JBD2_TAG_ESCAPE;
+			if (n)
+				flags |= JBD2_TAG_SAME_UUID;
+			if (n + 1 == tpd || pos->next == &j->running)
+				flags |= JBD2_TAG_LAST;
+			tag->t_blocknr = cpu_be32((uint32_t)b->blkno);
+			tag->t_flags = cpu_be32(flags);
+			if (j->map.tags64)
+				tag->t_blocknr_high = cpu_be32((uint32_t)(b->blkno >> 32));
+			p += tb;
+			if (!n) {
+				memcpy(p, j->map.uuid, 16);
+				p += 16;
+			}
+		}
+		r = log_append(fs, j, desc);
+		if (r < 0)
+			return r;
+		for (struct o2_list *q = group; q != pos; q = q->next) {
+			struct o2_buf *b = o2_container_of(q, struct o2_buf, tlink);
+
+			if (be32(*(const o2be32 *)b->data) == JBD2_MAGIC) {
+				memcpy(desc, b->data, fs->bs);
+				memset(desc, 0, 4);
+				r = log_append(fs, j, desc);
+			} else {
+				r = log_append(fs, j, b->data);
+			}
+			if (r < 0)
+				return r;
+		}
+	}
+
+	/* revoke records */
+	for (unsigned i = 0; i < j->nrevokes;) {
+		unsigned rpb = revokes_per_block(fs, j), rs = j->map.tags64 ? 8 : 4, n = 0;
+		uint8_t *p;
+
+		memset(desc, 0, fs->bs);
+		fill_header(desc, JBD2_REVOKE_BLOCK, tid);
+		p = desc + sizeof(struct jbd2_revoke_header);
+		for (; i < j->nrevokes && n < rpb; i++, n++, p += rs) {
+			if (rs == 8)
+				*(o2be64 *)p = cpu_be64(j->revokes[i]);
+			else
+				*(o2be32 *)p = cpu_be32((uint32_t)j->revokes[i]);
+		}
+		((struct jbd2_revoke_header *)desc)->r_count =
+			cpu_be32((uint32_t)(sizeof(struct jbd2_revoke_header) + n * rs));
+		r = log_append(fs, j, desc);
+		if (r < 0)
+			return r;
+	}
+	r = batch_flush(fs, j);
+	if (r < 0)
+		return r;
+	/* copies and ordered data durable before the commit block */
+	r = o2_blockdev_flush(fs->dev);
+	if (r < 0)
+		return r;
+
+	uint64_t now = o2_now_ns(fs);
+	struct jbd2_commit_header *ch = (struct jbd2_commit_header *)desc;
+
+	memset(desc, 0, fs->bs);
+	fill_header(desc, JBD2_COMMIT_BLOCK, tid);
+	ch->h_commit_sec = cpu_be64(now / 1000000000ull);
+	ch->h_commit_nsec = cpu_be32((uint32_t)(now % 1000000000ull));
+	r = log_append(fs, j, desc);
+	if (r == 0)
+		r = batch_flush(fs, j);
+	if (r == 0)
+		r = o2_blockdev_flush(fs->dev);
+	return r;
+}
+
+int o2_journal_commit(struct o2_fs *fs)
+{
+	struct o2_journal *j = fs->journal;
+	struct o2_list *pos, *tmp;
+	int r;
+
+	if (!j)
+		return 0;
+	if (fs->ro_reason)
+		return -EROFS;
+	if (j->handles)
+		return o2_fail(fs, -EBUSY, "cannot commit while a transaction handle is open");
+	if (!j->nrunning && !j->nrevokes)
+		return 0;
+	r = write_transaction(fs, j);
+	if (r < 0)
+		return o2_fs_abort(fs, r, "committing a transaction");
+	o2_list_for_each_safe(pos, tmp, &j->running) {
+		struct o2_buf *b = o2_container_of(pos, struct o2_buf, tlink);
+
+		o2_list_del(&b->tlink);
+		b->in_running = false;
+		b->dirty = true;
+		if (!b->in_log) {
+			b->in_log = true;
+			o2_list_add_tail(&j->checkpoint, &b->clink);
+			j->ncheckpoint++;
+		}
+		o2_brelse(fs, b);
+	}
+	j->nrunning = 0;
+	j->nrevokes = 0;
+	j->credits = 0;
+	j->next_tid++;
+	j->st.commits++;
+	return 0;
+}
+
+static int cmp_blkno(const void *a, const void *b)
+{
+	const struct o2_buf *x = *(struct o2_buf *const *)a, *y = *(struct o2_buf *const *)b;
+
+	return x->blkno < y->blkno ? -1 : x->blkno > y->blkno;
+}
+
+int o2_journal_checkpoint(struct o2_fs *fs)
+{
+	struct o2_journal *j = fs->journal;
+	struct o2_buf **v = NULL;
+	struct o2_list *pos, *tmp;
+	unsigned n = 0;
+	int r;
+
+	if (!j)
+		return 0;
+	r = o2_journal_commit(fs);
+	if (r < 0)
+		return r;
+	if (!j->ncheckpoint && !j->tail && !j->sb_dirty)
+		return 0;
+	if (j->ncheckpoint) {
+		v = malloc(j->ncheckpoint * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		o2_list_for_each_safe(pos, tmp, &j->checkpoint)
+			v[n++] = o2_container_of(pos, struct o2_buf, clink);
+		qsort(v, n, sizeof(*v), cmp_blkno);
+	}
+	/* blocks home, in block order, batched where contiguous */
+	for (unsigned i = 0; i < n; i++) {
+		r = batch_add(fs, j, v[i]->blkno, v[i]->data);
+		if (r < 0)
+			goto out_abort;
+	}
+	r = batch_flush(fs, j);
+	if (r == 0)
+		r = o2_blockdev_flush(fs->dev);
+	if (r < 0)
+		goto out_abort;
+	/* only now may the log forget them */
+	r = write_sb(fs, j, 0, j->next_tid, 0);
+	if (r < 0)
+		goto out_abort;
+	j->tail = 0;
+	for (unsigned i = 0; i < n; i++) {
+		o2_list_del(&v[i]->clink);
+		v[i]->in_log = false;
+		o2_cache_mark_clean(fs, v[i]);
+	}
+	j->ncheckpoint = 0;
+	j->st.checkpoints++;
+	free(v);
+	return 0;
+
+out_abort:
+	free(v);
+	return o2_fs_abort(fs, r, "checkpointing the journal");
+}
+
+/* ---- handles ---- */
+
+static bool commit_due(const struct o2_fs *fs, const struct o2_journal *j)
+{
+	uint64_t interval = (uint64_t)(fs->opts.commit_interval_ms ? fs->opts.commit_interval_ms
+								     : 5000) * 1000000ull;
+
+	return j->nrunning && o2_now_ns(fs) - j->started_ns >= interval;
+}
+
+int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
+{
+	struct o2_journal *j = fs->journal;
+	struct o2_trans *t;
+	int r;
+
+	if (!j || fs->ro_reason)
+		return -EROFS;
+	if (credits == 0 || credits > o2_journal_max_credits(fs))
+		return o2_fail(fs, -ENOSPC, "a transaction of %u blocks exceeds the journal's limit "
+			       "of %u", credits, o2_journal_max_credits(fs));
+	if (!j->handles && j->credits + credits > o2_journal_max_credits(fs)) {
+		r = o2_journal_commit(fs);
+		if (r < 0)
+			return r;
+	}
+	/* room for the running transaction grown by these credits, revokes included */
+	unsigned need = commit_size(fs, j, j->credits + credits, j->nrevokes + credits);
+
+	if (!j->handles && log_used(j) + need + 1 > ring_size(j)) {
+		r = o2_journal_checkpoint(fs);
+		if (r < 0)
+			return r;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->fs = fs;
+	t->credits = credits;
+	j->credits += credits;
+	j->handles++;
+	*ret = t;
+	return 0;
+}
+
+static void cancel_revoke(struct o2_journal *j, uint64_t blkno)
+{
+	for (unsigned i = 0; i < j->nrevokes; i++) {
+		if (j->revokes[i] == blkno) {
+			j->revokes[i] = j->revokes[--j->nrevokes];
+			return;
+		}
+	}
+}
+
+int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
+{
+	struct o2_fs *fs = t->fs;
+	struct o2_journal *j = fs->journal;
+
+	if (fs->ro_reason)
+		return -EROFS;
+	if (b->in_running)
+		return 0;
+	if (t->used >= t->credits)
+		return o2_fail(fs, -ENOSPC, "transaction logged more than its %u credits (block %llu)",
+			       t->credits, (unsigned long long)b->blkno);
+	t->used++;
+	cancel_revoke(j, b->blkno);
+	b->in_running = true;
+	b->refs++;
+	o2_list_add_tail(&j->running, &b->tlink);
+	if (!j->nrunning++)
+		j->started_ns = o2_now_ns(fs);
+	return 0;
+}
+
+int o2_trans_revoke(struct o2_trans *t, uint64_t blkno)
+{
+	struct o2_fs *fs = t->fs;
+	struct o2_journal *j = fs->journal;
+	struct o2_buf *b = o2_cache_peek(fs, blkno);
+	bool logged = false;
+
+	if (fs->ro_reason)
+		return -EROFS;
+	if (b) {
+		if (b->in_running) {
+			o2_list_del(&b->tlink);
+			b->in_running = false;
+			j->nrunning--;
+			o2_brelse(fs, b);
+		}
+		if (b->in_log) {
+			logged = true;
+			o2_list_del(&b->clink);
+			b->in_log = false;
+			j->ncheckpoint--;
+		}
+		o2_cache_mark_clean(fs, b);
+		o2_cache_forget(fs, blkno);
+	}
+	if (!logged)
+		return 0; /* no live log copy: nothing to revoke */
+	for (unsigned i = 0; i < j->nrevokes; i++)
+		if (j->revokes[i] == blkno)
+			return 0;
+	if (j->nrevokes == j->revokes_cap) {
+		unsigned ncap = j->revokes_cap ? j->revokes_cap * 2 : 64;
+		uint64_t *nr = realloc(j->revokes, ncap * sizeof(*nr));
+
+		if (!nr)
+			return -ENOMEM;
+		j->revokes = nr;
+		j->revokes_cap = ncap;
+	}
+	j->revokes[j->nrevokes++] = blkno;
+	return 0;
+}
+
+int o2_trans_end(struct o2_trans *t)
+{
+	struct o2_fs *fs = t->fs;
+	struct o2_journal *j = fs->journal;
+
+	/* unused credits go back */
+	j->credits -= t->credits - t->used;
+	j->handles--;
+	free(t);
+	if (fs->ro_reason)
+		return -EROFS;
+	if (!j->handles && commit_due(fs, j))
+		return o2_journal_commit(fs);
+	return 0;
+}
+
+/* ---- attaching ---- */
+
+int o2_journal_set_dirty(struct o2_fs *fs, uint64_t inode_blkno, bool dirty, bool bump_gen)
+{
+	struct o2_buf *b;
+	int r = o2_bread(fs, inode_blkno, O2_META_INODE, &b);
+
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = (struct o2_dinode *)b->data;
+	uint32_t flags = le32(di->id1.journal1.ij_flags);
+
+	flags = dirty ? flags | O2_JOURNAL_DIRTY : flags & ~(uint32_t)O2_JOURNAL_DIRTY;
+	di->id1.journal1.ij_flags = cpu_le32(flags);
+	if (bump_gen)
+		di->id1.journal1.ij_recovery_generation =
+			cpu_le32(le32(di->id1.journal1.ij_recovery_generation) + 1);
+	r = o2_write_meta_direct(fs, b);
+	if (r == 0) {
+		r = o2_blockdev_flush(fs->dev);
+		if (r < 0)
+			r = o2_fs_abort(fs, r, "flushing the journal inode");
+	}
+	o2_brelse(fs, b);
+	return r;
+}
+
+int o2_journal_open(struct o2_fs *fs, unsigned slot)
+{
+	struct o2_journal *j;
+	int r;
+
+	r = o2_journal_recover(fs, slot, NULL);
+	if (r < 0)
+		return r;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	r = o2_jmap_load(fs, slot, &j->map);
+	if (r < 0)
+		goto out_free;
+	j->scratch = malloc(fs->bs);
+	j->batch_cap = BATCH_BLOCKS;
+	j->batch = malloc((size_t)j->batch_cap << fs->bits);
+	if (!j->scratch || !j->batch) {
+		r = -ENOMEM;
+		goto out_free;
+	}
+	o2_list_init(&j->running);
+	o2_list_init(&j->checkpoint);
+	j->next_tid = j->map.tail_seq;
+	j->head = j->map.first;
+	j->tail = 0;
+	/*
+	 * The log is empty (recovered or clean): say so on disk before using
+	 * it.  Revoke records may follow, so the journal declares them.
+	 */
+	r = write_sb(fs, j, 0, j->next_tid, JBD2_INCOMPAT_REVOKE);
+	if (r < 0)
+		goto out_abort;
+	fs->journal = j;
+	r = o2_journal_set_dirty(fs, j->map.inode_blkno, true, false);
+	if (r < 0) {
+		fs->journal = NULL;
+		goto out_free;
+	}
+	return 0;
+
+out_abort:
+	o2_fs_abort(fs, r, "opening the journal");
+out_free:
+	o2_jmap_free(&j->map);
+	free(j->scratch);
+	free(j->batch);
+	free(j);
+	return r;
+}
+
+void o2_journal_abandon(struct o2_fs *fs)
+{
+	struct o2_journal *j = fs->journal;
+	struct o2_list *pos, *tmp;
+
+	if (!j)
+		return;
+	o2_list_for_each_safe(pos, tmp, &j->running) {
+		struct o2_buf *b = o2_container_of(pos, struct o2_buf, tlink);
+
+		o2_list_del(&b->tlink);
+		b->in_running = false;
+		b->refs--;
+	}
+	o2_list_for_each_safe(pos, tmp, &j->checkpoint) {
+		struct o2_buf *b = o2_container_of(pos, struct o2_buf, clink);
+
+		o2_list_del(&b->clink);
+		b->in_log = false;
+	}
+	o2_jmap_free(&j->map);
+	free(j->revokes);
+	free(j->scratch);
+	free(j->batch);
+	free(j);
+	fs->journal = NULL;
+}
+
+int o2_journal_close(struct o2_fs *fs)
+{
+	struct o2_journal *j = fs->journal;
+	int r;
+
+	if (!j)
+		return 0;
+	if (fs->ro_reason) {
+		o2_journal_abandon(fs);
+		return -EROFS;
+	}
+	r = o2_journal_checkpoint(fs);
+	if (r == 0)
+		r = o2_journal_set_dirty(fs, j->map.inode_blkno, false, false);
+	o2_journal_abandon(fs);
+	return r;
+}
+
+void o2_journal_stats(const struct o2_fs *fs, struct o2_journal_stats *ret)
+{
+	const struct o2_journal *j = fs->journal;
+
+	if (!j) {
+		memset(ret, 0, sizeof(*ret));
+		return;
+	}
+	*ret = j->st;
+	ret->head = j->head;
+	ret->tail = j->tail;
+	ret->next_tid = j->next_tid;
+	ret->ring_blocks = ring_size(j);
+}

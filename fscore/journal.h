@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Transactions and the JBD2 journal (fscore private).
+ *
+ * A caller changes metadata like this:
+ *
+ *	o2_trans_begin(fs, credits, &t);     credits = blocks it may log
+ *	o2_bread(fs, blkno, kind, &b);
+ *	o2_trans_add(t, b);                  before changing b->data
+ *	...change b->data...
+ *	o2_brelse(fs, b);
+ *	o2_trans_end(t);
+ *
+ * Handles join the one running transaction; it commits on o2_fs_sync(),
+ * when the commit interval has passed, or when it grows too large or the
+ * log is full.  File data is written to the device directly before the
+ * metadata that refers to it is committed (ordered mode): the commit flushes
+ * the device before writing its commit block.
+ */
+#ifndef O2_JOURNAL_H
+#define O2_JOURNAL_H
+
+#include "internal.h"
+
+struct o2_trans;
+
+/* Attach the slot's journal for writing: replay it if dirty, then mark it in use. */
+int o2_journal_open(struct o2_fs *fs, unsigned slot);
+/* Checkpoint everything, mark the log empty and the journal clean, detach. */
+int o2_journal_close(struct o2_fs *fs);
+/* Detach without writing anything (after a failure). */
+void o2_journal_abandon(struct o2_fs *fs);
+
+/* -EROFS once the volume turned read-only; -ENOSPC if credits exceed a transaction. */
+int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret);
+/* Log b in this transaction (call before changing it).  Holds a reference until commit. */
+int o2_trans_add(struct o2_trans *t, struct o2_buf *b);
+/*
+ * blkno was freed: drop any pending copy of it, and make sure replay will
+ * not write an older logged copy over whatever the block holds next.
+ */
+int o2_trans_revoke(struct o2_trans *t, uint64_t blkno);
+int o2_trans_end(struct o2_trans *t);
+
+/* Commit the running transaction (no handle may be open). */
+int o2_journal_commit(struct o2_fs *fs);
+/* Commit, write every logged block home, and empty the log. */
+int o2_journal_checkpoint(struct o2_fs *fs);
+
+/* Largest number of credits one transaction may take. */
+unsigned o2_journal_max_credits(const struct o2_fs *fs);
+
+struct o2_journal_stats {
+	uint32_t head, tail, next_tid;
+	uint32_t commits, checkpoints, log_blocks_written;
+	uint32_t ring_blocks;
+};
+void o2_journal_stats(const struct o2_fs *fs, struct o2_journal_stats *ret);
+
+/* Write one block home (used by the journal and by direct writes such as
+ * the journal inode's flags).  Computes the block check first on metaecc
+ * volumes when kind carries one. */
+int o2_write_meta_direct(struct o2_fs *fs, struct o2_buf *b);
+
+/* Wall clock, from the open options. */
+uint64_t o2_now_ns(const struct o2_fs *fs);
+
+/* Turn the volume read-only after an I/O error; returns err. */
+int o2_fs_abort(struct o2_fs *fs, int err, const char *what);
+
+#endif

@@ -50,6 +50,7 @@ int o2_cache_init(struct o2_fs *fs, size_t max_clean)
 
 static void free_buf(struct o2_buf *b)
 {
+	free(b->frozen);
 	free(b->data);
 	free(b);
 }
@@ -237,6 +238,13 @@ int o2_bnew(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
 		return o2_corrupt(fs, blkno, "lies beyond the end of the device (%llu blocks)",
 				  (unsigned long long)fs->nblocks);
 	if (b) {
+		/* a logged block keeps its committed content for the checkpoint */
+		if (b->in_log && !b->in_running && !b->frozen) {
+			b->frozen = malloc(fs->bs);
+			if (!b->frozen)
+				return -ENOMEM;
+			memcpy(b->frozen, b->data, fs->bs);
+		}
 		lru_remove(c, b);
 		b->refs++;
 	} else {

@@ -21,6 +21,7 @@ struct o2_trans_state;
 struct o2_buf {
 	uint64_t blkno;
 	uint8_t *data;
+	uint8_t *frozen;     /* committed content while data holds uncommitted changes */
 	unsigned refs;
 	uint8_t kind;	     /* enum o2_meta_kind or O2_META_PLAIN */
 	bool dirty;	     /* newer than the home location */
@@ -46,7 +47,10 @@ void o2_cache_destroy(struct o2_fs *fs);
  * (metaecc) for kind.  The buffer is referenced; drop it with o2_brelse().
  */
 int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret);
-/* Get block blkno zero-filled without reading it (a newly allocated block). */
+/*
+ * Get block blkno zero-filled without reading it (a newly allocated block).
+ * Like any change, this must be followed by o2_trans_add() before commit.
+ */
 int o2_bnew(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret);
 void o2_brelse(struct o2_fs *fs, struct o2_buf *b);
 /* The cached buffer for blkno if there is one (not referenced). */

@@ -447,8 +447,20 @@ int o2_path_lookup(struct o2_fs *fs, const char *path, uint64_t *ret_blkno)
 
 		while (*p == '/')
 			p++;
-		if (!*p)
+		if (!*p) {
+			/* a trailing slash asks for a directory */
+			if (p > path && p[-1] == '/' && cur != fs->info.root_blkno &&
+			    cur != fs->info.system_dir_blkno) {
+				r = o2_inode_get(fs, cur, &dir);
+				if (r < 0)
+					return r;
+				r = S_ISDIR(dir->info.mode) ? 0 : -ENOTDIR;
+				o2_inode_unref(dir);
+				if (r < 0)
+					return r;
+			}
 			break;
+		}
 		end = strchr(p, '/');
 		if (!end)
 			end = p + strlen(p);

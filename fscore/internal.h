@@ -114,6 +114,12 @@ int o2_dx_read_leaf(struct o2_fs *fs, uint64_t blk, uint8_t *buf);
 int o2_dx_leaf_for_hash(struct o2_fs *fs, struct o2_inode *dir, const uint8_t *root_buf,
 			uint32_t major, uint32_t minor, uint64_t *ret_blk);
 
+/*
+ * Free the handle without writing anything, as if the machine stopped here
+ * (tests use it to leave a dirty journal behind).
+ */
+void o2_fs_abandon(struct o2_fs *fs);
+
 /* Directory trailer rules. */
 bool o2_dir_has_trailer(const struct o2_fs *fs, const struct o2_inode *dir);
 

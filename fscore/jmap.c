@@ -134,7 +134,7 @@ int o2_jmap_load(struct o2_fs *fs, unsigned slot, struct o2_jmap *ret)
 	m.start = be32(sb->s_start);
 	m.tail_seq = be32(sb->s_sequence);
 	if (be32(sb->s_blocksize) != fs->bs || m.first == 0 || m.maxlen < m.first + 8 ||
-	    m.start >= m.maxlen || (m.start && m.start < m.first) ||
+	    m.start >= m.maxlen ||
 	    (uint64_t)m.maxlen > (ji->info.size >> fs->bits)) {
 		r = o2_corrupt(fs, m.sb_phys, "slot %u: journal geometry is wrong (block size %u, "
 			       "%u blocks from %u, start %u; the inode holds %llu blocks)",

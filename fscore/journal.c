@@ -17,6 +17,13 @@
  * is its last checkpoint plus the committed transactions replay adds: a
  * committed prefix.
  *
+ * A block revoked by a transaction still in the log is never logged again
+ * until the log has been checkpointed: fsck.ocfs2 1.8.7 loops forever
+ * replaying a block logged after a revoke of it, and the kernel would
+ * accept such a log, so we never write one.  Checkpointing does not need
+ * the running transaction: a buffer changed again after its commit keeps
+ * its committed content in b->frozen for the checkpoint to write.
+ *
  * Any write or flush error aborts the journal: the volume turns read-only
  * and nothing more is written, so the device keeps a replayable state.
  */
@@ -44,6 +51,9 @@ struct o2_journal {
 	/* logged, not yet checkpointed */
 	struct o2_list checkpoint;
 	unsigned ncheckpoint;
+	/* blocks revoked by committed transactions still in the log */
+	uint64_t *live_revokes;
+	unsigned nlive_revokes, live_revokes_cap;
 	struct o2_journal_stats st;
 	uint8_t *scratch; /* one block */
 	uint8_t *batch;	  /* contiguous writes */
@@ -92,6 +102,29 @@ int o2_write_meta_direct(struct o2_fs *fs, struct o2_buf *b)
 	return 0;
 }
 
+static int push_blkno(uint64_t **v, unsigned *n, unsigned *cap, uint64_t blkno)
+{
+	if (*n == *cap) {
+		unsigned ncap = *cap ? *cap * 2 : 64;
+		uint64_t *nv = realloc(*v, ncap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = ncap;
+	}
+	(*v)[(*n)++] = blkno;
+	return 0;
+}
+
+static bool has_blkno(const uint64_t *v, unsigned n, uint64_t blkno)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (v[i] == blkno)
+			return true;
+	return false;
+}
+
 /* ---- geometry ---- */
 
 static unsigned tag_bytes(const struct o2_journal *j)
@@ -105,9 +138,18 @@ static unsigned tags_per_desc(const struct o2_fs *fs, const struct o2_journal *j
 	return (fs->bs - sizeof(struct jbd2_header) - 16) / tag_bytes(j);
 }
 
+/*
+ * Revoke records per revoke block.  fsck.ocfs2 1.8.7 computes the number
+ * of records as (r_count - 16) / sizeof(pointer) and reads them as 4-byte
+ * words, so it sees only the first half of a block's records (and, in
+ * 64-bit journals, their high and low words as separate blocks).  We write
+ * every record twice - the block's records, then the same records again -
+ * so that fsck's reading covers each block once (plus harmless revokes of
+ * block 0 in 64-bit journals) while JBD2 reads every record as it should.
+ */
 static unsigned revokes_per_block(const struct o2_fs *fs, const struct o2_journal *j)
 {
-	return (fs->bs - sizeof(struct jbd2_revoke_header)) / (j->map.tags64 ? 8 : 4);
+	return (fs->bs - sizeof(struct jbd2_revoke_header)) / (j->map.tags64 ? 8 : 4) / 2;
 }
 
 static uint32_t ring_size(const struct o2_journal *j)
@@ -302,8 +344,10 @@ static int write_transaction(struct o2_fs *fs, struct o2_journal *j)
 			else
 				*(o2be32 *)p = cpu_be32((uint32_t)j->revokes[i]);
 		}
+		/* the same records again, for fsck.ocfs2 1.8.7 (see revokes_per_block) */
+		memcpy(p, desc + sizeof(struct jbd2_revoke_header), (size_t)n * rs);
 		((struct jbd2_revoke_header *)desc)->r_count =
-			cpu_be32((uint32_t)(sizeof(struct jbd2_revoke_header) + n * rs));
+			cpu_be32((uint32_t)(sizeof(struct jbd2_revoke_header) + 2 * n * rs));
 		r = log_append(fs, j, desc);
 		if (r < 0)
 			return r;
@@ -348,12 +392,20 @@ int o2_journal_commit(struct o2_fs *fs)
 	r = write_transaction(fs, j);
 	if (r < 0)
 		return o2_fs_abort(fs, r, "committing a transaction");
+	for (unsigned i = 0; i < j->nrevokes; i++) {
+		r = push_blkno(&j->live_revokes, &j->nlive_revokes, &j->live_revokes_cap,
+			       j->revokes[i]);
+		if (r < 0)
+			return o2_fs_abort(fs, r, "recording revokes");
+	}
 	o2_list_for_each_safe(pos, tmp, &j->running) {
 		struct o2_buf *b = o2_container_of(pos, struct o2_buf, tlink);
 
 		o2_list_del(&b->tlink);
 		b->in_running = false;
 		b->dirty = true;
+		free(b->frozen);
+		b->frozen = NULL;
 		if (!b->in_log) {
 			b->in_log = true;
 			o2_list_add_tail(&j->checkpoint, &b->clink);
@@ -376,7 +428,12 @@ static int cmp_blkno(const void *a, const void *b)
 	return x->blkno < y->blkno ? -1 : x->blkno > y->blkno;
 }
 
-int o2_journal_checkpoint(struct o2_fs *fs)
+/*
+ * Write every committed block home and mark the log empty.  The running
+ * transaction is left alone: buffers it changed again go home with their
+ * committed (frozen) content.
+ */
+static int checkpoint_committed(struct o2_fs *fs)
 {
 	struct o2_journal *j = fs->journal;
 	struct o2_buf **v = NULL;
@@ -384,11 +441,8 @@ int o2_journal_checkpoint(struct o2_fs *fs)
 	unsigned n = 0;
 	int r;
 
-	if (!j)
-		return 0;
-	r = o2_journal_commit(fs);
-	if (r < 0)
-		return r;
+	if (fs->ro_reason)
+		return -EROFS;
 	if (!j->ncheckpoint && !j->tail && !j->sb_dirty)
 		return 0;
 	if (j->ncheckpoint) {
@@ -401,7 +455,7 @@ int o2_journal_checkpoint(struct o2_fs *fs)
 	}
 	/* blocks home, in block order, batched where contiguous */
 	for (unsigned i = 0; i < n; i++) {
-		r = batch_add(fs, j, v[i]->blkno, v[i]->data);
+		r = batch_add(fs, j, v[i]->blkno, v[i]->frozen ? v[i]->frozen : v[i]->data);
 		if (r < 0)
 			goto out_abort;
 	}
@@ -415,10 +469,14 @@ int o2_journal_checkpoint(struct o2_fs *fs)
 	if (r < 0)
 		goto out_abort;
 	j->tail = 0;
+	j->nlive_revokes = 0;
 	for (unsigned i = 0; i < n; i++) {
 		o2_list_del(&v[i]->clink);
 		v[i]->in_log = false;
-		o2_cache_mark_clean(fs, v[i]);
+		free(v[i]->frozen);
+		v[i]->frozen = NULL;
+		if (!v[i]->in_running)
+			o2_cache_mark_clean(fs, v[i]);
 	}
 	j->ncheckpoint = 0;
 	j->st.checkpoints++;
@@ -428,6 +486,16 @@ int o2_journal_checkpoint(struct o2_fs *fs)
 out_abort:
 	free(v);
 	return o2_fs_abort(fs, r, "checkpointing the journal");
+}
+
+int o2_journal_checkpoint(struct o2_fs *fs)
+{
+	int r;
+
+	if (!fs->journal)
+		return 0;
+	r = o2_journal_commit(fs);
+	return r < 0 ? r : checkpoint_committed(fs);
 }
 
 /* ---- handles ---- */
@@ -459,8 +527,8 @@ int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 	/* room for the running transaction grown by these credits, revokes included */
 	unsigned need = commit_size(fs, j, j->credits + credits, j->nrevokes + credits);
 
-	if (!j->handles && log_used(j) + need + 1 > ring_size(j)) {
-		r = o2_journal_checkpoint(fs);
+	if (log_used(j) + need + 1 > ring_size(j)) {
+		r = j->handles ? checkpoint_committed(fs) : o2_journal_checkpoint(fs);
 		if (r < 0)
 			return r;
 	}
@@ -497,6 +565,19 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 	if (t->used >= t->credits)
 		return o2_fail(fs, -ENOSPC, "transaction logged more than its %u credits (block %llu)",
 			       t->credits, (unsigned long long)b->blkno);
+	/* a revoke of this block still in the log must not precede a new copy */
+	if (has_blkno(j->live_revokes, j->nlive_revokes, b->blkno)) {
+		int r = checkpoint_committed(fs);
+
+		if (r < 0)
+			return r;
+	}
+	if (b->in_log && !b->frozen) {
+		b->frozen = malloc(fs->bs);
+		if (!b->frozen)
+			return -ENOMEM;
+		memcpy(b->frozen, b->data, fs->bs);
+	}
 	t->used++;
 	cancel_revoke(j, b->blkno);
 	b->in_running = true;
@@ -529,25 +610,16 @@ int o2_trans_revoke(struct o2_trans *t, uint64_t blkno)
 			b->in_log = false;
 			j->ncheckpoint--;
 		}
+		free(b->frozen);
+		b->frozen = NULL;
 		o2_cache_mark_clean(fs, b);
 		o2_cache_forget(fs, blkno);
 	}
 	if (!logged)
 		return 0; /* no live log copy: nothing to revoke */
-	for (unsigned i = 0; i < j->nrevokes; i++)
-		if (j->revokes[i] == blkno)
-			return 0;
-	if (j->nrevokes == j->revokes_cap) {
-		unsigned ncap = j->revokes_cap ? j->revokes_cap * 2 : 64;
-		uint64_t *nr = realloc(j->revokes, ncap * sizeof(*nr));
-
-		if (!nr)
-			return -ENOMEM;
-		j->revokes = nr;
-		j->revokes_cap = ncap;
-	}
-	j->revokes[j->nrevokes++] = blkno;
-	return 0;
+	if (has_blkno(j->revokes, j->nrevokes, blkno))
+		return 0;
+	return push_blkno(&j->revokes, &j->nrevokes, &j->revokes_cap, blkno);
 }
 
 int o2_trans_end(struct o2_trans *t)
@@ -665,6 +737,7 @@ void o2_journal_abandon(struct o2_fs *fs)
 		b->in_log = false;
 	}
 	o2_jmap_free(&j->map);
+	free(j->live_revokes);
 	free(j->revokes);
 	free(j->scratch);
 	free(j->batch);

@@ -303,6 +303,11 @@ int o2_journal_recover(struct o2_fs *fs, unsigned slot, struct o2_replay_stats *
 		r = -ENOMEM;
 		goto out;
 	}
+	if (m.start && m.start < m.first) {
+		r = o2_corrupt(fs, m.sb_phys, "slot %u: the log starts at block %u, before its "
+			       "first block %u", slot, m.start, m.first);
+		goto out;
+	}
 	if (m.start) {
 		r = do_pass(&rp, PASS_SCAN);
 		if (r == 0)

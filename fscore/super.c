@@ -452,6 +452,14 @@ int o2_fs_close(struct o2_fs *fs)
 	return r;
 }
 
+void o2_fs_abandon(struct o2_fs *fs)
+{
+	if (!fs)
+		return;
+	o2_journal_abandon(fs);
+	fs_free(fs);
+}
+
 int o2_fs_sync(struct o2_fs *fs)
 {
 	int r;

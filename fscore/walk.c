@@ -99,6 +99,12 @@ static int count_extent(const struct o2_extent *ext, uint64_t eb_blkno, void *ar
 	return 0;
 }
 
+static int count_group(unsigned chain, const struct o2_group_info *g, void *arg)
+{
+	((struct walk *)arg)->st.groups++;
+	return 0;
+}
+
 static int read_all_data(struct walk *w, struct o2_inode *ino)
 {
 	const size_t chunk = 1u << 20;
@@ -239,9 +245,7 @@ static int visit_inode(struct walk *w, uint64_t blkno, bool system)
 			r = read_all_data(w, ino);
 		break;
 	case O2_ID2_CHAIN:
-		r = o2_chain_walk(w->fs, ino, NULL, NULL);
-		if (r == 0)
-			w->st.groups += in->chain_next_free;
+		r = o2_chain_walk(w->fs, ino, count_group, w);
 		break;
 	case O2_ID2_LOCAL_ALLOC:
 		/* the window is bitmap_total bits of the global bitmap from la_bm_off */

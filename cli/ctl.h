@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ocfs2ctl internals: the state of one invocation and the verbs.
+ *
+ * Every verb returns the process exit status: 0 success, 1 failure (after
+ * one line on stderr, "ocfs2ctl: VERB: WHAT"), 2 usage error.
+ */
+#ifndef OCFS2CTL_CTL_H
+#define OCFS2CTL_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "o2fs/o2fs.h"
+
+#define CTL_EXIT_OK 0
+#define CTL_EXIT_FAIL 1
+#define CTL_EXIT_USAGE 2
+
+struct ctl {
+	const char *verb;
+	const char *image;
+	bool json;
+	bool long_list; /* ls -l */
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	/* Why ctl_open() failed: -errno and the message it printed. */
+	int open_err;
+	char open_msg[256];
+};
+
+/* Print "ocfs2ctl: VERB: message" on stderr; returns CTL_EXIT_FAIL. */
+int ctl_fail(struct ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * The words for a failure -err of an fscore call on c->fs: the volume's
+ * message for -EUCLEAN (corruption), strerror otherwise.
+ */
+const char *ctl_strerror(const struct ctl *c, int err);
+
+/* Open c->image read-only; on failure report it and return CTL_EXIT_FAIL. */
+int ctl_open(struct ctl *c);
+void ctl_close(struct ctl *c);
+
+/*
+ * Resolve an inode argument: "<N>" is inode (block) number N, anything
+ * else a path from the root ("//name" from the system directory; a path
+ * without a leading '/' is taken from the root).  Reports failures.
+ */
+int ctl_get_inode(struct ctl *c, const char *spec, struct o2_inode **ret_inode);
+
+/* Flush stdout; report a write error.  Returns the exit status. */
+int ctl_finish_stdout(struct ctl *c, int status);
+
+/* A growable array of fixed-size elements. */
+struct ctl_vec {
+	void *data;
+	size_t len, cap, elsize;
+};
+void ctl_vec_init(struct ctl_vec *v, size_t elsize);
+/* Append a copy of *elem; -ENOMEM. */
+int ctl_vec_push(struct ctl_vec *v, const void *elem);
+void ctl_vec_free(struct ctl_vec *v);
+#define CTL_VEC_AT(v, type, i) (&((type *)(v)->data)[i])
+
+/* The verbs: args are the positional arguments after the verb. */
+int verb_info(struct ctl *c, int argc, char **argv);
+int verb_slots(struct ctl *c, int argc, char **argv);
+int verb_check(struct ctl *c, int argc, char **argv);
+int verb_ls(struct ctl *c, int argc, char **argv);
+int verb_stat(struct ctl *c, int argc, char **argv);
+int verb_cat(struct ctl *c, int argc, char **argv);
+
+#endif

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ocfs2ctl: inspect OCFS2 volumes.  The offline verbs here link fscore and
+ * read an image or device directly, read-only.
+ *
+ * Option handling: --json, --help and --version are global and may stand
+ * anywhere on the line; -l belongs to ls; "--" ends the options.  The first
+ * positional argument is the verb.
+ */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+
+#ifndef OCFS2CTL_VERSION
+#define OCFS2CTL_VERSION "unknown"
+#endif
+
+struct verb {
+	const char *name;
+	int (*fn)(struct ctl *c, int argc, char **argv);
+	int min_args, max_args;
+	const char *args;
+	const char *help;
+};
+
+static const struct verb verbs[] = {
+	{ "info", verb_info, 1, 1, "IMAGE", "superblock, features, space, journals" },
+	{ "ls", verb_ls, 1, 2, "[-l] IMAGE [PATH]", "list a directory in on-disk order" },
+	{ "stat", verb_stat, 2, 2, "IMAGE PATH|<INODE>", "every field of one inode" },
+	{ "cat", verb_cat, 2, 2, "IMAGE PATH|<INODE>", "a regular file's data to stdout" },
+	{ "slots", verb_slots, 1, 1, "IMAGE", "the slot map" },
+	{ "check", verb_check, 1, 1, "IMAGE", "read-only structural verification" },
+};
+
+static void usage_full(FILE *out)
+{
+	fprintf(out,
+		"Usage: ocfs2ctl [--json] VERB [ARGS]\n"
+		"\n"
+		"Inspect an OCFS2 volume (image file or block device), read-only.\n"
+		"\n"
+		"Verbs:\n");
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		fprintf(out, "  %-6s %-22s %s\n", verbs[i].name, verbs[i].args, verbs[i].help);
+	fprintf(out,
+		"\n"
+		"Options:\n"
+		"  --json       machine-readable output (schema: cli/README-json.md)\n"
+		"  -l, --long   ls: long listing (inode, mode, links, uid, gid, size, mtime)\n"
+		"  --help       this text\n"
+		"  --version    the version\n"
+		"\n"
+		"PATH is absolute from the root directory; \"//NAME\" names a file of the\n"
+		"system directory (\"//\" is the system directory itself); \"<N>\" is inode N.\n"
+		"\n"
+		"Exit status: 0 success, 1 failure or corruption, 2 usage error.\n");
+}
+
+int ctl_fail(struct ctl *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "ocfs2ctl: %s: ", c->verb ? c->verb : "error");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return CTL_EXIT_FAIL;
+}
+
+const char *ctl_strerror(const struct ctl *c, int err)
+{
+	if (err == -EUCLEAN && c->fs) {
+		const char *msg = o2_fs_error(c->fs);
+
+		if (msg && *msg)
+			return msg;
+		return "filesystem corrupted";
+	}
+	if (err >= 0)
+		return "unexpected result";
+	return strerror(-err);
+}
+
+int ctl_open(struct ctl *c)
+{
+	char errbuf[256] = "";
+	int ret;
+
+	ret = o2_blockdev_open_file(c->image, O2_DEV_RDONLY, &c->dev);
+	if (ret < 0) {
+		c->dev = NULL;
+		c->open_err = ret;
+		snprintf(c->open_msg, sizeof(c->open_msg), "%s", strerror(-ret));
+		return ctl_fail(c, "%s: %s", c->image, c->open_msg);
+	}
+	ret = o2_fs_open(c->dev, O2_OPEN_RDONLY, &c->fs, errbuf, sizeof(errbuf));
+	if (ret < 0) {
+		c->fs = NULL;
+		o2_blockdev_free(c->dev);
+		c->dev = NULL;
+		c->open_err = ret;
+		if (ret == -ENODATA) {
+			snprintf(c->open_msg, sizeof(c->open_msg), "not an OCFS2 volume");
+			return ctl_fail(c, "%s is not an OCFS2 volume", c->image);
+		}
+		snprintf(c->open_msg, sizeof(c->open_msg), "%s", errbuf[0] ? errbuf : strerror(-ret));
+		return ctl_fail(c, "%s: %s", c->image, c->open_msg);
+	}
+	return CTL_EXIT_OK;
+}
+
+void ctl_close(struct ctl *c)
+{
+	if (c->fs)
+		o2_fs_close(c->fs);
+	if (c->dev)
+		o2_blockdev_free(c->dev);
+	c->fs = NULL;
+	c->dev = NULL;
+}
+
+/* Parse "<N>"; false if spec is not of that form. */
+static bool parse_inode_number(const char *spec, uint64_t *ret)
+{
+	size_t len = strlen(spec);
+	uint64_t v = 0;
+
+	if (len < 3 || spec[0] != '<' || spec[len - 1] != '>')
+		return false;
+	for (size_t i = 1; i < len - 1; i++) {
+		if (spec[i] < '0' || spec[i] > '9')
+			return false;
+		uint64_t digit = (uint64_t)(spec[i] - '0');
+
+		if (v > (UINT64_MAX - digit) / 10)
+			return false;
+		v = v * 10 + digit;
+	}
+	*ret = v;
+	return true;
+}
+
+int ctl_get_inode(struct ctl *c, const char *spec, struct o2_inode **ret_inode)
+{
+	uint64_t blkno;
+	int ret;
+
+	if (spec[0] == '<') {
+		if (!parse_inode_number(spec, &blkno))
+			return ctl_fail(c, "%s: not an inode number (want <N>)", spec);
+	} else {
+		char *path = NULL;
+
+		if (spec[0] != '/') {
+			if (asprintf(&path, "/%s", spec) < 0)
+				return ctl_fail(c, "%s", strerror(ENOMEM));
+		}
+		ret = o2_path_lookup(c->fs, path ? path : spec, &blkno);
+		free(path);
+		if (ret < 0)
+			return ctl_fail(c, "%s: %s", spec, ctl_strerror(c, ret));
+	}
+	ret = o2_inode_get(c->fs, blkno, ret_inode);
+	if (ret == -ERANGE)
+		return ctl_fail(c, "%s: inode %" PRIu64 " is outside the volume", spec, blkno);
+	if (ret < 0)
+		return ctl_fail(c, "%s: %s", spec, ctl_strerror(c, ret));
+	return CTL_EXIT_OK;
+}
+
+int ctl_finish_stdout(struct ctl *c, int status)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		int err = errno ? errno : EIO;
+
+		if (status == CTL_EXIT_OK)
+			return ctl_fail(c, "writing output: %s", strerror(err));
+	}
+	return status;
+}
+
+void ctl_vec_init(struct ctl_vec *v, size_t elsize)
+{
+	v->data = NULL;
+	v->len = 0;
+	v->cap = 0;
+	v->elsize = elsize;
+}
+
+int ctl_vec_push(struct ctl_vec *v, const void *elem)
+{
+	if (v->len == v->cap) {
+		size_t ncap = v->cap ? v->cap * 2 : 16;
+		void *n;
+
+		if (ncap > SIZE_MAX / v->elsize)
+			return -ENOMEM;
+		n = realloc(v->data, ncap * v->elsize);
+		if (!n)
+			return -ENOMEM;
+		v->data = n;
+		v->cap = ncap;
+	}
+	memcpy((char *)v->data + v->len * v->elsize, elem, v->elsize);
+	v->len++;
+	return 0;
+}
+
+void ctl_vec_free(struct ctl_vec *v)
+{
+	free(v->data);
+	v->data = NULL;
+	v->len = v->cap = 0;
+}
+
+static int usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* One line on stderr for a usage error; returns CTL_EXIT_USAGE. */
+static int usage_error(const char *verb, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (verb)
+		fprintf(stderr, "ocfs2ctl: %s: ", verb);
+	else
+		fprintf(stderr, "ocfs2ctl: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return CTL_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	struct ctl c = { 0 };
+	char **pos;
+	int npos = 0;
+	bool opts_done = false;
+	bool help = false, version = false;
+	const struct verb *verb = NULL;
+	int status;
+
+	pos = calloc((size_t)argc + 1, sizeof(*pos));
+	if (!pos) {
+		fprintf(stderr, "ocfs2ctl: %s\n", strerror(ENOMEM));
+		return CTL_EXIT_FAIL;
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (opts_done || a[0] != '-' || a[1] == '\0') {
+			pos[npos++] = argv[i];
+			continue;
+		}
+		if (!strcmp(a, "--")) {
+			opts_done = true;
+		} else if (!strcmp(a, "--json")) {
+			c.json = true;
+		} else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			help = true;
+		} else if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+			version = true;
+		} else if (!strcmp(a, "-l") || !strcmp(a, "--long")) {
+			c.long_list = true;
+		} else {
+			status = usage_error(npos ? pos[0] : NULL, "unknown option '%s' (try --help)", a);
+			goto out_free_pos;
+		}
+	}
+
+	if (help) {
+		usage_full(stdout);
+		status = ctl_finish_stdout(&c, CTL_EXIT_OK);
+		goto out_free_pos;
+	}
+	if (version) {
+		printf("ocfs2ctl %s\n", OCFS2CTL_VERSION);
+		status = ctl_finish_stdout(&c, CTL_EXIT_OK);
+		goto out_free_pos;
+	}
+	if (npos == 0) {
+		status = usage_error(NULL, "usage: ocfs2ctl [--json] VERB [ARGS] (try --help)");
+		goto out_free_pos;
+	}
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (!strcmp(pos[0], verbs[i].name))
+			verb = &verbs[i];
+	if (!verb) {
+		status = usage_error(pos[0], "unknown verb (try --help)");
+		goto out_free_pos;
+	}
+	if (npos - 1 < verb->min_args || npos - 1 > verb->max_args) {
+		status = usage_error(verb->name, "usage: ocfs2ctl [--json] %s %s", verb->name,
+				     verb->args);
+		goto out_free_pos;
+	}
+	if (c.long_list && verb->fn != verb_ls) {
+		status = usage_error(verb->name, "-l only applies to ls");
+		goto out_free_pos;
+	}
+
+	c.verb = verb->name;
+	c.image = pos[1];
+	status = verb->fn(&c, npos - 2, pos + 2);
+	ctl_close(&c);
+	status = ctl_finish_stdout(&c, status);
+
+out_free_pos:
+	free(pos);
+	return status;
+}

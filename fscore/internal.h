@@ -30,6 +30,12 @@ struct o2_fs {
 	struct o2_journal *journal; /* NULL when opened read-only */
 	struct o2_open_opts opts;
 	int ro_reason;		/* non-zero: an I/O error made the volume read-only */
+	struct {		/* system files the write path uses (read-write only) */
+		uint64_t global_bitmap, inode_alloc, extent_alloc, truncate_log, local_alloc,
+			orphan_dir;
+	} sys;
+	struct o2_openref *openrefs; /* inodes held open (orphan handling) */
+	uint64_t gen_counter;	     /* mixes inode generations */
 };
 
 struct o2_inode {
@@ -119,6 +125,16 @@ int o2_dx_leaf_for_hash(struct o2_fs *fs, struct o2_inode *dir, const uint8_t *r
  * (tests use it to leave a dirty journal behind).
  */
 void o2_fs_abandon(struct o2_fs *fs);
+
+/* Open references (namei.c) and orphans. */
+struct o2_openref {
+	struct o2_openref *next;
+	uint64_t ino;
+	unsigned refs;
+};
+void o2_openrefs_free(struct o2_fs *fs);
+/* Free every orphan this slot's orphan directory holds. */
+int o2_orphans_process(struct o2_fs *fs);
 
 /* Directory trailer rules. */
 bool o2_dir_has_trailer(const struct o2_fs *fs, const struct o2_inode *dir);

@@ -10,6 +10,7 @@
 
 #include "blockcheck.h"
 #include "cache.h"
+#include "alloc.h"
 #include "journal.h"
 #include "internal.h"
 
@@ -365,6 +366,7 @@ int o2_fs_open(struct o2_blockdev *dev, unsigned flags, struct o2_fs **ret_fs, c
 
 static void fs_free(struct o2_fs *fs)
 {
+	o2_openrefs_free(fs);
 	o2_cache_destroy(fs);
 	free(fs->sb_block);
 	free(fs);
@@ -427,6 +429,17 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 				    opts->slot, fs->info.max_slots);
 		else
 			r = o2_journal_open(fs, opts->slot);
+		/* what a crash left in this slot: freed clusters, a window, orphans */
+		if (r == 0)
+			r = o2_sysfiles_load(fs);
+		if (r == 0)
+			r = o2_trunclog_flush(fs);
+		if (r == 0)
+			r = o2_local_alloc_return(fs);
+		if (r == 0)
+			r = o2_orphans_process(fs);
+		if (r < 0 && fs->journal)
+			o2_journal_abandon(fs);
 	}
 	if (r < 0) {
 		errbuf_set(errbuf, errlen, r, "%s", fs->err[0] ? fs->err : strerror(-r));
@@ -446,8 +459,23 @@ int o2_fs_close(struct o2_fs *fs)
 
 	if (!fs)
 		return 0;
-	if (fs->journal)
-		r = o2_journal_close(fs);
+	if (fs->journal && !fs->ro_reason) {
+		/* orphans still open: freed now (nothing holds them any more) */
+		while (fs->openrefs && r == 0) {
+			uint64_t ino = fs->openrefs->ino;
+
+			fs->openrefs->refs = 1;
+			r = o2_inode_close_ref(fs, ino);
+		}
+		if (r == 0)
+			r = o2_trunclog_flush(fs);
+	}
+	if (fs->journal) {
+		int e = o2_journal_close(fs);
+
+		if (r == 0)
+			r = e;
+	}
 	fs_free(fs);
 	return r;
 }

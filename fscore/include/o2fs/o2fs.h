@@ -421,4 +421,82 @@ struct o2_walk_stats {
  */
 int o2_fs_walk(struct o2_fs *fs, struct o2_walk_stats *ret);
 
+
+/* ---- the write path (volume opened read-write) ----
+ *
+ * Each call is one or more complete transactions: when it returns, the
+ * change is in the running transaction and will be committed (o2_fs_sync
+ * makes it durable).  Inodes are named by their number (= block number).
+ * Errors: -EROFS (read-only volume or after an I/O error), -ENOSPC,
+ * -EEXIST, -ENOENT, -ENOTDIR, -EISDIR, -ENOTEMPTY, -ENAMETOOLONG, -EMLINK,
+ * -EINVAL, -EUCLEAN (damage found), -ENOMEM.
+ */
+
+struct o2_new_inode {
+	uint16_t mode;	/* type and permission bits */
+	uint32_t uid, gid;
+	uint64_t rdev;	/* character and block devices */
+};
+
+/* Create a regular file, device node, FIFO or socket named name in dir. */
+int o2_create(struct o2_fs *fs, uint64_t dir, const char *name, size_t len,
+	      const struct o2_new_inode *ni, uint64_t *ret_ino);
+int o2_mkdir(struct o2_fs *fs, uint64_t dir, const char *name, size_t len,
+	     const struct o2_new_inode *ni, uint64_t *ret_ino);
+/* A symlink to target (fast when it fits in the inode). ni->mode is ignored. */
+int o2_symlink(struct o2_fs *fs, uint64_t dir, const char *name, size_t len, const char *target,
+	       const struct o2_new_inode *ni, uint64_t *ret_ino);
+/* A new name for ino (not a directory: -EPERM). */
+int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size_t len);
+/* Remove a name that is not a directory (-EISDIR).  The inode is freed with
+ * its last link unless it is open (o2_inode_open_ref): then it goes to the
+ * orphan directory until the last close. */
+int o2_unlink(struct o2_fs *fs, uint64_t dir, const char *name, size_t len);
+int o2_rmdir(struct o2_fs *fs, uint64_t dir, const char *name, size_t len);
+
+#define O2_RENAME_NOREPLACE 0x1
+#define O2_RENAME_EXCHANGE 0x2
+int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t oldlen,
+	      uint64_t newdir, const char *newname, size_t newlen, unsigned flags);
+
+/* Write len bytes at off, growing the file as needed; returns bytes written. */
+ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, size_t len);
+/* Set the size: shrinking frees clusters, growing leaves a hole. */
+int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size);
+
+#define O2_FALLOC_KEEP_SIZE 0x1
+/* Preallocate [off, off+len) as unwritten extents (read as zeros). */
+int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, uint64_t len);
+
+#define O2_SET_MODE 0x01
+#define O2_SET_UID 0x02
+#define O2_SET_GID 0x04
+#define O2_SET_SIZE 0x08
+#define O2_SET_ATIME 0x10
+#define O2_SET_MTIME 0x20
+#define O2_SET_CTIME 0x40
+struct o2_setattr {
+	uint16_t mode; /* permission bits only */
+	uint32_t uid, gid;
+	uint64_t size;
+	struct o2_timespec atime, mtime, ctime;
+};
+int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *attr, unsigned mask);
+
+/*
+ * Open-file references: an inode unlinked while referenced lives on in the
+ * orphan directory; the last o2_inode_close_ref frees it.  Orphans left by a
+ * crash are freed at the next read-write open.
+ */
+int o2_inode_open_ref(struct o2_fs *fs, uint64_t ino);
+int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino);
+
+struct o2_statfs {
+	uint64_t block_size, cluster_size;
+	uint64_t total_clusters, free_clusters;
+	uint64_t total_inodes, free_inodes; /* inode bits in this slot's allocator, plus room to grow */
+	uint32_t max_name_len;
+};
+int o2_statfs(struct o2_fs *fs, struct o2_statfs *ret);
+
 #endif

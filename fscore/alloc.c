@@ -1,0 +1,564 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Allocators, write side.
+ *
+ * How it works.  The global bitmap is a chain allocator of cluster groups:
+ * group g covers clusters [g*cpg, g*cpg + bits) and its descriptor is the
+ * first block of the group (group 0's sits at s_first_cluster_group).  The
+ * slot's suballocators (inode_alloc, extent_alloc) are chain allocators of
+ * block groups carved out of clusters claimed from the global bitmap; bit
+ * 0 of each is the descriptor itself, and bit b is block (group + b).  A
+ * new group goes on the shortest chain (an unused chain first).
+ *
+ * Freed clusters go to the slot's truncate log, not straight back to the
+ * bitmap, so they cannot be reused before the transaction that freed them
+ * has committed; o2_trunclog_flush() returns them, after a commit, in a
+ * transaction of its own.
+ *
+ * Every change goes through the caller's transaction; credits: see
+ * O2_ALLOC_CREDITS.
+ */
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "journal.h"
+
+static inline bool bit_test(const uint8_t *bm, unsigned i)
+{
+	return bm[i / 8] & (1u << (i % 8));
+}
+
+static inline void bit_set(uint8_t *bm, unsigned i)
+{
+	bm[i / 8] |= (uint8_t)(1u << (i % 8));
+}
+
+static inline void bit_clear(uint8_t *bm, unsigned i)
+{
+	bm[i / 8] &= (uint8_t)~(1u << (i % 8));
+}
+
+/* Longest run of clear bits starting at or after from, up to want; first fit of >= min. */
+static bool find_run(const uint8_t *bm, unsigned bits, unsigned min, unsigned want,
+		     unsigned *ret_start, unsigned *ret_len)
+{
+	unsigned best_start = 0, best_len = 0;
+
+	for (unsigned i = 0; i < bits;) {
+		if (bit_test(bm, i)) {
+			i++;
+			continue;
+		}
+		unsigned s = i;
+
+		while (i < bits && !bit_test(bm, i) && i - s < want)
+			i++;
+		if (i - s > best_len) {
+			best_start = s;
+			best_len = i - s;
+			if (best_len >= want)
+				break;
+		}
+		if (best_len >= min && best_len >= want)
+			break;
+		while (i < bits && !bit_test(bm, i))
+			i++;
+	}
+	if (best_len < min || best_len == 0)
+		return false;
+	*ret_start = best_start;
+	*ret_len = best_len;
+	return true;
+}
+
+static struct o2_dinode *dinode(struct o2_buf *b)
+{
+	return (struct o2_dinode *)b->data;
+}
+
+static struct o2_group_desc *gdesc(struct o2_buf *b)
+{
+	return (struct o2_group_desc *)b->data;
+}
+
+/* Read a group descriptor for changing: validated, logged in t. */
+static int get_group(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno, uint64_t blkno,
+		     struct o2_buf **ret)
+{
+	struct o2_buf *b;
+	int r = o2_bread(fs, blkno, O2_META_GROUP, &b);
+
+	if (r < 0)
+		return r;
+	struct o2_group_desc *gd = gdesc(b);
+
+	if (!o2_sig_ok(gd->bg_signature, O2_SIG_GROUP) || le64(gd->bg_blkno) != blkno ||
+	    le64(gd->bg_parent_dinode) != alloc_blkno ||
+	    le16(gd->bg_bits) > le16(gd->bg_size) * 8u ||
+	    le16(gd->bg_free_bits_count) > le16(gd->bg_bits)) {
+		o2_brelse(fs, b);
+		return o2_corrupt(fs, blkno, "group descriptor of allocator %llu is damaged",
+				  (unsigned long long)alloc_blkno);
+	}
+	*ret = b;
+	return 0;
+}
+
+/* Mark [start, start+len) of a group used or free, with its chain and inode counts. */
+static int group_change(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab, struct o2_buf *gb,
+			unsigned start, unsigned len, bool use)
+{
+	struct o2_group_desc *gd = gdesc(gb);
+	struct o2_dinode *ai = dinode(ab);
+	unsigned chain = le16(gd->bg_chain);
+	int r;
+
+	if (chain >= le16(ai->id2.i_chain.cl_next_free_rec))
+		return o2_corrupt(fs, gb->blkno, "group claims chain %u of %u", chain,
+				  le16(ai->id2.i_chain.cl_next_free_rec));
+	r = o2_trans_add(t, gb);
+	if (r == 0)
+		r = o2_trans_add(t, ab);
+	if (r < 0)
+		return r;
+	for (unsigned i = start; i < start + len; i++) {
+		if (bit_test(gd->bg_bitmap, i) == use)
+			return o2_corrupt(fs, gb->blkno, "bit %u is already %s", i,
+					  use ? "in use" : "free");
+		if (use)
+			bit_set(gd->bg_bitmap, i);
+		else
+			bit_clear(gd->bg_bitmap, i);
+	}
+	int delta = use ? -(int)len : (int)len;
+	struct o2_chain_rec *cr = &ai->id2.i_chain.cl_recs[chain];
+
+	gd->bg_free_bits_count = cpu_le16((uint16_t)(le16(gd->bg_free_bits_count) + delta));
+	gd->bg_reserved1 = 0; /* contiguous-free hint: 0 makes readers recompute it */
+	cr->c_free = cpu_le32((uint32_t)((int64_t)le32(cr->c_free) + delta));
+	ai->id1.bitmap1.i_used = cpu_le32((uint32_t)((int64_t)le32(ai->id1.bitmap1.i_used) - delta));
+	return 0;
+}
+
+/* ---- global bitmap ---- */
+
+static uint64_t cluster_group_blkno(const struct o2_fs *fs, uint32_t cpg, uint32_t g)
+{
+	return g == 0 ? fs->info.first_cluster_group : ((uint64_t)g * cpg) << fs->bpc_bits;
+}
+
+int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
+		      uint32_t *ret_start, uint32_t *ret_len)
+{
+	struct o2_buf *ab;
+	int r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &ab);
+
+	if (r < 0)
+		return r;
+	struct o2_dinode *ai = dinode(ab);
+	unsigned nchains = le16(ai->id2.i_chain.cl_next_free_rec);
+	uint32_t cpg = le16(ai->id2.i_chain.cl_cpg);
+
+	if (want > cpg)
+		want = cpg;
+	if (min > want)
+		min = want;
+	r = -ENOSPC;
+	/* one pass wanting the full run, a second accepting min */
+	for (int pass = 0; pass < 2 && r == -ENOSPC; pass++) {
+		uint32_t need = pass ? min : want;
+
+		for (unsigned c = 0; c < nchains && r == -ENOSPC; c++) {
+			uint64_t blk = le64(ai->id2.i_chain.cl_recs[c].c_blkno);
+			unsigned hops = 0;
+
+			if (le32(ai->id2.i_chain.cl_recs[c].c_free) < need)
+				continue;
+			while (blk && r == -ENOSPC) {
+				struct o2_buf *gb;
+				unsigned s, n;
+
+				if (++hops > 1000000) {
+					r = o2_corrupt(fs, ab->blkno, "chain %u loops", c);
+					break;
+				}
+				r = get_group(t, fs, ab->blkno, blk, &gb);
+				if (r < 0)
+					break;
+				r = -ENOSPC;
+				struct o2_group_desc *gd = gdesc(gb);
+
+				if (le16(gd->bg_free_bits_count) >= need &&
+				    find_run(gd->bg_bitmap, le16(gd->bg_bits), need, want, &s, &n)) {
+					uint64_t g0 = (blk == fs->info.first_cluster_group)
+							      ? 0
+							      : (blk >> fs->bpc_bits) / cpg;
+
+					r = group_change(t, fs, ab, gb, s, n, true);
+					if (r == 0) {
+						*ret_start = (uint32_t)(g0 * cpg + s);
+						*ret_len = n;
+					}
+				}
+				blk = le64(gd->bg_next_group);
+				o2_brelse(fs, gb);
+			}
+		}
+	}
+	o2_brelse(fs, ab);
+	return r;
+}
+
+int o2_clusters_free_now(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint32_t len)
+{
+	struct o2_buf *ab;
+	int r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &ab);
+
+	if (r < 0)
+		return r;
+	uint32_t cpg = le16(dinode(ab)->id2.i_chain.cl_cpg);
+
+	while (len && r == 0) {
+		uint32_t g = start / cpg, off = start % cpg, n = cpg - off < len ? cpg - off : len;
+		struct o2_buf *gb;
+
+		r = get_group(t, fs, ab->blkno, cluster_group_blkno(fs, cpg, g), &gb);
+		if (r < 0)
+			break;
+		if (off + n > le16(gdesc(gb)->bg_bits))
+			r = o2_corrupt(fs, gb->blkno, "freeing clusters %u+%u past the group", start, n);
+		else
+			r = group_change(t, fs, ab, gb, off, n, false);
+		o2_brelse(fs, gb);
+		start += n;
+		len -= n;
+	}
+	o2_brelse(fs, ab);
+	return r;
+}
+
+/* ---- truncate log ---- */
+
+int o2_clusters_free(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint32_t len)
+{
+	struct o2_buf *tb;
+	int r;
+
+	if (!len)
+		return 0;
+	r = o2_bread(fs, fs->sys.truncate_log, O2_META_INODE, &tb);
+	if (r < 0)
+		return r;
+	struct o2_truncate_log *tl = &dinode(tb)->id2.i_dealloc;
+	unsigned used = le16(tl->tl_used), count = le16(tl->tl_count);
+
+	r = o2_trans_add(t, tb);
+	if (r < 0)
+		goto out;
+	if (used && le32(tl->tl_recs[used - 1].t_start) + le32(tl->tl_recs[used - 1].t_clusters) == start) {
+		tl->tl_recs[used - 1].t_clusters = cpu_le32(le32(tl->tl_recs[used - 1].t_clusters) + len);
+	} else if (used < count) {
+		tl->tl_recs[used].t_start = cpu_le32(start);
+		tl->tl_recs[used].t_clusters = cpu_le32(len);
+		tl->tl_used = cpu_le16((uint16_t)(used + 1));
+	} else {
+		/* full: give these back at once (the log was flushed too rarely) */
+		r = o2_clusters_free_now(t, fs, start, len);
+	}
+out:
+	o2_brelse(fs, tb);
+	return r;
+}
+
+bool o2_trunclog_needs_flush(struct o2_fs *fs)
+{
+	struct o2_buf *tb;
+	bool need = false;
+
+	if (o2_bread(fs, fs->sys.truncate_log, O2_META_INODE, &tb) == 0) {
+		const struct o2_truncate_log *tl = &dinode(tb)->id2.i_dealloc;
+
+		need = le16(tl->tl_used) * 2 > le16(tl->tl_count);
+		o2_brelse(fs, tb);
+	}
+	return need;
+}
+
+int o2_trunclog_flush(struct o2_fs *fs)
+{
+	struct o2_buf *tb;
+	int r;
+
+	/* what the log holds was freed by committed transactions only */
+	r = o2_journal_commit(fs);
+	if (r < 0)
+		return r;
+	for (;;) {
+		struct o2_trans *t;
+		unsigned used;
+
+		r = o2_bread(fs, fs->sys.truncate_log, O2_META_INODE, &tb);
+		if (r < 0)
+			return r;
+		used = le16(dinode(tb)->id2.i_dealloc.tl_used);
+		o2_brelse(fs, tb);
+		if (!used)
+			return 0;
+		r = o2_trans_begin(fs, 16, &t);
+		if (r < 0)
+			return r;
+		r = o2_bread(fs, fs->sys.truncate_log, O2_META_INODE, &tb);
+		if (r == 0) {
+			struct o2_truncate_log *tl = &dinode(tb)->id2.i_dealloc;
+			struct o2_truncate_rec rec = tl->tl_recs[used - 1];
+			uint32_t start = le32(rec.t_start), len = le32(rec.t_clusters);
+			/* at most a few groups per transaction */
+			uint32_t take = len > 4 * 32256u ? 4 * 32256u : len;
+
+			r = o2_trans_add(t, tb);
+			if (r == 0)
+				r = o2_clusters_free_now(t, fs, start + len - take, take);
+			if (r == 0) {
+				if (take == len)
+					tl->tl_used = cpu_le16((uint16_t)(used - 1));
+				else
+					tl->tl_recs[used - 1].t_clusters = cpu_le32(len - take);
+			}
+			o2_brelse(fs, tb);
+		}
+		int e = o2_trans_end(t);
+
+		if (r == 0)
+			r = e;
+		if (r < 0)
+			return r;
+	}
+}
+
+/* ---- suballocators ---- */
+
+/* The chain a new group joins: an unused one first, else the one with fewest bits. */
+static unsigned smallest_chain(const struct o2_chain_list *cl)
+{
+	unsigned best = 0;
+
+	for (unsigned c = 0; c < le16(cl->cl_count); c++)
+		if (le32(cl->cl_recs[c].c_total) < le32(cl->cl_recs[best].c_total))
+			best = c;
+	return best;
+}
+
+/* Claim clusters for a new block group and link it into the allocator. */
+static int grow_suballoc(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab)
+{
+	struct o2_dinode *ai = dinode(ab);
+	struct o2_chain_list *cl = &ai->id2.i_chain;
+	uint32_t cpg = le16(cl->cl_cpg), bpc = le16(cl->cl_bpc), start, len;
+	unsigned bits = cpg * bpc, size;
+	struct o2_buf *gb;
+	int r;
+
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
+		size = O2_MAX_BG_BITMAP_SIZE;
+	else
+		size = fs->bs - offsetof(struct o2_group_desc, bg_bitmap);
+	if (bits > size * 8 || bits > 0xffff)
+		return o2_corrupt(fs, ab->blkno, "allocator groups of %u bits do not fit a descriptor",
+				  bits);
+	r = o2_clusters_alloc(t, fs, cpg, cpg, &start, &len);
+	if (r < 0)
+		return r;
+	uint64_t blkno = (uint64_t)start << fs->bpc_bits;
+
+	r = o2_bnew(fs, blkno, O2_META_GROUP, &gb);
+	if (r < 0)
+		return r;
+	r = o2_trans_add(t, gb);
+	if (r == 0)
+		r = o2_trans_add(t, ab);
+	if (r < 0)
+		goto out;
+	unsigned chain = smallest_chain(cl);
+	struct o2_group_desc *gd = gdesc(gb);
+	struct o2_chain_rec *cr = &cl->cl_recs[chain];
+
+	memcpy(gd->bg_signature, O2_SIG_GROUP, sizeof(O2_SIG_GROUP));
+	gd->bg_size = cpu_le16((uint16_t)size);
+	gd->bg_bits = cpu_le16((uint16_t)bits);
+	gd->bg_free_bits_count = cpu_le16((uint16_t)(bits - 1));
+	gd->bg_chain = cpu_le16((uint16_t)chain);
+	gd->bg_generation = cpu_le32(fs->info.fs_generation);
+	gd->bg_next_group = cr->c_blkno;
+	gd->bg_parent_dinode = cpu_le64(ab->blkno);
+	gd->bg_blkno = cpu_le64(blkno);
+	bit_set(gd->bg_bitmap, 0); /* the descriptor itself */
+	cr->c_blkno = cpu_le64(blkno);
+	cr->c_total = cpu_le32(le32(cr->c_total) + bits);
+	cr->c_free = cpu_le32(le32(cr->c_free) + bits - 1);
+	if (chain >= le16(cl->cl_next_free_rec))
+		cl->cl_next_free_rec = cpu_le16((uint16_t)(chain + 1));
+	ai->id1.bitmap1.i_total = cpu_le32(le32(ai->id1.bitmap1.i_total) + bits);
+	ai->id1.bitmap1.i_used = cpu_le32(le32(ai->id1.bitmap1.i_used) + 1);
+	ai->i_clusters = cpu_le32(le32(ai->i_clusters) + cpg);
+	ai->i_size = cpu_le64((uint64_t)le32(ai->i_clusters) << fs->cbits);
+out:
+	o2_brelse(fs, gb);
+	return r;
+}
+
+int o2_suballoc_alloc(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
+		      struct o2_suballoc_res *ret)
+{
+	struct o2_buf *ab;
+	int r = o2_bread(fs, alloc_blkno, O2_META_INODE, &ab);
+
+	if (r < 0)
+		return r;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct o2_chain_list *cl = &dinode(ab)->id2.i_chain;
+
+		r = -ENOSPC;
+		for (unsigned c = 0; c < le16(cl->cl_next_free_rec) && r == -ENOSPC; c++) {
+			uint64_t blk = le64(cl->cl_recs[c].c_blkno);
+			unsigned hops = 0;
+
+			if (!le32(cl->cl_recs[c].c_free))
+				continue;
+			while (blk && r == -ENOSPC) {
+				struct o2_buf *gb;
+				unsigned s, n;
+
+				if (++hops > 1000000) {
+					r = o2_corrupt(fs, alloc_blkno, "chain %u loops", c);
+					break;
+				}
+				r = get_group(t, fs, alloc_blkno, blk, &gb);
+				if (r < 0)
+					break;
+				r = -ENOSPC;
+				struct o2_group_desc *gd = gdesc(gb);
+
+				if (le16(gd->bg_free_bits_count) &&
+				    find_run(gd->bg_bitmap, le16(gd->bg_bits), 1, 1, &s, &n)) {
+					r = group_change(t, fs, ab, gb, s, 1, true);
+					if (r == 0) {
+						ret->blkno = blk + s;
+						ret->group = blk;
+						ret->bit = (uint16_t)s;
+						ret->slot = (uint16_t)fs->opts.slot;
+					}
+				}
+				blk = le64(gd->bg_next_group);
+				o2_brelse(fs, gb);
+			}
+		}
+		if (r != -ENOSPC || attempt)
+			break;
+		r = grow_suballoc(t, fs, ab);
+		if (r < 0)
+			break;
+		r = -ENOSPC;
+	}
+	o2_brelse(fs, ab);
+	return r;
+}
+
+int o2_suballoc_free(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno, uint64_t group,
+		     uint16_t bit)
+{
+	struct o2_buf *ab, *gb;
+	int r = o2_bread(fs, alloc_blkno, O2_META_INODE, &ab);
+
+	if (r < 0)
+		return r;
+	r = get_group(t, fs, alloc_blkno, group, &gb);
+	if (r == 0) {
+		if (bit == 0 || bit >= le16(gdesc(gb)->bg_bits))
+			r = o2_corrupt(fs, group, "freeing bit %u of a %u-bit group", bit,
+				       le16(gdesc(gb)->bg_bits));
+		else
+			r = group_change(t, fs, ab, gb, bit, 1, false);
+		o2_brelse(fs, gb);
+	}
+	o2_brelse(fs, ab);
+	return r;
+}
+
+/* ---- finding the slot's system files ---- */
+
+int o2_sysfiles_load(struct o2_fs *fs)
+{
+	unsigned slot = fs->opts.slot;
+	int r;
+
+	r = o2_sysfile_lookup(fs, O2_SYS_GLOBAL_BITMAP, 0, &fs->sys.global_bitmap);
+	if (r == 0)
+		r = o2_sysfile_lookup(fs, O2_SYS_INODE_ALLOC, slot, &fs->sys.inode_alloc);
+	if (r == 0)
+		r = o2_sysfile_lookup(fs, O2_SYS_EXTENT_ALLOC, slot, &fs->sys.extent_alloc);
+	if (r == 0)
+		r = o2_sysfile_lookup(fs, O2_SYS_TRUNCATE_LOG, slot, &fs->sys.truncate_log);
+	if (r == 0)
+		r = o2_sysfile_lookup(fs, O2_SYS_LOCAL_ALLOC, slot, &fs->sys.local_alloc);
+	if (r == 0)
+		r = o2_sysfile_lookup(fs, O2_SYS_ORPHAN_DIR, slot, &fs->sys.orphan_dir);
+	return r;
+}
+
+/*
+ * Give back this slot's local alloc window: its unused bits are marked used
+ * in the global bitmap on the window's behalf.  fscore allocates from the
+ * global bitmap directly, so a window here was left by another
+ * implementation or a crash.
+ */
+int o2_local_alloc_return(struct o2_fs *fs)
+{
+	struct o2_trans *t;
+	struct o2_buf *lb;
+	int r, e;
+
+	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = dinode(lb);
+	uint32_t total = le32(di->id1.bitmap1.i_total);
+
+	o2_brelse(fs, lb);
+	if (!total)
+		return 0;
+	r = o2_trans_begin(fs, O2_ALLOC_CREDITS * 8, &t);
+	if (r < 0)
+		return r;
+	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r == 0) {
+		di = dinode(lb);
+		uint32_t off = le32(di->id2.i_lab.la_bm_off);
+		unsigned size = le16(di->id2.i_lab.la_size);
+
+		if (total > size * 8u) {
+			r = o2_corrupt(fs, lb->blkno, "local alloc window larger than its bitmap");
+		} else {
+			r = o2_trans_add(t, lb);
+			for (uint32_t i = 0; i < total && r == 0;) {
+				uint32_t s = i;
+
+				if (bit_test(di->id2.i_lab.la_bitmap, i)) {
+					i++;
+					continue;
+				}
+				while (i < total && !bit_test(di->id2.i_lab.la_bitmap, i))
+					i++;
+				r = o2_clusters_free_now(t, fs, off + s, i - s);
+			}
+			if (r == 0) {
+				memset(di->id2.i_lab.la_bitmap, 0, size);
+				di->id2.i_lab.la_bm_off = 0;
+				di->id1.bitmap1.i_total = 0;
+				di->id1.bitmap1.i_used = 0;
+			}
+		}
+		o2_brelse(fs, lb);
+	}
+	e = o2_trans_end(t);
+	return r < 0 ? r : e;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Allocators, write side (fscore private).  See alloc.c. */
+#ifndef O2_ALLOC_H
+#define O2_ALLOC_H
+
+#include "internal.h"
+
+struct o2_trans;
+
+/* Blocks an allocation may log: allocator inode, groups, and a new group. */
+#define O2_ALLOC_CREDITS 8
+
+/*
+ * Claim a run of free clusters from the global bitmap: want if a run that
+ * long exists, else at least min (runs never cross a group).  -ENOSPC.
+ */
+int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
+		      uint32_t *ret_start, uint32_t *ret_len);
+/* Free clusters through the truncate log (reusable after a later flush). */
+int o2_clusters_free(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint32_t len);
+/* Free clusters in the global bitmap at once. */
+int o2_clusters_free_now(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint32_t len);
+/* Commit, then return every cluster in the truncate log to the global bitmap. */
+int o2_trunclog_flush(struct o2_fs *fs);
+bool o2_trunclog_needs_flush(struct o2_fs *fs);
+
+struct o2_suballoc_res {
+	uint64_t blkno; /* the block allocated */
+	uint64_t group; /* its group descriptor */
+	uint16_t bit, slot;
+};
+
+/* One block from a suballocator (inode_alloc or extent_alloc), growing it if full. */
+int o2_suballoc_alloc(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
+		      struct o2_suballoc_res *ret);
+int o2_suballoc_free(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno, uint64_t group,
+		     uint16_t bit);
+
+/* Return this slot's local alloc window to the global bitmap. */
+int o2_local_alloc_return(struct o2_fs *fs);
+
+/* Look up this slot's system files (read-write open). */
+int o2_sysfiles_load(struct o2_fs *fs);
+
+#endif

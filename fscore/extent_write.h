@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The extent B-tree, write side (fscore private).  See extent_write.c. */
+#ifndef O2_EXTENT_WRITE_H
+#define O2_EXTENT_WRITE_H
+
+#include "internal.h"
+
+struct o2_trans;
+
+/* The owner of a tree: the block holding the root list, logged by the tree code. */
+struct o2_tree_owner {
+	struct o2_buf *root;
+	struct o2_extent_list *el; /* inside root->data */
+	o2le64 *last_eb;	   /* the owner's pointer to the rightmost leaf */
+};
+
+/* Blocks an insert may log at the worst: a split per level plus allocations. */
+#define O2_TREE_CREDITS 56
+
+/* Insert a leaf record (merging with a neighbour where it can). */
+int o2_tree_insert(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+		   const struct o2_extent *ext);
+
+typedef int (*o2_tree_free_fn)(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno,
+			       uint32_t clusters, uint8_t flags, void *arg);
+/* Remove from cluster new_end on; 1 if more than max_recs records remained. */
+int o2_tree_truncate(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+		     uint32_t new_end, unsigned max_recs, o2_tree_free_fn free_fn, void *arg);
+/* Turn [cpos, cpos+len) of an unwritten extent into a written one. */
+int o2_tree_mark_written(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+			 uint32_t cpos, uint32_t len);
+
+#endif

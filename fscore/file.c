@@ -1,0 +1,654 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * File data, write side: writes, truncation, preallocation, attributes.
+ *
+ * How it works.  Small files live inline in the inode while they fit and
+ * move to extents when they grow.  A write walks its range a cluster run at
+ * a time: a hole gets new clusters (their parts the write does not cover
+ * are zeroed first, so no stale data shows), an unwritten extent is split
+ * and marked written, then the data goes straight to the device - before
+ * the transaction that points at it commits (ordered mode).  Each run is
+ * its own transaction, bounded in credits.  Truncation frees clusters
+ * through the truncate log a bounded number of records at a time.  On
+ * volumes without the sparse feature, every cluster below i_size is kept
+ * allocated (growth fills the gap with zeroed clusters).
+ */
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "alloc.h"
+#include "extent_write.h"
+#include "journal.h"
+#include "write.h"
+
+#define WRITE_CREDITS (O2_TREE_CREDITS + O2_ALLOC_CREDITS + 2)
+
+struct o2_dinode *o2_buf_dinode(struct o2_buf *b)
+{
+	return (struct o2_dinode *)b->data;
+}
+
+int o2_inode_buf(struct o2_fs *fs, uint64_t ino, struct o2_buf **ret)
+{
+	struct o2_buf *b;
+	int r;
+
+	if (ino <= O2_SUPER_BLKNO || ino >= fs->nblocks)
+		return o2_fail(fs, -ENOENT, "inode %llu lies outside the volume",
+			       (unsigned long long)ino);
+	r = o2_bread(fs, ino, O2_META_INODE, &b);
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = o2_buf_dinode(b);
+
+	if (!o2_sig_ok(di->i_signature, O2_SIG_INODE) || le64(di->i_blkno) != ino ||
+	    le32(di->i_fs_generation) != fs->info.fs_generation) {
+		o2_brelse(fs, b);
+		return o2_corrupt(fs, ino, "not a valid inode block");
+	}
+	if (!(le32(di->i_flags) & O2_FL_VALID)) {
+		o2_brelse(fs, b);
+		return o2_fail(fs, -ENOENT, "inode %llu is not in use", (unsigned long long)ino);
+	}
+	*ret = b;
+	return 0;
+}
+
+void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o)
+{
+	struct o2_dinode *di = o2_buf_dinode(ib);
+
+	o->root = ib;
+	o->el = &di->id2.i_list;
+	/* 8-byte aligned inside the block buffer */
+	o->last_eb = (o2le64 *)(void *)((uint8_t *)di + offsetof(struct o2_dinode, i_last_eb_blk));
+}
+
+void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime)
+{
+	uint64_t now = o2_now_ns(fs);
+
+	if (mtime) {
+		di->i_mtime = cpu_le64(now / 1000000000ull);
+		di->i_mtime_nsec = cpu_le32((uint32_t)(now % 1000000000ull));
+	}
+	if (ctime) {
+		di->i_ctime = cpu_le64(now / 1000000000ull);
+		di->i_ctime_nsec = cpu_le32((uint32_t)(now % 1000000000ull));
+	}
+}
+
+/* Write bytes of file data at a byte offset on the device (read-modify-write of edge blocks). */
+static int data_write(struct o2_fs *fs, uint64_t dev_off, const uint8_t *buf, size_t len)
+{
+	uint32_t bs = fs->bs;
+	uint64_t first = dev_off & ~(uint64_t)(bs - 1);
+	uint64_t end = (dev_off + len + bs - 1) & ~(uint64_t)(bs - 1);
+	size_t span = (size_t)(end - first);
+	uint8_t *tmp;
+	int r;
+
+	if ((dev_off % bs) == 0 && (len % bs) == 0) {
+		r = o2_blockdev_write(fs->dev, buf, len, dev_off);
+		return r < 0 ? o2_fs_abort(fs, r, "writing file data") : 0;
+	}
+	tmp = malloc(span);
+	if (!tmp)
+		return -ENOMEM;
+	r = o2_blockdev_read(fs->dev, tmp, bs, first);
+	if (r == 0 && span > bs)
+		r = o2_blockdev_read(fs->dev, tmp + span - bs, bs, end - bs);
+	if (r == 0) {
+		memcpy(tmp + (dev_off - first), buf, len);
+		r = o2_blockdev_write(fs->dev, tmp, span, first);
+		if (r < 0)
+			r = o2_fs_abort(fs, r, "writing file data");
+	}
+	free(tmp);
+	return r;
+}
+
+static int zero_clusters(struct o2_fs *fs, uint64_t blkno, uint32_t clusters)
+{
+	size_t chunk = (size_t)1 << 20;
+	uint8_t *z = calloc(1, chunk);
+	uint64_t off = blkno << fs->bits, left = (uint64_t)clusters << fs->cbits;
+	int r = 0;
+
+	if (!z)
+		return -ENOMEM;
+	while (left && r == 0) {
+		size_t n = left < chunk ? (size_t)left : chunk;
+
+		r = o2_blockdev_write(fs->dev, z, n, off);
+		off += n;
+		left -= n;
+	}
+	free(z);
+	return r < 0 ? o2_fs_abort(fs, r, "zeroing new clusters") : 0;
+}
+
+/* Make [cpos, cpos+len) of the file allocated and written (zeroed where new). */
+static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
+			   bool unwritten)
+{
+	while (len) {
+		struct o2_trans *t;
+		struct o2_buf *ib;
+		struct o2_extent ext;
+		struct o2_tree_owner o;
+		uint32_t got = 0, start;
+		int r, e;
+
+		r = o2_trans_begin(fs, WRITE_CREDITS, &t);
+		if (r < 0)
+			return r;
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r < 0)
+			goto end;
+		o2_inode_owner(ib, &o);
+		r = o2_tree_map(fs, &(struct o2_tree_root){ ino, o.el, le16(o.el->count) }, cpos, &ext);
+		if (r < 0)
+			goto rel;
+		if (ext.blkno && !(ext.flags & O2_EXTENT_UNWRITTEN)) {
+			got = ext.clusters < len ? ext.clusters : len; /* already there */
+		} else if (ext.blkno) {
+			got = ext.clusters < len ? ext.clusters : len;
+			if (!unwritten) {
+				r = zero_clusters(fs, ext.blkno, got);
+				if (r == 0)
+					r = o2_tree_mark_written(t, fs, &o, cpos, got);
+			}
+		} else {
+			uint32_t want = ext.clusters < len ? ext.clusters : len;
+
+			if (want > 0xffff)
+				want = 0xffff;
+			r = o2_clusters_alloc(t, fs, 1, want, &start, &got);
+			if (r < 0)
+				goto rel;
+			uint64_t blk = (uint64_t)start << fs->bpc_bits;
+			bool uw = unwritten && (fs->info.feature_ro_compat & O2_FEATURE_RO_COMPAT_UNWRITTEN);
+
+			if (!uw)
+				r = zero_clusters(fs, blk, got);
+			if (r == 0)
+				r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ cpos, got, blk,
+										 uw ? O2_EXT_UNWRITTEN : 0 });
+			if (r == 0) {
+				r = o2_trans_add(t, ib);
+				o2_buf_dinode(ib)->i_clusters =
+					cpu_le32(le32(o2_buf_dinode(ib)->i_clusters) + got);
+			}
+		}
+rel:
+		o2_brelse(fs, ib);
+end:
+		e = o2_trans_end(t);
+		if (r == 0)
+			r = e;
+		if (r < 0)
+			return r;
+		cpos += got;
+		len -= got;
+	}
+	return 0;
+}
+
+/* Move inline data out to an extent, so the file can grow past the inode. */
+static int uninline(struct o2_fs *fs, uint64_t ino)
+{
+	struct o2_trans *t;
+	struct o2_buf *ib;
+	uint8_t *copy = NULL;
+	uint64_t size;
+	int r, e;
+
+	r = o2_trans_begin(fs, WRITE_CREDITS, &t);
+	if (r < 0)
+		return r;
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r < 0)
+		goto end;
+	struct o2_dinode *di = o2_buf_dinode(ib);
+
+	if (!(le16(di->i_dyn_features) & O2_DYN_INLINE_DATA))
+		goto rel;
+	size = le64(di->i_size);
+	copy = malloc(fs->cs);
+	if (!copy) {
+		r = -ENOMEM;
+		goto rel;
+	}
+	memset(copy, 0, fs->cs);
+	memcpy(copy, di->id2.i_data.id_data, (size_t)size);
+	r = o2_trans_add(t, ib);
+	if (r < 0)
+		goto rel;
+	di->i_dyn_features = cpu_le16(le16(di->i_dyn_features) & ~O2_DYN_INLINE_DATA);
+	memset(&di->id2, 0, fs->bs - offsetof(struct o2_dinode, id2));
+	di->id2.i_list.count = cpu_le16((uint16_t)o2_extent_recs_per_inode(fs->bs));
+	if (size) {
+		uint32_t start, got;
+		struct o2_tree_owner o;
+
+		r = o2_clusters_alloc(t, fs, 1, 1, &start, &got);
+		if (r < 0)
+			goto rel;
+		uint64_t blk = (uint64_t)start << fs->bpc_bits;
+
+		r = o2_blockdev_write(fs->dev, copy, fs->cs, blk << fs->bits);
+		if (r < 0) {
+			r = o2_fs_abort(fs, r, "writing file data");
+			goto rel;
+		}
+		o2_inode_owner(ib, &o);
+		r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ 0, 1, blk, 0 });
+		di->i_clusters = cpu_le32(1);
+	}
+rel:
+	free(copy);
+	o2_brelse(fs, ib);
+end:
+	e = o2_trans_end(t);
+	return r < 0 ? r : e;
+}
+
+static int set_size(struct o2_fs *fs, uint64_t ino, uint64_t size, bool only_grow, bool touch)
+{
+	struct o2_trans *t;
+	struct o2_buf *ib;
+	int r, e;
+
+	r = o2_trans_begin(fs, 2, &t);
+	if (r < 0)
+		return r;
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r == 0) {
+		struct o2_dinode *di = o2_buf_dinode(ib);
+
+		r = o2_trans_add(t, ib);
+		if (r == 0) {
+			if (!only_grow || size > le64(di->i_size))
+				di->i_size = cpu_le64(size);
+			if (touch)
+				o2_touch(fs, di, true, true);
+		}
+		o2_brelse(fs, ib);
+	}
+	e = o2_trans_end(t);
+	return r < 0 ? r : e;
+}
+
+static bool sparse(const struct o2_fs *fs)
+{
+	return o2_has_incompat(fs, O2_FEATURE_INCOMPAT_SPARSE_ALLOC);
+}
+
+ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, size_t len)
+{
+	struct o2_buf *ib;
+	const uint8_t *src = buf;
+	uint64_t size;
+	bool inline_data;
+	int r;
+
+	if (!fs->journal)
+		return -EROFS;
+	if (len == 0)
+		return 0;
+	if (off + len < off || (off + len - 1) >> fs->cbits > UINT32_MAX - 1)
+		return -EFBIG;
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = o2_buf_dinode(ib);
+	uint16_t mode = le16(di->i_mode);
+
+	size = le64(di->i_size);
+	inline_data = le16(di->i_dyn_features) & O2_DYN_INLINE_DATA;
+	o2_brelse(fs, ib);
+	if (S_ISDIR(mode))
+		return -EISDIR;
+	if (!S_ISREG(mode))
+		return -EINVAL;
+
+	if (inline_data) {
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r < 0)
+			return r;
+		di = o2_buf_dinode(ib);
+		unsigned cap = le16(di->id2.i_data.id_count);
+
+		if (off + len <= cap) {
+			struct o2_trans *t;
+
+			r = o2_trans_begin(fs, 2, &t);
+			if (r == 0) {
+				r = o2_trans_add(t, ib);
+				if (r == 0) {
+					memcpy(di->id2.i_data.id_data + off, src, len);
+					if (off + len > le64(di->i_size))
+						di->i_size = cpu_le64(off + len);
+					o2_touch(fs, di, true, true);
+				}
+				int e = o2_trans_end(t);
+
+				if (r == 0)
+					r = e;
+			}
+			o2_brelse(fs, ib);
+			return r < 0 ? r : (ssize_t)len;
+		}
+		o2_brelse(fs, ib);
+		r = uninline(fs, ino);
+		if (r < 0)
+			return r;
+	}
+
+	/* clusters: on non-sparse volumes, everything from the old end too */
+	uint64_t first = off;
+
+	if (!sparse(fs) && size < off)
+		first = size;
+	uint32_t c0 = (uint32_t)(first >> fs->cbits);
+	uint32_t c1 = (uint32_t)((off + len - 1) >> fs->cbits);
+
+	r = ensure_clusters(fs, ino, c0, c1 - c0 + 1, false);
+	if (r < 0)
+		return r;
+	/* the data, extent by extent */
+	for (size_t done = 0; done < len;) {
+		struct o2_extent ext;
+		uint64_t pos = off + done;
+
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r < 0)
+			return r;
+		r = o2_tree_map(fs, &(struct o2_tree_root){ ino, &o2_buf_dinode(ib)->id2.i_list,
+							  le16(o2_buf_dinode(ib)->id2.i_list.count) },
+				(uint32_t)(pos >> fs->cbits), &ext);
+		o2_brelse(fs, ib);
+		if (r < 0)
+			return r;
+		if (!ext.blkno)
+			return o2_corrupt(fs, ino, "cluster %u vanished during a write",
+					  (uint32_t)(pos >> fs->cbits));
+		uint64_t in_ext = ((uint64_t)(ext.cpos + ext.clusters) << fs->cbits) - pos;
+		size_t n = len - done < in_ext ? len - done : (size_t)in_ext;
+		uint64_t dev_off = (ext.blkno << fs->bits) + (pos - ((uint64_t)ext.cpos << fs->cbits));
+
+		r = data_write(fs, dev_off, src + done, n);
+		if (r < 0)
+			return r;
+		done += n;
+	}
+	r = set_size(fs, ino, off + len, true, true);
+	return r < 0 ? r : (ssize_t)len;
+}
+
+static int free_data(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, uint32_t clusters,
+		     uint8_t flags, void *arg)
+{
+	bool is_dir = *(bool *)arg;
+
+	/* directory blocks were journaled: replay must not bring them back over new data */
+	if (is_dir)
+		for (uint64_t b = 0; b < ((uint64_t)clusters << fs->bpc_bits); b++) {
+			int r = o2_trans_revoke(t, blkno + b);
+
+			if (r < 0)
+				return r;
+		}
+	return o2_clusters_free(t, fs, (uint32_t)(blkno >> fs->bpc_bits), clusters);
+}
+
+/* Free every cluster at or past new_end clusters; loops over transactions. */
+int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end)
+{
+	for (;;) {
+		struct o2_trans *t;
+		struct o2_buf *ib;
+		struct o2_tree_owner o;
+		bool is_dir;
+		int r, e, more = 0;
+
+		if (o2_trunclog_needs_flush(fs)) {
+			r = o2_trunclog_flush(fs);
+			if (r < 0)
+				return r;
+		}
+		r = o2_trans_begin(fs, O2_TREE_CREDITS * 2 + 64, &t);
+		if (r < 0)
+			return r;
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r == 0) {
+			struct o2_dinode *di = o2_buf_dinode(ib);
+
+			is_dir = S_ISDIR(le16(di->i_mode));
+			if (!(le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) &&
+			    !(le32(di->i_flags) & (O2_FL_CHAIN | O2_FL_LOCAL_ALLOC | O2_FL_DEALLOC)) &&
+			    le16(di->id2.i_list.count)) {
+				o2_inode_owner(ib, &o);
+				r = o2_tree_truncate(t, fs, &o, new_end, 16, free_data, &is_dir);
+				if (r >= 0) {
+					more = r;
+					r = o2_trans_add(t, ib);
+				}
+				if (r == 0) {
+					/* i_clusters follows what the tree holds */
+					uint64_t total = 0;
+					struct o2_tree_root root = { ino, &di->id2.i_list,
+								     le16(di->id2.i_list.count) };
+
+					r = o2_tree_walk(fs, &root, o2_sum_clusters, &total);
+					if (r == 0)
+						di->i_clusters = cpu_le32((uint32_t)total);
+				}
+			}
+			o2_brelse(fs, ib);
+		}
+		e = o2_trans_end(t);
+		if (r == 0)
+			r = e;
+		if (r < 0)
+			return r;
+		if (!more)
+			return 0;
+	}
+}
+
+int o2_sum_clusters(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	if (ext)
+		*(uint64_t *)arg += ext->clusters;
+	return 0;
+}
+
+int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
+{
+	struct o2_buf *ib;
+	uint64_t old;
+	bool inline_data;
+	int r;
+
+	if (!fs->journal)
+		return -EROFS;
+	if ((size >> fs->cbits) > UINT32_MAX - 1)
+		return -EFBIG;
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = o2_buf_dinode(ib);
+	uint16_t mode = le16(di->i_mode);
+
+	old = le64(di->i_size);
+	inline_data = le16(di->i_dyn_features) & O2_DYN_INLINE_DATA;
+	unsigned cap = inline_data ? le16(di->id2.i_data.id_count) : 0;
+
+	o2_brelse(fs, ib);
+	if (S_ISDIR(mode))
+		return -EISDIR;
+	if (!S_ISREG(mode))
+		return -EINVAL;
+	if (inline_data && size <= cap) {
+		struct o2_trans *t;
+
+		r = o2_trans_begin(fs, 2, &t);
+		if (r < 0)
+			return r;
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r == 0) {
+			di = o2_buf_dinode(ib);
+			r = o2_trans_add(t, ib);
+			if (r == 0) {
+				if (size < old)
+					memset(di->id2.i_data.id_data + size, 0, (size_t)(old - size));
+				di->i_size = cpu_le64(size);
+				o2_touch(fs, di, true, true);
+			}
+			o2_brelse(fs, ib);
+		}
+		int e = o2_trans_end(t);
+
+		return r < 0 ? r : e;
+	}
+	if (inline_data) {
+		r = uninline(fs, ino);
+		if (r < 0)
+			return r;
+	}
+	if (size < old) {
+		/* zero the tail of the last kept cluster so a later grow reads zeros */
+		uint32_t keep = (uint32_t)((size + fs->cs - 1) >> fs->cbits);
+
+		if (size % fs->cs) {
+			struct o2_extent ext;
+
+			r = o2_inode_buf(fs, ino, &ib);
+			if (r < 0)
+				return r;
+			r = o2_tree_map(fs, &(struct o2_tree_root){ ino, &o2_buf_dinode(ib)->id2.i_list,
+								  le16(o2_buf_dinode(ib)->id2.i_list.count) },
+					(uint32_t)(size >> fs->cbits), &ext);
+			o2_brelse(fs, ib);
+			if (r < 0)
+				return r;
+			if (ext.blkno && !(ext.flags & O2_EXTENT_UNWRITTEN)) {
+				size_t tail = fs->cs - (size_t)(size % fs->cs);
+				uint8_t *z = calloc(1, tail);
+
+				if (!z)
+					return -ENOMEM;
+				r = data_write(fs, (ext.blkno << fs->bits) + size % fs->cs, z, tail);
+				free(z);
+				if (r < 0)
+					return r;
+			}
+		}
+		r = set_size(fs, ino, size, false, true);
+		if (r == 0)
+			r = o2_free_from(fs, ino, keep);
+		return r;
+	}
+	if (size > old && !sparse(fs)) {
+		uint32_t c0 = (uint32_t)(old >> fs->cbits), c1 = (uint32_t)((size - 1) >> fs->cbits);
+
+		r = ensure_clusters(fs, ino, c0, c1 - c0 + 1, false);
+		if (r < 0)
+			return r;
+	}
+	return set_size(fs, ino, size, false, true);
+}
+
+int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, uint64_t len)
+{
+	struct o2_buf *ib;
+	int r;
+
+	if (!fs->journal)
+		return -EROFS;
+	if (!len)
+		return -EINVAL;
+	if (off + len < off || ((off + len - 1) >> fs->cbits) > UINT32_MAX - 1)
+		return -EFBIG;
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r < 0)
+		return r;
+	uint16_t m = le16(o2_buf_dinode(ib)->i_mode);
+	bool inline_data = le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_INLINE_DATA;
+	uint64_t size = le64(o2_buf_dinode(ib)->i_size);
+
+	o2_brelse(fs, ib);
+	if (!S_ISREG(m))
+		return S_ISDIR(m) ? -EISDIR : -ENODEV;
+	if (inline_data) {
+		r = uninline(fs, ino);
+		if (r < 0)
+			return r;
+	}
+	uint64_t first = off;
+
+	if (!sparse(fs) && size < off)
+		first = size;
+	uint32_t c0 = (uint32_t)(first >> fs->cbits), c1 = (uint32_t)((off + len - 1) >> fs->cbits);
+
+	r = ensure_clusters(fs, ino, c0, c1 - c0 + 1, true);
+	if (r < 0)
+		return r;
+	if (!(mode & O2_FALLOC_KEEP_SIZE))
+		r = set_size(fs, ino, off + len, true, true);
+	return r;
+}
+
+int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *a, unsigned mask)
+{
+	struct o2_trans *t;
+	struct o2_buf *ib;
+	int r, e;
+
+	if (!fs->journal)
+		return -EROFS;
+	if (mask & O2_SET_SIZE) {
+		r = o2_truncate(fs, ino, a->size);
+		if (r < 0)
+			return r;
+	}
+	if (!(mask & ~(unsigned)O2_SET_SIZE))
+		return 0;
+	r = o2_trans_begin(fs, 2, &t);
+	if (r < 0)
+		return r;
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r == 0) {
+		struct o2_dinode *di = o2_buf_dinode(ib);
+
+		r = o2_trans_add(t, ib);
+		if (r == 0) {
+			if (mask & O2_SET_MODE)
+				di->i_mode = cpu_le16((uint16_t)((le16(di->i_mode) & S_IFMT) |
+								 (a->mode & 07777)));
+			if (mask & O2_SET_UID)
+				di->i_uid = cpu_le32(a->uid);
+			if (mask & O2_SET_GID)
+				di->i_gid = cpu_le32(a->gid);
+			if (mask & O2_SET_ATIME) {
+				di->i_atime = cpu_le64((uint64_t)a->atime.sec);
+				di->i_atime_nsec = cpu_le32(a->atime.nsec);
+			}
+			if (mask & O2_SET_MTIME) {
+				di->i_mtime = cpu_le64((uint64_t)a->mtime.sec);
+				di->i_mtime_nsec = cpu_le32(a->mtime.nsec);
+			}
+			if (mask & O2_SET_CTIME) {
+				di->i_ctime = cpu_le64((uint64_t)a->ctime.sec);
+				di->i_ctime_nsec = cpu_le32(a->ctime.nsec);
+			} else {
+				o2_touch(fs, di, false, true);
+			}
+		}
+		o2_brelse(fs, ib);
+	}
+	e = o2_trans_end(t);
+	return r < 0 ? r : e;
+}

@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Shared helpers of the write path (fscore private). */
+#ifndef O2_WRITE_H
+#define O2_WRITE_H
+
+#include "extent_write.h"
+#include "internal.h"
+
+/* The cached block of an in-use inode (validated); -ENOENT if not in use. */
+int o2_inode_buf(struct o2_fs *fs, uint64_t ino, struct o2_buf **ret);
+struct o2_dinode *o2_buf_dinode(struct o2_buf *b);
+void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o);
+/* Set mtime and/or ctime to now (the caller has logged the block). */
+void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime);
+/* Free every cluster of the inode from cluster new_end on (own transactions). */
+int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end);
+int o2_sum_clusters(const struct o2_extent *ext, uint64_t eb_blkno, void *arg);
+
+#endif

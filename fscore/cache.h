@@ -27,6 +27,7 @@ struct o2_buf {
 	bool dirty;	     /* newer than the home location */
 	bool in_running;     /* logged in the running transaction */
 	bool in_log;	     /* logged in a committed, not yet checkpointed transaction */
+	bool revoked;	     /* in_log, and revoked by the running transaction */
 	struct o2_buf *hnext; /* hash chain */
 	struct o2_list lru;  /* clean buffers, least recently used first */
 	struct o2_list tlink; /* the running transaction's buffers */

@@ -393,10 +393,23 @@ int o2_journal_commit(struct o2_fs *fs)
 	if (r < 0)
 		return o2_fs_abort(fs, r, "committing a transaction");
 	for (unsigned i = 0; i < j->nrevokes; i++) {
+		struct o2_buf *b = o2_cache_peek(fs, j->revokes[i]);
+
 		r = push_blkno(&j->live_revokes, &j->nlive_revokes, &j->live_revokes_cap,
 			       j->revokes[i]);
 		if (r < 0)
 			return o2_fs_abort(fs, r, "recording revokes");
+		/* the revoke is durable now: the block no longer needs writing home */
+		if (b && b->revoked && b->in_log && !b->in_running) {
+			o2_list_del(&b->clink);
+			j->ncheckpoint--;
+			b->in_log = false;
+			b->revoked = false;
+			free(b->frozen);
+			b->frozen = NULL;
+			o2_cache_mark_clean(fs, b);
+			o2_cache_forget(fs, b->blkno);
+		}
 	}
 	o2_list_for_each_safe(pos, tmp, &j->running) {
 		struct o2_buf *b = o2_container_of(pos, struct o2_buf, tlink);
@@ -464,8 +477,13 @@ static int checkpoint_committed(struct o2_fs *fs)
 		r = o2_blockdev_flush(fs->dev);
 	if (r < 0)
 		goto out_abort;
-	/* only now may the log forget them */
+	/*
+	 * Only now may the log forget them - durably, before the next commit
+	 * writes over the old log.
+	 */
 	r = write_sb(fs, j, 0, j->next_tid, 0);
+	if (r == 0)
+		r = o2_blockdev_flush(fs->dev);
 	if (r < 0)
 		goto out_abort;
 	j->tail = 0;
@@ -473,6 +491,7 @@ static int checkpoint_committed(struct o2_fs *fs)
 	for (unsigned i = 0; i < n; i++) {
 		o2_list_del(&v[i]->clink);
 		v[i]->in_log = false;
+		v[i]->revoked = false;
 		free(v[i]->frozen);
 		v[i]->frozen = NULL;
 		if (!v[i]->in_running)
@@ -580,6 +599,7 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 	}
 	t->used++;
 	cancel_revoke(j, b->blkno);
+	b->revoked = false;
 	b->in_running = true;
 	b->refs++;
 	o2_list_add_tail(&j->running, &b->tlink);
@@ -605,15 +625,22 @@ int o2_trans_revoke(struct o2_trans *t, uint64_t blkno)
 			o2_brelse(fs, b);
 		}
 		if (b->in_log) {
+			/*
+			 * Until this revoke commits, a checkpoint must still write
+			 * the block's committed content home: keep it queued.
+			 */
 			logged = true;
-			o2_list_del(&b->clink);
-			b->in_log = false;
-			j->ncheckpoint--;
+			b->revoked = true;
+			if (!b->frozen) {
+				b->frozen = malloc(fs->bs);
+				if (!b->frozen)
+					return -ENOMEM;
+				memcpy(b->frozen, b->data, fs->bs);
+			}
+		} else {
+			o2_cache_mark_clean(fs, b);
+			o2_cache_forget(fs, blkno);
 		}
-		free(b->frozen);
-		b->frozen = NULL;
-		o2_cache_mark_clean(fs, b);
-		o2_cache_forget(fs, blkno);
 	}
 	if (!logged)
 		return 0; /* no live log copy: nothing to revoke */

@@ -249,6 +249,9 @@ static int do_pass(struct replay *rp, enum pass pass)
 
 			if (n < 0)
 				return n;
+			/* a torn descriptor of an unfinished transaction: the log ends here */
+			if (pass == PASS_SCAN && walked + (uint32_t)n + 1 > ring)
+				break;
 			for (int k = 0; k <= n; k++)
 				pos = next_pos(m, pos);
 			walked += (uint32_t)n + 1;

@@ -29,13 +29,13 @@ echo "== full suite (build/)"
 meson test -C build --print-errorlogs --num-processes 2 2>&1 | tee "$logdir/suite-summary.txt"
 tally "$logdir/suite-summary.txt"
 
-echo "== ASan+UBSan build (build-asan/): unit and corrupt suites"
+echo "== ASan+UBSan build (build-asan/): unit, corrupt and crash suites"
 if [ ! -f build-asan/build.ninja ]; then
 	meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false >/dev/null
 fi
 if ninja -C build-asan >/dev/null; then
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-		meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite corrupt \
+		meson test -C build-asan --print-errorlogs --num-processes 2 --suite unit --suite corrupt --suite crash \
 		2>&1 | tee build-asan/suite-summary.txt
 	tally build-asan/suite-summary.txt
 else

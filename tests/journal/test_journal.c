@@ -128,7 +128,8 @@ static void pick_pool(struct o2_fs *fs, struct model *m)
 	}
 }
 
-static void one_handle(struct o2_fs *fs, struct model *m, uint8_t **pending, uint64_t *pending_mtime)
+static void one_handle(struct o2_fs *fs, struct model *m, uint8_t **pending, bool *direct,
+		       uint64_t *pending_mtime)
 {
 	struct o2_trans *t;
 	struct o2_buf *b;
@@ -149,16 +150,16 @@ static void one_handle(struct o2_fs *fs, struct model *m, uint8_t **pending, uin
 
 		if (rnd() % 8 == 0 && m->expect[i]) {
 			/*
-			 * Free the block: revoke it, then reuse it as file data
-			 * written straight to the device.  Replay must not write an
-			 * older logged copy over that data.
+			 * Free the block: revoke it; once the revoke has committed,
+			 * reuse it as file data written straight to the device (as
+			 * the allocator allows).  Replay must not write an older
+			 * logged copy over that data.
 			 */
 			ck_assert_int_eq(o2_trans_revoke(t, m->pool[i]), 0);
 			if (!pending[i])
 				pending[i] = malloc(fs->bs);
 			fill_pattern(pending[i], fs->bs, 0xdada0000ull + m->handles * 64 + i, false);
-			ck_assert_int_eq(o2_blockdev_write(fs->dev, pending[i], fs->bs,
-							   m->pool[i] << fs->bits), 0);
+			direct[i] = true;
 			m->revoked++;
 			continue;
 		}
@@ -167,6 +168,7 @@ static void one_handle(struct o2_fs *fs, struct model *m, uint8_t **pending, uin
 		ck_assert_msg(r == 0, "add: %d %s", r, o2_fs_error(fs));
 		fill_pattern(b->data, fs->bs, m->handles * 64 + i, magic);
 		m->escaped += magic;
+		direct[i] = false;
 		if (!pending[i])
 			pending[i] = malloc(fs->bs);
 		memcpy(pending[i], b->data, fs->bs);
@@ -183,16 +185,21 @@ static void one_handle(struct o2_fs *fs, struct model *m, uint8_t **pending, uin
 static void workload(struct o2_fs *fs, struct model *m, unsigned handles, bool force_wrap)
 {
 	uint8_t *pending[POOL] = { 0 };
+	bool direct[POOL] = { 0 };
 	uint64_t pending_mtime = m->root_mtime;
 	struct o2_journal_stats js;
 
 	for (unsigned h = 0; h < handles; h++) {
-		one_handle(fs, m, pending, &pending_mtime);
+		one_handle(fs, m, pending, direct, &pending_mtime);
 		if (rnd() % 3 == 0 || h + 1 == handles - 2) {
 			ck_assert_int_eq(o2_fs_sync(fs), 0);
 			for (unsigned i = 0; i < POOL; i++) {
 				if (!pending[i])
 					continue;
+				if (direct[i])
+					ck_assert_int_eq(o2_blockdev_write(fs->dev, pending[i], fs->bs,
+									   m->pool[i] << fs->bits), 0);
+				direct[i] = false;
 				free(m->expect[i]);
 				m->expect[i] = pending[i];
 				pending[i] = NULL;

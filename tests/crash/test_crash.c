@@ -1,0 +1,618 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Crash consistency of the journal.
+ *
+ * A seeded workload of small transactions (crash_common.c) runs on a volume
+ * made by mkfs.ocfs2, over the crash-recording device, and ends with a
+ * clean close.  Then, for every flush in the recorded stream and for random
+ * points between flushes, the disk as a crash there could have left it is
+ * materialised (unflushed writes applied, dropped or torn as a seed says),
+ * opened read-write - which replays the journal - and judged: it must open
+ * cleanly and hold the state after some handle no older than the last one
+ * made durable before the crash point.
+ *
+ * Volumes: 4 KiB blocks (16 MiB), 1 KiB blocks (8 MiB), and 4 KiB blocks
+ * with metaecc, each with a 4 MiB journal that the workload wraps several
+ * times.  "--quick" checks a sample of the points (the 'unit' suite).
+ *
+ * Then targeted cases, each built around one way a crash can go wrong: the
+ * log reused right after a checkpoint (searched with many seeds, and once
+ * constructed exactly), a revoke still running when the log is
+ * checkpointed under an open handle, and a torn descriptor of the last,
+ * uncommitted transaction.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "crash_common.h"
+#include "jmap.h"
+#include "journal.h"
+
+enum { VOL_4K, VOL_1K, VOL_ECC, NVOLS };
+
+static struct vol_image vols[NVOLS];
+static bool quick;
+
+struct harness {
+	const struct vol_image *v;
+	struct o2_blockdev *mem, *crash;
+	struct fake_clock clk;
+	struct model m;
+	struct workload w;
+	uint64_t rng;
+	size_t points, reopened;
+	uint32_t max_h_seen;
+};
+
+static uint64_t hrand(struct harness *hs)
+{
+	uint64_t x = hs->rng;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return hs->rng = x;
+}
+
+/* Materialise, replay, judge one crash point. */
+static void check_point(struct harness *hs, size_t p, uint64_t seed, bool reopen)
+{
+	struct o2_blockdev *dev;
+	struct fake_clock clk = { hs->clk.ns + 1000000000ull };
+	struct o2_fs *fs;
+	struct o2_inode *root;
+	char err[256], msg[2048];
+	uint32_t h = 0;
+	int r;
+
+	ck_assert_int_eq(o2_crashdev_materialise(hs->crash, p, seed, &dev), 0);
+	r = open_rw(dev, &clk, &fs, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s: crash point %zu seed %llu: open failed: %d %s", hs->v->name, p,
+		      (unsigned long long)seed, r, err);
+	r = o2_inode_get(fs, hs->m.t[0].blkno, &root);
+	ck_assert_msg(r == 0, "%s: crash point %zu seed %llu: root inode: %d %s", hs->v->name, p,
+		      (unsigned long long)seed, r, o2_fs_error(fs));
+	o2_inode_unref(root);
+	ck_assert_msg(model_judge(&hs->m, dev, p, &h, msg, sizeof(msg)), "%s: %s (seed %llu)",
+		      hs->v->name, msg, (unsigned long long)seed);
+	if (h != UINT32_MAX && h > hs->max_h_seen)
+		hs->max_h_seen = h;
+	r = o2_fs_close(fs);
+	ck_assert_msg(r == 0, "%s: crash point %zu: close after replay: %d", hs->v->name, p, r);
+	if (reopen) {
+		/* a replayed and closed volume opens again with nothing to do, unchanged */
+		uint64_t *a = calloc(hs->m.nt, sizeof(*a)), *b = calloc(hs->m.nt, sizeof(*b));
+		struct o2_replay_stats st;
+
+		ck_assert(a && b);
+		model_read(&hs->m, dev, a);
+		ck_assert_int_eq(open_rw(dev, &clk, &fs, err, sizeof(err)), 0);
+		ck_assert_int_eq(o2_journal_recover(fs, 0, &st), 0);
+		ck_assert_uint_eq(st.blocks_replayed, 0);
+		model_read(&hs->m, dev, b);
+		ck_assert_msg(memcmp(a, b, hs->m.nt * sizeof(*a)) == 0,
+			      "%s: crash point %zu: reopening changed the volume", hs->v->name, p);
+		ck_assert_int_eq(o2_fs_close(fs), 0);
+		free(a);
+		free(b);
+		hs->reopened++;
+	}
+	o2_blockdev_free(dev);
+	hs->points++;
+}
+
+static void harness_run(const struct vol_image *v, const struct wl_params *p, unsigned min_wraps)
+{
+	struct harness hs = { .v = v, .clk = { 1700000000ull * 1000000000ull } };
+	struct o2_journal_stats js;
+	struct wl_run run = { 0 };
+	struct o2_fs *fs;
+	char err[256];
+	size_t nops, prev_flush = 0, flushes = 0, stride = quick ? 23 : 1;
+	struct timespec t0, t1;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	hs.rng = p->seed * 0x9E3779B97F4A7C15ull + 7;
+	hs.mem = vol_image_dev(v);
+	ck_assert_int_eq(o2_crashdev_new(hs.mem, &hs.crash), 0);
+	r = open_rw(hs.crash, &hs.clk, &fs, err, sizeof(err));
+	ck_assert_msg(r == 0, "open: %d %s", r, err);
+	model_init(&hs.m, fs, p->pool);
+	wl_generate(&hs.w, p);
+	run = (struct wl_run){ .fs = fs, .crash = hs.crash, .datadev = hs.crash, .clk = &hs.clk,
+			       .m = &hs.m };
+	r = wl_execute(&run, &hs.w);
+	ck_assert_msg(r == 0, "workload: step %zu: %s: %d %s", run.step, run.failed_call, r,
+		      o2_fs_error(fs));
+	o2_journal_stats(fs, &js);
+	ck_assert_msg(js.log_blocks_written / js.ring_blocks >= min_wraps,
+		      "%s: the workload wrote %u log blocks, fewer than %u rings of %u",
+		      v->name, js.log_blocks_written, min_wraps, js.ring_blocks);
+	ck_assert_uint_ge(js.checkpoints, min_wraps);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	model_durable_now(&hs.m, hs.crash);
+
+	nops = o2_crashdev_nops(hs.crash);
+	for (size_t i = 0; i < nops; i++) {
+		if (!o2_crashdev_op_is_flush(hs.crash, i))
+			continue;
+		if (flushes++ % stride == 0) {
+			/* just after the flush, and just before it with the tail torn */
+			check_point(&hs, i + 1, 0, flushes % 16 == 1);
+			check_point(&hs, i, hrand(&hs) | 1, false);
+			/* somewhere between the previous flush and this one */
+			if (i > prev_flush + 1)
+				check_point(&hs, prev_flush + 1 + hrand(&hs) % (i - prev_flush - 1),
+					    hrand(&hs) | 1, false);
+		}
+		prev_flush = i;
+	}
+	for (unsigned k = 0; k < 4; k++)
+		check_point(&hs, nops, k ? hrand(&hs) | 1 : 0, k == 0);
+	check_point(&hs, 0, 0, true);
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("%s seed %llu: %u handles, %zu ops (%zu flushes), %u commits, %u checkpoints, "
+	       "%u log blocks (%.1f rings), newest replayed handle %u\n",
+	       v->name, (unsigned long long)p->seed, hs.m.nh, nops, flushes, js.commits,
+	       js.checkpoints, js.log_blocks_written,
+	       (double)js.log_blocks_written / js.ring_blocks, hs.max_h_seen);
+	printf("%s seed %llu: crash points checked: %zu (%zu reopened) in %.1f s\n", v->name,
+	       (unsigned long long)p->seed, hs.points, hs.reopened,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	fflush(stdout);
+	wl_free(&hs.w);
+	model_free(&hs.m);
+	o2_blockdev_free(hs.crash);
+	o2_blockdev_free(hs.mem);
+}
+
+/*
+ * A pass-through device that notes which crash-device ops wrote one block
+ * (the journal superblock), so that the windows where it changes can be
+ * searched with many seeds.
+ */
+struct spy_dev {
+	struct o2_blockdev dev;
+	struct o2_blockdev *crash;
+	uint64_t watch_off;
+	size_t hits[4096];
+	size_t nhits;
+};
+
+static int spy_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off)
+{
+	return o2_blockdev_read(((struct spy_dev *)dev)->crash, buf, len, off);
+}
+
+static int spy_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off)
+{
+	struct spy_dev *s = (struct spy_dev *)dev;
+
+	if (off <= s->watch_off && s->watch_off < off + len && s->nhits < 4096)
+		s->hits[s->nhits++] = o2_crashdev_nops(s->crash);
+	return o2_blockdev_write(s->crash, buf, len, off);
+}
+
+static int spy_flush(struct o2_blockdev *dev)
+{
+	return o2_blockdev_flush(((struct spy_dev *)dev)->crash);
+}
+
+static void spy_destroy(struct o2_blockdev *dev)
+{
+}
+
+static const struct o2_blockdev_ops spy_ops = { spy_read, spy_write, spy_flush, spy_destroy };
+
+/*
+ * The log reused right after a checkpoint.  Big transactions, each synced,
+ * fill the ring until a handle needs a checkpoint; the transaction after
+ * it overwrites the oldest part of the log, which the journal superblock
+ * named as the start of the log until the checkpoint.  Every flush is
+ * checked with some seeds, and each flush whose unflushed window changes
+ * the journal superblock with many: the seeds that drop the superblock
+ * writes while new log blocks land (torn) are the interesting crashes.
+ */
+START_TEST(crash_log_reuse)
+{
+	struct wl_params p = {
+		.seed = 7, .handles = 70, .pool = 600, .kmax = 1, .big_pct = 100, .big_max = 80,
+		.revoke_pct = 0, .sync_pct = 100,
+	};
+	struct harness hs = { .v = &vols[VOL_4K], .clk = { 1700000000ull * 1000000000ull } };
+	struct spy_dev spy = { .dev = { .ops = &spy_ops, .sector_size = 512 } };
+	struct o2_journal_stats js;
+	struct o2_jmap jm;
+	struct wl_run run;
+	struct o2_fs *fs;
+	char err[256];
+	size_t nops, prev_flush = 0, h = 0, hot = 0;
+
+	hs.rng = 99;
+	hs.mem = vol_image_dev(hs.v);
+	ck_assert_int_eq(o2_crashdev_new(hs.mem, &hs.crash), 0);
+	spy.crash = hs.crash;
+	spy.dev.size = hs.crash->size;
+	ck_assert_int_eq(open_rw(&spy.dev, &hs.clk, &fs, err, sizeof(err)), 0);
+	ck_assert_int_eq(o2_jmap_load(fs, 0, &jm), 0);
+	spy.watch_off = jm.sb_phys << fs->bits;
+	o2_jmap_free(&jm);
+	model_init(&hs.m, fs, p.pool);
+	wl_generate(&hs.w, &p);
+	run = (struct wl_run){ .fs = fs, .crash = hs.crash, .datadev = &spy.dev, .clk = &hs.clk,
+			       .m = &hs.m };
+	ck_assert_int_eq(wl_execute(&run, &hs.w), 0);
+	o2_journal_stats(fs, &js);
+	ck_assert_uint_ge(js.checkpoints, 3);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	model_durable_now(&hs.m, hs.crash);
+	nops = o2_crashdev_nops(hs.crash);
+	for (size_t i = 0; i < nops; i++) {
+		bool sb_changes = false;
+
+		if (!o2_crashdev_op_is_flush(hs.crash, i))
+			continue;
+		for (; h < spy.nhits && spy.hits[h] < i; h++)
+			sb_changes |= spy.hits[h] > prev_flush;
+		hot += sb_changes;
+		for (uint64_t seed = 0; seed < (sb_changes ? (quick ? 64 : 300) : (quick ? 2 : 6));
+		     seed++)
+			check_point(&hs, i, seed, false);
+		prev_flush = i;
+	}
+	printf("log reuse: %u checkpoints, %zu windows that change the journal superblock; "
+	       "crash points checked: %zu\n", js.checkpoints, hot, hs.points);
+	wl_free(&hs.w);
+	model_free(&hs.m);
+	o2_blockdev_free(hs.crash);
+	o2_blockdev_free(hs.mem);
+}
+END_TEST
+
+/*
+ * A revoke still in the running transaction when the log is checkpointed
+ * under an open handle.  Block X is committed (and synced) with content A;
+ * a handle revokes X and stays open; a second handle needs more log than is
+ * free.  Nothing after A is committed, so after a crash X must still read
+ * A, whatever the checkpoint did.
+ */
+START_TEST(crash_revoke_then_checkpoint)
+{
+	const struct vol_image *v = &vols[VOL_4K];
+	struct o2_blockdev *mem = vol_image_dev(v), *crash, *dev;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct o2_journal_stats js;
+	struct o2_trans *a, *b;
+	struct o2_buf *buf;
+	struct o2_fs *fs;
+	char err[256];
+	uint8_t *want, *got;
+	uint64_t x;
+	unsigned big;
+
+	ck_assert_int_eq(o2_crashdev_new(mem, &crash), 0);
+	ck_assert_int_eq(open_rw(crash, &clk, &fs, err, sizeof(err)), 0);
+	want = malloc(fs->bs);
+	got = malloc(fs->bs);
+	x = fs->nblocks - 1;
+	big = o2_journal_max_credits(fs);
+
+	/* X = A, durable */
+	ck_assert_int_eq(o2_trans_begin(fs, 1, &a), 0);
+	ck_assert_int_eq(o2_bnew(fs, x, O2_META_PLAIN, &buf), 0);
+	ck_assert_int_eq(o2_trans_add(a, buf), 0);
+	memset(buf->data, 0xA1, fs->bs);
+	memcpy(want, buf->data, fs->bs);
+	o2_brelse(fs, buf);
+	ck_assert_int_eq(o2_trans_end(a), 0);
+	ck_assert_int_eq(o2_fs_sync(fs), 0);
+
+	/* fill the log until one more big handle does not fit */
+	for (;;) {
+		o2_journal_stats(fs, &js);
+		uint32_t used = js.tail ? (js.head + js.ring_blocks - js.tail) % js.ring_blocks : 0;
+
+		if (used + big + 8 > js.ring_blocks)
+			break;
+		ck_assert_int_eq(o2_trans_begin(fs, big / 2, &a), 0);
+		for (unsigned i = 0; i < big / 2; i++) {
+			ck_assert_int_eq(o2_bnew(fs, x - 1 - i, O2_META_PLAIN, &buf), 0);
+			ck_assert_int_eq(o2_trans_add(a, buf), 0);
+			memset(buf->data, (int)i, fs->bs);
+			o2_brelse(fs, buf);
+		}
+		ck_assert_int_eq(o2_trans_end(a), 0);
+		ck_assert_int_eq(o2_fs_sync(fs), 0);
+	}
+
+	/* free X in a handle that stays open; another handle needs the log */
+	ck_assert_int_eq(o2_trans_begin(fs, 1, &a), 0);
+	ck_assert_int_eq(o2_trans_revoke(a, x), 0);
+	o2_journal_stats(fs, &js);
+	uint32_t checkpoints = js.checkpoints;
+
+	ck_assert_int_eq(o2_trans_begin(fs, big, &b), 0);
+	ck_assert_int_eq(o2_trans_end(b), 0);
+	o2_journal_stats(fs, &js);
+	if (js.checkpoints == checkpoints)
+		printf("revoke then checkpoint: the journal did not checkpoint under the open "
+		       "handle\n");
+	ck_assert_int_eq(o2_trans_end(a), 0);
+	o2_fs_abandon(fs); /* crash: the revoke never committed */
+
+	ck_assert_int_eq(o2_crashdev_materialise(crash, o2_crashdev_nops(crash), 0, &dev), 0);
+	ck_assert_int_eq(open_rw(dev, &clk, &fs, err, sizeof(err)), 0);
+	ck_assert_int_eq(o2_blockdev_read(dev, got, fs->bs, x << fs->bits), 0);
+	ck_assert_msg(memcmp(got, want, fs->bs) == 0,
+		      "block %llu lost its committed content: a revoke that never committed "
+		      "kept it from the checkpoint", (unsigned long long)x);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	free(want);
+	free(got);
+	o2_blockdev_free(dev);
+	o2_blockdev_free(crash);
+	o2_blockdev_free(mem);
+}
+END_TEST
+
+/* One handle writing n free blocks from first down (block i: bytes tag*37+i), maybe synced. */
+static void fill_handle(struct o2_fs *fs, unsigned n, uint64_t first, int sync, unsigned tag)
+{
+	struct o2_trans *t;
+	struct o2_buf *b;
+
+	ck_assert_int_eq(o2_trans_begin(fs, n, &t), 0);
+	for (unsigned i = 0; i < n; i++) {
+		ck_assert_int_eq(o2_bnew(fs, first - i, O2_META_PLAIN, &b), 0);
+		ck_assert_int_eq(o2_trans_add(t, b), 0);
+		memset(b->data, (int)((tag * 37 + i) & 0xff), fs->bs);
+		o2_brelse(fs, b);
+	}
+	ck_assert_int_eq(o2_trans_end(t), 0);
+	if (sync)
+		ck_assert_int_eq(o2_fs_sync(fs), 0);
+}
+
+static uint32_t log_used(struct o2_fs *fs)
+{
+	struct o2_journal_stats js;
+
+	o2_journal_stats(fs, &js);
+	return js.tail ? (js.head + js.ring_blocks - js.tail) % js.ring_blocks : 0;
+}
+
+/*
+ * The last transaction in the log, not committed, with its descriptor
+ * torn: the sector holding the LAST_TAG tag did not reach the disk, so the
+ * descriptor parses as many more tags than the log has room for.  The crash
+ * is an ordinary one (the descriptor was written, not flushed), so the
+ * volume must open, without that transaction.
+ */
+START_TEST(crash_torn_descriptor)
+{
+	const struct vol_image *v = &vols[VOL_4K];
+	struct o2_blockdev *mem = vol_image_dev(v), *crash, *dev, *before;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct o2_journal_stats js;
+	struct o2_jmap jm;
+	struct o2_fs *fs;
+	char err[256];
+	uint8_t sector[512];
+	uint64_t top, desc_phys;
+	uint32_t ring, desc_pos;
+	size_t before_commit, p;
+	int r;
+
+	ck_assert_int_eq(o2_crashdev_new(mem, &crash), 0);
+	ck_assert_int_eq(open_rw(crash, &clk, &fs, err, sizeof(err)), 0);
+	o2_journal_stats(fs, &js);
+	ring = js.ring_blocks;
+	top = fs->nblocks - 1;
+	/* fill the log to 72 free blocks: 67 copies, a descriptor, a commit, room to spare */
+	while (ring - log_used(fs) > 200)
+		fill_handle(fs, 100, top, 1, 1);
+	if (ring - log_used(fs) > 72 + 2)
+		fill_handle(fs, ring - log_used(fs) - 72 - 2, top, 1, 1);
+	ck_assert_uint_eq(ring - log_used(fs), 72);
+
+	o2_journal_stats(fs, &js);
+	desc_pos = js.head;
+	fill_handle(fs, 67, top - 200, 0, 2);
+	before_commit = o2_crashdev_nops(crash);
+	ck_assert_int_eq(o2_journal_commit(fs), 0);
+	for (p = before_commit; !o2_crashdev_op_is_flush(crash, p); p++)
+		;
+	ck_assert_int_eq(o2_jmap_load(fs, 0, &jm), 0);
+	ck_assert_int_eq(o2_jmap_phys(&jm, desc_pos, &desc_phys), 0);
+	o2_jmap_free(&jm);
+	desc_phys <<= fs->bits;
+	o2_fs_abandon(fs);
+
+	/* the crash: all writes before the pre-commit flush, but sector 1 of the descriptor old */
+	ck_assert_int_eq(o2_crashdev_materialise(crash, p, 0, &dev), 0);
+	ck_assert_int_eq(o2_crashdev_materialise(crash, before_commit, 0, &before), 0);
+	ck_assert_int_eq(o2_blockdev_read(before, sector, 512, desc_phys + 512), 0);
+	ck_assert_int_eq(o2_blockdev_write(dev, sector, 512, desc_phys + 512), 0);
+	r = open_rw(dev, &clk, &fs, err, sizeof(err));
+	ck_assert_msg(r == 0, "a torn, uncommitted last transaction makes the volume unopenable: "
+		      "%d %s", r, err);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(before);
+	o2_blockdev_free(dev);
+	o2_blockdev_free(crash);
+	o2_blockdev_free(mem);
+}
+END_TEST
+
+/*
+ * Reusing log space that a checkpoint freed.  Transaction T1 (the
+ * "victim") is the oldest in the log; the log fills up; a handle forces a
+ * checkpoint, and the transaction after it is written over the start of
+ * the log - T1's descriptor and first copies, not its commit block.  The
+ * crash comes before that transaction's first flush, and loses what a disk
+ * may lose then: every write since the last flush may revert, here the
+ * journal superblock and the block holding T1's descriptor.  Replay must
+ * not then apply T1 with another transaction's blocks as its copies.
+ */
+START_TEST(crash_checkpoint_reuse)
+{
+	const struct vol_image *v = &vols[VOL_4K];
+	struct o2_blockdev *mem = vol_image_dev(v), *crash, *img, *base;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct o2_journal_stats js;
+	struct o2_jmap jm;
+	struct o2_fs *fs;
+	char err[256];
+	uint8_t *buf;
+	uint64_t top, sb_phys, s_phys;
+	uint32_t ring, start, free_blocks, bs;
+	size_t c0, p, f;
+	unsigned k, victims = 40;
+	int r;
+
+	ck_assert_int_eq(o2_crashdev_new(mem, &crash), 0);
+	ck_assert_int_eq(open_rw(crash, &clk, &fs, err, sizeof(err)), 0);
+	buf = malloc(fs->bs);
+	top = fs->nblocks - 1;
+	fill_handle(fs, 1, top - 300, 1, 9);
+	ck_assert_int_eq(o2_journal_checkpoint(fs), 0);
+	o2_journal_stats(fs, &js);
+	ring = js.ring_blocks;
+	start = js.head;
+	fill_handle(fs, victims, top - 400, 1, 1); /* T1 at start */
+	while (ring - log_used(fs) > 150)
+		fill_handle(fs, 100, top, 1, 2);
+	free_blocks = ring - log_used(fs);
+	/* k copies + descriptor + commit overrun the free space by 12 blocks */
+	k = free_blocks + 10;
+	ck_assert_uint_le(k, o2_journal_max_credits(fs));
+	o2_journal_stats(fs, &js);
+	uint32_t checkpoints = js.checkpoints;
+
+	fill_handle(fs, k, top - 500, 0, 3);
+	o2_journal_stats(fs, &js);
+	ck_assert_uint_eq(js.checkpoints, checkpoints + 1);
+	c0 = o2_crashdev_nops(crash);
+	ck_assert_int_eq(o2_journal_commit(fs), 0);
+	for (p = c0; !o2_crashdev_op_is_flush(crash, p); p++)
+		;
+	for (f = p; f-- > 0 && !o2_crashdev_op_is_flush(crash, f);)
+		;
+	ck_assert_int_eq(o2_jmap_load(fs, 0, &jm), 0);
+	sb_phys = jm.sb_phys << fs->bits;
+	ck_assert_int_eq(o2_jmap_phys(&jm, start, &s_phys), 0);
+	s_phys <<= fs->bits;
+	o2_jmap_free(&jm);
+	bs = fs->bs;
+	o2_fs_abandon(fs);
+
+	/* the disk at the crash, with two unflushed writes reverted to the last flush */
+	ck_assert_int_eq(o2_crashdev_materialise(crash, p, 0, &img), 0);
+	ck_assert_int_eq(o2_crashdev_materialise(crash, f + 1, 0, &base), 0);
+	ck_assert_int_eq(o2_blockdev_read(base, buf, bs, sb_phys), 0);
+	ck_assert_int_eq(o2_blockdev_write(img, buf, bs, sb_phys), 0);
+	ck_assert_int_eq(o2_blockdev_read(base, buf, bs, s_phys), 0);
+	ck_assert_int_eq(o2_blockdev_write(img, buf, bs, s_phys), 0);
+	r = open_rw(img, &clk, &fs, err, sizeof(err));
+	ck_assert_msg(r == 0, "open after the crash: %d %s", r, err);
+	for (unsigned i = 0; i < victims; i++) {
+		uint64_t blk = top - 400 - i;
+		uint8_t want = (uint8_t)((1 * 37 + i) & 0xff);
+		bool ok = true;
+
+		ck_assert_int_eq(o2_blockdev_read(img, buf, fs->bs, blk << fs->bits), 0);
+		for (uint32_t b = 0; b < fs->bs; b++)
+			ok &= buf[b] == want;
+		ck_assert_msg(ok, "block %llu (copy %u of the oldest transaction) was overwritten by "
+			      "replay: the log was reused before the checkpoint that freed it was "
+			      "durable", (unsigned long long)blk, i);
+	}
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	free(buf);
+	o2_blockdev_free(base);
+	o2_blockdev_free(img);
+	o2_blockdev_free(crash);
+	o2_blockdev_free(mem);
+}
+END_TEST
+
+static struct wl_params params(uint64_t seed, unsigned handles, unsigned big_max)
+{
+	return (struct wl_params){
+		.seed = seed,
+		.handles = handles,
+		.pool = 192,
+		.kmax = 8,
+		.big_pct = 3,
+		.big_max = big_max,
+		.revoke_pct = 12,
+		.sync_pct = 20,
+	};
+}
+
+START_TEST(crash_4k)
+{
+	struct wl_params p = params(1 + (uint64_t)_i, 1400, 160);
+
+	harness_run(&vols[VOL_4K], &p, 3);
+}
+END_TEST
+
+START_TEST(crash_1k)
+{
+	struct wl_params p = params(101, 1600, 180);
+
+	harness_run(&vols[VOL_1K], &p, 2);
+}
+END_TEST
+
+START_TEST(crash_metaecc)
+{
+	struct wl_params p = params(201, 1000, 160);
+
+	harness_run(&vols[VOL_ECC], &p, 2);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+	SRunner *sr;
+	Suite *s;
+	TCase *tc;
+	int failed;
+
+	for (int i = 1; i < argc; i++)
+		quick |= strcmp(argv[i], "--quick") == 0;
+	if (!have_mkfs()) {
+		printf("SKIP: mkfs.ocfs2 (ocfs2-tools) is not installed\n");
+		return SKIP_CODE;
+	}
+	vol_image_make(&vols[VOL_4K], "4k", 16u << 20, "-b 4096 -C 4096 -J size=4M");
+	vol_image_make(&vols[VOL_1K], "1k", 8u << 20, "-b 1024 -C 4096 -J size=4M");
+	vol_image_make(&vols[VOL_ECC], "4k-metaecc", 16u << 20,
+		       "-b 4096 -C 4096 -J size=4M --fs-features=metaecc");
+
+	s = suite_create("crash");
+	tc = tcase_create("consistency");
+	tcase_set_timeout(tc, 600);
+	tcase_add_loop_test(tc, crash_4k, 0, quick ? 1 : 2);
+	tcase_add_test(tc, crash_1k);
+	tcase_add_test(tc, crash_metaecc);
+	tcase_add_test(tc, crash_log_reuse);
+	tcase_add_test(tc, crash_revoke_then_checkpoint);
+	tcase_add_test(tc, crash_torn_descriptor);
+	tcase_add_test(tc, crash_checkpoint_reuse);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	for (int i = 0; i < NVOLS; i++)
+		vol_image_free(&vols[i]);
+	return failed ? 1 : 0;
+}

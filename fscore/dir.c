@@ -130,9 +130,8 @@ static int check_dir_inode(struct o2_fs *fs, struct o2_inode *dir)
 	if (dir->info.kind != O2_ID2_EXTENTS)
 		return o2_corrupt(fs, dir->info.blkno, "directory holds neither inline data nor "
 				  "extents");
-	if (dir->info.size % fs->bs)
-		return o2_corrupt(fs, dir->info.blkno, "directory size %llu is not whole blocks",
-				  (unsigned long long)dir->info.size);
+	/* mkfs.ocfs2 itself leaves sizes that are not whole blocks (lost+found
+	 * without inline data): the last block counts whole */
 	if (dir->info.size > ((uint64_t)dir->info.clusters << fs->cbits))
 		return o2_corrupt(fs, dir->info.blkno, "directory size %llu exceeds its %u clusters",
 				  (unsigned long long)dir->info.size, dir->info.clusters);
@@ -144,7 +143,7 @@ typedef int (*block_fn)(uint64_t blk, const uint8_t *data, unsigned size, void *
 
 static int for_each_dir_block(struct o2_fs *fs, struct o2_inode *dir, block_fn fn, void *arg)
 {
-	uint64_t nblocks = dir->info.size >> fs->bits;
+	uint64_t nblocks = (dir->info.size + fs->bs - 1) >> fs->bits;
 	uint8_t *buf = malloc(fs->bs);
 	int r = 0;
 
@@ -345,11 +344,11 @@ static int search_dx_list(struct o2_fs *fs, struct o2_inode *dir, const struct o
 	return 0;
 }
 
-int o2_dx_leaf_for_hash(struct o2_fs *fs, struct o2_inode *dir, const uint8_t *root_buf,
+int o2_dx_leaf_for_hash(struct o2_fs *fs, uint64_t dx_root, const uint8_t *root_buf,
 			uint32_t major, uint32_t minor, uint64_t *ret_blk)
 {
 	const struct o2_dx_root_block *dr = (const struct o2_dx_root_block *)root_buf;
-	struct o2_tree_root root = { dir->info.dx_root, (struct o2_extent_list *)&dr->dr_list,
+	struct o2_tree_root root = { dx_root, (struct o2_extent_list *)&dr->dr_list,
 				     o2_extent_recs_per_dx_root(fs->bs) };
 	struct o2_extent ext;
 	uint64_t cluster;
@@ -385,7 +384,7 @@ static int dx_lookup(struct o2_fs *fs, struct o2_inode *dir, struct find_ctx *c)
 		r = search_dx_list(fs, dir, &dr->dr_entries, major, minor, c);
 		goto out;
 	}
-	r = o2_dx_leaf_for_hash(fs, dir, root, major, minor, &leaf_blk);
+	r = o2_dx_leaf_for_hash(fs, dir->info.dx_root, root, major, minor, &leaf_blk);
 	if (r < 0)
 		goto out;
 	r = o2_dx_read_leaf(fs, leaf_blk, leaf);

@@ -117,7 +117,7 @@ int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_
 int o2_dx_read_root(struct o2_fs *fs, struct o2_inode *dir, uint8_t *buf);
 int o2_dx_read_leaf(struct o2_fs *fs, uint64_t blk, uint8_t *buf);
 /* Block of the dx_leaf that holds a hash, per the format's placement rule. */
-int o2_dx_leaf_for_hash(struct o2_fs *fs, struct o2_inode *dir, const uint8_t *root_buf,
+int o2_dx_leaf_for_hash(struct o2_fs *fs, uint64_t dx_root, const uint8_t *root_buf,
 			uint32_t major, uint32_t minor, uint64_t *ret_blk);
 
 /*

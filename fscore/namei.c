@@ -7,16 +7,18 @@
  * How directories grow: an inline directory takes entries in the inode
  * until it is full, then moves to one block in a new cluster; a block
  * directory takes an entry in the first block with room, else a new block
- * (from its last cluster, or a new cluster).  Blocks carry trailers where
- * the format calls for them (metaecc).  Removing an entry folds its space
- * into the entry before it.  Directories are not indexed by this code yet:
- * an indexed directory refuses changes with -EOPNOTSUPP.
+ * (from its last cluster, or a new cluster; indexed directories take the
+ * first block of their free list that fits).  On volumes with indexed-dirs
+ * a directory gets its index (dx_write.c) when it leaves the inode, and its
+ * blocks carry trailers, as they do everywhere with metaecc.  Removing an
+ * entry folds its space into the entry before it.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "dx_write.h"
 #include "extent_write.h"
 #include "journal.h"
 #include "write.h"
@@ -48,14 +50,31 @@ static void set_links(struct o2_dinode *di, uint32_t n)
 	di->i_links_count_hi = cpu_le16((uint16_t)(n >> 16));
 }
 
-static bool trailers(const struct o2_fs *fs)
+/* Whether new block directories get an index (and so trailers). */
+static bool want_index(const struct o2_fs *fs)
 {
-	return o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC);
+	return o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INDEXED_DIRS);
 }
 
-static unsigned usable(const struct o2_fs *fs)
+static bool new_dir_trailers(const struct o2_fs *fs)
 {
-	return fs->bs - (trailers(fs) ? sizeof(struct o2_dir_trailer) : 0);
+	return o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC) || want_index(fs);
+}
+
+static bool is_indexed(struct o2_buf *dib)
+{
+	return le16(o2_buf_dinode(dib)->i_dyn_features) & O2_DYN_INDEXED_DIR;
+}
+
+/* Whether this block directory's blocks carry trailers. */
+static bool dir_trailers(const struct o2_fs *fs, struct o2_buf *dib)
+{
+	return o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC) || is_indexed(dib);
+}
+
+static unsigned usable_of(const struct o2_fs *fs, bool trailer)
+{
+	return fs->bs - (trailer ? sizeof(struct o2_dir_trailer) : 0);
 }
 
 static void init_trailer(const struct o2_fs *fs, uint8_t *block, uint64_t blkno, uint64_t dir)
@@ -148,9 +167,9 @@ static int dir_block(struct o2_fs *fs, struct o2_buf *dib, uint64_t i, uint64_t 
 	return 0;
 }
 
-static uint8_t dir_kind(const struct o2_fs *fs)
+static uint8_t kind_of(bool trailer)
 {
-	return trailers(fs) ? O2_META_DIR_BLOCK : O2_META_PLAIN;
+	return trailer ? O2_META_DIR_BLOCK : O2_META_PLAIN;
 }
 
 /* Turn an inline directory into one block in a new cluster. */
@@ -167,7 +186,9 @@ static int expand_inline_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf
 		return r;
 	uint64_t blk = (uint64_t)start << fs->bpc_bits;
 
-	r = o2_bnew(fs, blk, dir_kind(fs), &b);
+	bool tr = new_dir_trailers(fs);
+
+	r = o2_bnew(fs, blk, kind_of(tr), &b);
 	if (r < 0)
 		return r;
 	r = o2_trans_add(t, b);
@@ -184,12 +205,12 @@ static int expand_inline_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf
 		if (!rl)
 			break;
 		if (off + rl >= size) {
-			de->rec_len = cpu_le16((uint16_t)(usable(fs) - off));
+			de->rec_len = cpu_le16((uint16_t)(usable_of(fs, tr) - off));
 			break;
 		}
 		off += rl;
 	}
-	if (trailers(fs))
+	if (tr)
 		init_trailer(fs, b->data, blk, dib->blkno);
 	di->i_dyn_features = cpu_le16(le16(di->i_dyn_features) & ~O2_DYN_INLINE_DATA);
 	memset(&di->id2, 0, fs->bs - offsetof(struct o2_dinode, id2));
@@ -198,6 +219,8 @@ static int expand_inline_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf
 	di->i_clusters = cpu_le32(1);
 	o2_inode_owner(dib, &o);
 	r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ 0, 1, blk, 0 });
+	if (r == 0 && want_index(fs))
+		r = o2_dx_create(t, fs, dib);
 out:
 	o2_brelse(fs, b);
 	return r;
@@ -207,7 +230,7 @@ out:
 static int grow_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, struct o2_buf **ret)
 {
 	struct o2_dinode *di = o2_buf_dinode(dib);
-	uint64_t nblk = le64(di->i_size) >> fs->bits, blk;
+	uint64_t nblk = (le64(di->i_size) + fs->bs - 1) >> fs->bits, blk;
 	struct o2_buf *b;
 	int r;
 
@@ -233,7 +256,9 @@ static int grow_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, st
 			return r;
 		di->i_clusters = cpu_le32(le32(di->i_clusters) + 1);
 	}
-	r = o2_bnew(fs, blk, dir_kind(fs), &b);
+	bool tr = dir_trailers(fs, dib);
+
+	r = o2_bnew(fs, blk, kind_of(tr), &b);
 	if (r < 0)
 		return r;
 	r = o2_trans_add(t, b);
@@ -241,8 +266,8 @@ static int grow_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, st
 		o2_brelse(fs, b);
 		return r;
 	}
-	((struct o2_dir_entry *)b->data)->rec_len = cpu_le16((uint16_t)usable(fs));
-	if (trailers(fs))
+	((struct o2_dir_entry *)b->data)->rec_len = cpu_le16((uint16_t)usable_of(fs, tr));
+	if (tr)
 		init_trailer(fs, b->data, blk, dib->blkno);
 	di->i_size = cpu_le64((nblk + 1) << fs->bits);
 	*ret = b;
@@ -255,11 +280,22 @@ static int check_dir_changeable(struct o2_fs *fs, struct o2_buf *dib)
 
 	if (!S_ISDIR(le16(di->i_mode)))
 		return -ENOTDIR;
-	if (le16(di->i_dyn_features) & O2_DYN_INDEXED_DIR)
-		return o2_fail(fs, -EOPNOTSUPP, "directory %llu is indexed; changing indexed "
-			       "directories is not implemented yet",
-			       (unsigned long long)dib->blkno);
+	if (is_indexed(dib) && !o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INDEXED_DIRS))
+		return o2_corrupt(fs, dib->blkno, "indexed directory on a volume without "
+				  "indexed-dirs");
 	return 0;
+}
+
+/* An entry went into block b of an indexed directory: index it, track the hole. */
+static int indexed_added(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib,
+			 struct o2_buf *b, const char *name, size_t len)
+{
+	int r;
+
+	if (!is_indexed(dib))
+		return 0;
+	r = o2_dx_insert(t, fs, dib, name, len, b->blkno);
+	return r < 0 ? r : o2_dx_block_changed(t, fs, dib, b);
 }
 
 static int dir_add(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const char *name,
@@ -280,45 +316,79 @@ static int dir_add(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, con
 		if (r < 0)
 			return r;
 	}
-	uint64_t nblk = le64(di->i_size) >> fs->bits;
+	bool tr = dir_trailers(fs, dib);
+	uint64_t nblk = (le64(di->i_size) + fs->bs - 1) >> fs->bits;
+	struct o2_buf *b;
 
-	for (uint64_t i = 0; i < nblk; i++) {
-		uint64_t blk;
-		struct o2_buf *b;
+	if (is_indexed(dib)) {
+		/* the free list names the blocks with room */
+		struct o2_buf *rb;
+		uint64_t cur;
 
-		r = dir_block(fs, dib, i, &blk);
-		if (r == 0)
-			r = o2_bread(fs, blk, dir_kind(fs), &b);
+		r = o2_bread(fs, le64(di->i_dx_root), O2_META_DX_ROOT, &rb);
 		if (r < 0)
 			return r;
-		/* look before logging, to log only the block that changes */
-		uint8_t *copy = malloc(fs->bs);
+		cur = le64(((struct o2_dx_root_block *)rb->data)->dr_free_blk);
+		o2_brelse(fs, rb);
+		for (unsigned hops = 0; cur; hops++) {
+			if (hops > (1u << 24))
+				return o2_corrupt(fs, dib->blkno, "directory free list loops");
+			r = o2_bread(fs, cur, O2_META_DIR_BLOCK, &b);
+			if (r < 0)
+				return r;
+			const struct o2_dir_trailer *dt =
+				(const struct o2_dir_trailer *)(b->data + fs->bs - sizeof(*dt));
 
-		if (!copy) {
+			if (le16(dt->db_free_rec_len) >= O2_DIR_REC_LEN(len)) {
+				r = o2_trans_add(t, b);
+				if (r == 0 && !place_entry(b->data, usable_of(fs, tr), ino, name, len, type))
+					r = o2_corrupt(fs, cur, "free list promises room the block lacks");
+				if (r == 0)
+					r = indexed_added(t, fs, dib, b, name, len);
+				o2_brelse(fs, b);
+				return r;
+			}
+			cur = le64(dt->db_free_next);
 			o2_brelse(fs, b);
-			return -ENOMEM;
 		}
-		memcpy(copy, b->data, fs->bs);
-		bool fits = place_entry(copy, usable(fs), ino, name, len, type);
+	} else {
+		for (uint64_t i = 0; i < nblk; i++) {
+			uint64_t blk;
 
-		free(copy);
-		if (fits) {
-			r = o2_trans_add(t, b);
+			r = dir_block(fs, dib, i, &blk);
 			if (r == 0)
-				place_entry(b->data, usable(fs), ino, name, len, type);
-			o2_brelse(fs, b);
-			return r;
-		}
-		o2_brelse(fs, b);
-	}
-	struct o2_buf *nb;
+				r = o2_bread(fs, blk, kind_of(tr), &b);
+			if (r < 0)
+				return r;
+			/* look before logging, to log only the block that changes */
+			uint8_t *copy = malloc(fs->bs);
 
-	r = grow_dir(t, fs, dib, &nb);
+			if (!copy) {
+				o2_brelse(fs, b);
+				return -ENOMEM;
+			}
+			memcpy(copy, b->data, fs->bs);
+			bool fits = place_entry(copy, usable_of(fs, tr), ino, name, len, type);
+
+			free(copy);
+			if (fits) {
+				r = o2_trans_add(t, b);
+				if (r == 0)
+					place_entry(b->data, usable_of(fs, tr), ino, name, len, type);
+				o2_brelse(fs, b);
+				return r;
+			}
+			o2_brelse(fs, b);
+		}
+	}
+	r = grow_dir(t, fs, dib, &b);
 	if (r < 0)
 		return r;
-	if (!place_entry(nb->data, usable(fs), ino, name, len, type))
+	if (!place_entry(b->data, usable_of(fs, tr), ino, name, len, type))
 		r = o2_corrupt(fs, dib->blkno, "a new directory block has no room for an entry");
-	o2_brelse(fs, nb);
+	if (r == 0)
+		r = indexed_added(t, fs, dib, b, name, len);
+	o2_brelse(fs, b);
 	return r;
 }
 
@@ -329,35 +399,53 @@ struct found {
 	unsigned off;
 };
 
-/* Find an entry by name in a directory (linear scan of its blocks). */
+/*
+ * Find an entry by name: through the index for indexed directories (which
+ * names the block), else by scanning every block.
+ */
 static int dir_find(struct o2_fs *fs, struct o2_buf *dib, const char *name, size_t len,
 		    struct found *ret)
 {
 	struct o2_dinode *di = o2_buf_dinode(dib);
 	uint8_t *data;
 	unsigned size;
-	uint64_t nblk = 1, blk = 0;
+	uint64_t nblk = 1, blk = 0, only = 0;
 	struct o2_buf *b = NULL;
 	int r;
 
 	if (!S_ISDIR(le16(di->i_mode)))
 		return -ENOTDIR;
 	bool inl = le16(di->i_dyn_features) & O2_DYN_INLINE_DATA;
+	bool tr = dir_trailers(fs, dib);
 
 	if (!inl)
-		nblk = le64(di->i_size) >> fs->bits;
+		nblk = (le64(di->i_size) + fs->bs - 1) >> fs->bits;
+	if (!inl && is_indexed(dib)) {
+		struct o2_inode *d;
+		struct o2_dirent de;
+
+		r = o2_inode_get(fs, dib->blkno, &d);
+		if (r < 0)
+			return r;
+		r = o2_dir_lookup(fs, d, name, len, &de);
+		o2_inode_unref(d);
+		if (r < 0)
+			return r;
+		only = de.dirent_blk;
+		nblk = 1;
+	}
 	for (uint64_t i = 0; i < nblk; i++) {
 		if (inl) {
 			data = di->id2.i_data.id_data;
 			size = (unsigned)le64(di->i_size);
 		} else {
-			r = dir_block(fs, dib, i, &blk);
+			r = only ? (blk = only, 0) : dir_block(fs, dib, i, &blk);
 			if (r == 0)
-				r = o2_bread(fs, blk, dir_kind(fs), &b);
+				r = o2_bread(fs, blk, kind_of(tr), &b);
 			if (r < 0)
 				return r;
 			data = b->data;
-			size = usable(fs);
+			size = usable_of(fs, tr);
 		}
 		for (unsigned off = 0; off + O2_DIR_MEMBER_LEN <= size;) {
 			struct o2_dir_entry *de = (struct o2_dir_entry *)(data + off);
@@ -381,7 +469,8 @@ static int dir_find(struct o2_fs *fs, struct o2_buf *dib, const char *name, size
 	return -ENOENT;
 }
 
-static int dir_remove(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const struct found *f)
+static int dir_remove(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const char *name,
+		      size_t len, const struct found *f)
 {
 	int r = check_dir_changeable(fs, dib);
 
@@ -395,12 +484,17 @@ static int dir_remove(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, 
 	}
 	struct o2_buf *b;
 
-	r = o2_bread(fs, f->blk, dir_kind(fs), &b);
+	r = o2_bread(fs, f->blk, kind_of(dir_trailers(fs, dib)), &b);
 	if (r < 0)
 		return r;
 	r = o2_trans_add(t, b);
 	if (r == 0)
 		drop_entry(b->data, f->off);
+	if (r == 0 && is_indexed(dib)) {
+		r = o2_dx_remove(t, fs, dib, name, len, b->blkno);
+		if (r == 0)
+			r = o2_dx_block_changed(t, fs, dib, b);
+	}
 	o2_brelse(fs, b);
 	return r;
 }
@@ -419,7 +513,7 @@ static int dir_retarget(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib
 		r = o2_trans_add(t, dib);
 		data = o2_buf_dinode(dib)->id2.i_data.id_data;
 	} else {
-		r = o2_bread(fs, f->blk, dir_kind(fs), &b);
+		r = o2_bread(fs, f->blk, kind_of(dir_trailers(fs, dib)), &b);
 		if (r == 0)
 			r = o2_trans_add(t, b);
 		data = b ? b->data : NULL;
@@ -518,9 +612,11 @@ static int init_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uin
 		uint64_t blk = (uint64_t)start << fs->bpc_bits;
 
 		o2_inode_owner(ib, &o);
+		bool tr = new_dir_trailers(fs);
+
 		r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ 0, 1, blk, 0 });
 		if (r == 0)
-			r = o2_bnew(fs, blk, dir_kind(fs), &b);
+			r = o2_bnew(fs, blk, kind_of(tr), &b);
 		if (r == 0)
 			r = o2_trans_add(t, b);
 		if (r < 0) {
@@ -530,8 +626,8 @@ static int init_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uin
 		di->i_clusters = cpu_le32(1);
 		di->i_size = cpu_le64(fs->bs);
 		data = b->data;
-		size = usable(fs);
-		if (trailers(fs))
+		size = usable_of(fs, tr);
+		if (tr)
 			init_trailer(fs, b->data, blk, ib->blkno);
 	}
 	unsigned dot = O2_DIR_REC_LEN(1);
@@ -539,6 +635,8 @@ static int init_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uin
 	put_entry((struct o2_dir_entry *)data, ib->blkno, ".", 1, O2_FT_DIR, dot);
 	put_entry((struct o2_dir_entry *)(data + dot), parent, "..", 2, O2_FT_DIR, size - dot);
 	o2_brelse(fs, b);
+	if (b && want_index(fs))
+		return o2_dx_create(t, fs, ib);
 	return 0;
 }
 
@@ -549,7 +647,19 @@ static int delete_inode(struct o2_fs *fs, uint64_t ino)
 	struct o2_buf *ib;
 	int r, e;
 
-	r = o2_free_from(fs, ino, 0);
+	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
+	if (r < 0)
+		return r;
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r == 0) {
+		r = o2_dx_destroy(t, fs, ib);
+		o2_brelse(fs, ib);
+	}
+	e = o2_trans_end(t);
+	if (r == 0)
+		r = e;
+	if (r == 0)
+		r = o2_free_from(fs, ino, 0);
 	if (r < 0)
 		return r;
 	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
@@ -630,7 +740,7 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 	if (r == 0) {
 		r = dir_find(fs, ob, name, 16, &f);
 		if (r == 0)
-			r = dir_remove(t, fs, ob, &f);
+			r = dir_remove(t, fs, ob, name, 16, &f);
 		o2_brelse(fs, ob);
 	}
 	e = o2_trans_end(t);
@@ -952,8 +1062,8 @@ static int dir_entries(struct o2_fs *fs, uint64_t ino, unsigned *ret)
  * its ".." link on its parent.  *ret_delete says whether the inode must be
  * freed once t ends.
  */
-static int unlink_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const struct found *f,
-		     bool *ret_delete)
+static int unlink_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const char *name,
+		     size_t len, const struct found *f, bool *ret_delete)
 {
 	struct o2_buf *ib;
 	int r = o2_inode_buf(fs, f->ino, &ib);
@@ -964,7 +1074,7 @@ static int unlink_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, c
 	struct o2_dinode *di = o2_buf_dinode(ib);
 	bool isdir = S_ISDIR(le16(di->i_mode));
 
-	r = dir_remove(t, fs, dib, f);
+	r = dir_remove(t, fs, dib, name, len, f);
 	if (r == 0)
 		r = o2_trans_add(t, ib);
 	if (r == 0)
@@ -1026,7 +1136,7 @@ static int remove_name(struct o2_fs *fs, uint64_t dir, const char *name, size_t 
 		if (r < 0)
 			goto rel;
 	}
-	r = unlink_in(t, fs, dib, &f, &del);
+	r = unlink_in(t, fs, dib, name, len, &f, &del);
 rel:
 	o2_brelse(fs, dib);
 	e = o2_trans_end(t);
@@ -1235,7 +1345,7 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 	/* the old name goes (look it up again: adding may have moved it) */
 	r = dir_find(fs, odb, oldname, oldlen, &of);
 	if (r == 0)
-		r = dir_remove(t, fs, odb, &of);
+		r = dir_remove(t, fs, odb, oldname, oldlen, &of);
 	if (r == 0 && odir && olddir != newdir) {
 		r = set_dotdot(t, fs, of.ino, newdir);
 		if (r == 0)

@@ -326,7 +326,7 @@ int o2_trunclog_flush(struct o2_fs *fs)
 			}
 			o2_brelse(fs, tb);
 		}
-		int e = o2_trans_end(t);
+		int e = o2_trans_finish(t, r);
 
 		if (r == 0)
 			r = e;
@@ -559,6 +559,44 @@ int o2_local_alloc_return(struct o2_fs *fs)
 		}
 		o2_brelse(fs, lb);
 	}
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;
+}
+
+/*
+ * Clusters kept back from file data and new names so that a change once
+ * begun can always get its metadata: a new group for each suballocator and
+ * a few clusters for directory and index growth.
+ */
+static uint32_t reserve_clusters(struct o2_fs *fs)
+{
+	uint32_t res = 16;
+	uint64_t allocs[2] = { fs->sys.inode_alloc, fs->sys.extent_alloc };
+
+	for (int i = 0; i < 2; i++) {
+		struct o2_buf *b;
+
+		if (o2_bread(fs, allocs[i], O2_META_INODE, &b) == 0) {
+			res += 2u * le16(dinode(b)->id2.i_chain.cl_cpg);
+			o2_brelse(fs, b);
+		}
+	}
+	return res;
+}
+
+int o2_space_spare(struct o2_fs *fs, uint32_t *ret_spare)
+{
+	struct o2_buf *b;
+	int r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &b);
+
+	if (r < 0)
+		return r;
+	uint32_t total = le32(dinode(b)->id1.bitmap1.i_total), used = le32(dinode(b)->id1.bitmap1.i_used);
+	uint32_t res = reserve_clusters(fs);
+
+	o2_brelse(fs, b);
+	if (used >= total || total - used <= res)
+		return -ENOSPC;
+	*ret_spare = total - used - res;
+	return 0;
 }

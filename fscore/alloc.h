@@ -39,6 +39,13 @@ int o2_suballoc_free(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
 /* Return this slot's local alloc window to the global bitmap. */
 int o2_local_alloc_return(struct o2_fs *fs);
 
+/*
+ * Free clusters beyond the reserve that keeps metadata changes able to
+ * finish; -ENOSPC when there are none.  Operations check it before they
+ * change anything.
+ */
+int o2_space_spare(struct o2_fs *fs, uint32_t *ret_spare);
+
 /* Look up this slot's system files (read-write open). */
 int o2_sysfiles_load(struct o2_fs *fs);
 

@@ -160,10 +160,15 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 					r = o2_tree_mark_written(t, fs, &o, cpos, got);
 			}
 		} else {
-			uint32_t want = ext.clusters < len ? ext.clusters : len;
+			uint32_t want = ext.clusters < len ? ext.clusters : len, spare;
 
 			if (want > 0xffff)
 				want = 0xffff;
+			r = o2_space_spare(fs, &spare);
+			if (r < 0)
+				goto rel;
+			if (want > spare)
+				want = spare;
 			r = o2_clusters_alloc(t, fs, 1, want, &start, &got);
 			if (r < 0)
 				goto rel;
@@ -184,7 +189,7 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 rel:
 		o2_brelse(fs, ib);
 end:
-		e = o2_trans_end(t);
+		e = o2_trans_finish(t, r);
 		if (r == 0)
 			r = e;
 		if (r < 0)
@@ -250,7 +255,7 @@ rel:
 	free(copy);
 	o2_brelse(fs, ib);
 end:
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;
 }
 
@@ -276,7 +281,7 @@ static int set_size(struct o2_fs *fs, uint64_t ino, uint64_t size, bool only_gro
 		}
 		o2_brelse(fs, ib);
 	}
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;
 }
 
@@ -332,7 +337,7 @@ ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, 
 						di->i_size = cpu_le64(off + len);
 					o2_touch(fs, di, true, true);
 				}
-				int e = o2_trans_end(t);
+				int e = o2_trans_finish(t, r);
 
 				if (r == 0)
 					r = e;
@@ -448,7 +453,7 @@ int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end)
 			}
 			o2_brelse(fs, ib);
 		}
-		e = o2_trans_end(t);
+		e = o2_trans_finish(t, r);
 		if (r == 0)
 			r = e;
 		if (r < 0)
@@ -509,7 +514,7 @@ int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 			}
 			o2_brelse(fs, ib);
 		}
-		int e = o2_trans_end(t);
+		int e = o2_trans_finish(t, r);
 
 		return r < 0 ? r : e;
 	}
@@ -649,6 +654,6 @@ int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *a, unsig
 		}
 		o2_brelse(fs, ib);
 	}
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;
 }

@@ -27,6 +27,7 @@
  * Any write or flush error aborts the journal: the volume turns read-only
  * and nothing more is written, so the device keeps a replayable state.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -663,6 +664,26 @@ int o2_trans_end(struct o2_trans *t)
 	if (!j->handles && commit_due(fs, j))
 		return o2_journal_commit(fs);
 	return 0;
+}
+
+int o2_trans_finish(struct o2_trans *t, int r)
+{
+	struct o2_fs *fs = t->fs;
+
+	/*
+	 * A failure after blocks were changed leaves them half done: never
+	 * commit that.  The volume turns read-only; the disk keeps its last
+	 * committed state.
+	 */
+	if (r < 0 && t->used && !fs->ro_reason) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "an operation (error %d) halfway through", r);
+		o2_fs_abort(fs, r, what);
+	}
+	int e = o2_trans_end(t);
+
+	return r < 0 ? r : e;
 }
 
 /* ---- attaching ---- */

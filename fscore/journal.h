@@ -41,6 +41,12 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b);
  */
 int o2_trans_revoke(struct o2_trans *t, uint64_t blkno);
 int o2_trans_end(struct o2_trans *t);
+/*
+ * End a handle after an operation whose result is r.  If r is an error and
+ * the handle had logged blocks, the half-done change must not commit: the
+ * volume turns read-only.  Returns r, or o2_trans_end's error.
+ */
+int o2_trans_finish(struct o2_trans *t, int r);
 
 /* Commit the running transaction (no handle may be open). */
 int o2_journal_commit(struct o2_fs *fs);

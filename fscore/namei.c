@@ -655,7 +655,7 @@ static int delete_inode(struct o2_fs *fs, uint64_t ino)
 		r = o2_dx_destroy(t, fs, ib);
 		o2_brelse(fs, ib);
 	}
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	if (r == 0)
 		r = e;
 	if (r == 0)
@@ -688,7 +688,7 @@ static int delete_inode(struct o2_fs *fs, uint64_t ino)
 		}
 		o2_brelse(fs, ib);
 	}
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;
 }
 
@@ -743,7 +743,7 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 			r = dir_remove(t, fs, ob, name, 16, &f);
 		o2_brelse(fs, ob);
 	}
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	if (r == 0)
 		r = e;
 	return r < 0 ? r : delete_inode(fs, ino);
@@ -885,6 +885,11 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 		return r;
 	if (target && (tlen == 0 || tlen >= 4096))
 		return tlen ? -ENAMETOOLONG : -ENOENT;
+	uint32_t spare;
+
+	r = o2_space_spare(fs, &spare);
+	if (r < 0)
+		return r;
 	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
 	if (r < 0)
 		return r;
@@ -958,7 +963,7 @@ rel:
 	o2_brelse(fs, ib);
 	o2_brelse(fs, dib);
 end:
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;
 }
 
@@ -999,6 +1004,11 @@ int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size
 	r = check_name(name, len);
 	if (r < 0)
 		return r;
+	uint32_t spare;
+
+	r = o2_space_spare(fs, &spare);
+	if (r < 0)
+		return r;
 	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
 	if (r < 0)
 		return r;
@@ -1034,7 +1044,7 @@ int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size
 rel:
 	o2_brelse(fs, ib);
 	o2_brelse(fs, dib);
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;
 }
 
@@ -1139,7 +1149,7 @@ static int remove_name(struct o2_fs *fs, uint64_t dir, const char *name, size_t 
 	r = unlink_in(t, fs, dib, name, len, &f, &del);
 rel:
 	o2_brelse(fs, dib);
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	if (r == 0)
 		r = e;
 	if (r == 0 && del)
@@ -1368,7 +1378,7 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 rel:
 	o2_brelse(fs, odb);
 	o2_brelse(fs, ndb);
-	e = o2_trans_end(t);
+	e = o2_trans_finish(t, r);
 	if (r == 0)
 		r = e;
 	if (r == 0 && del)

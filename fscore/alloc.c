@@ -577,7 +577,12 @@ static uint32_t reserve_clusters(struct o2_fs *fs)
 		struct o2_buf *b;
 
 		if (o2_bread(fs, allocs[i], O2_META_INODE, &b) == 0) {
-			res += 2u * le16(dinode(b)->id2.i_chain.cl_cpg);
+			const struct o2_dinode *di = dinode(b);
+			uint32_t free_bits = le32(di->id1.bitmap1.i_total) - le32(di->id1.bitmap1.i_used);
+
+			/* room for a new group only where the allocator runs low */
+			if (free_bits < 16)
+				res += le16(di->id2.i_chain.cl_cpg);
 			o2_brelse(fs, b);
 		}
 	}

@@ -431,7 +431,11 @@ int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end)
 			struct o2_dinode *di = o2_buf_dinode(ib);
 
 			is_dir = S_ISDIR(le16(di->i_mode));
-			if (!(le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) &&
+			uint16_t mode = le16(di->i_mode);
+			/* a fast symlink's id2 holds its text, not an extent list */
+			bool fast_link = S_ISLNK(mode) && !le32(di->i_clusters);
+
+			if (!(le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) && !fast_link &&
 			    !(le32(di->i_flags) & (O2_FL_CHAIN | O2_FL_LOCAL_ALLOC | O2_FL_DEALLOC)) &&
 			    le16(di->id2.i_list.count)) {
 				o2_inode_owner(ib, &o);

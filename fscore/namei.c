@@ -1209,6 +1209,7 @@ static int set_dotdot(struct o2_trans *t, struct o2_fs *fs, uint64_t dir, uint64
 	return r;
 }
 
+/* Change a link count by delta; directories' mtime too, the ctime always. */
 static int adjust_links(struct o2_trans *t, struct o2_fs *fs, uint64_t ino, int delta)
 {
 	struct o2_buf *b;
@@ -1221,7 +1222,7 @@ static int adjust_links(struct o2_trans *t, struct o2_fs *fs, uint64_t ino, int 
 		struct o2_dinode *di = o2_buf_dinode(b);
 
 		set_links(di, (uint32_t)((int64_t)links_of(di) + delta));
-		o2_touch(fs, di, true, true);
+		o2_touch(fs, di, delta != 0, true);
 	}
 	o2_brelse(fs, b);
 	return r;
@@ -1262,12 +1263,12 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 		goto rel;
 	have_new = r == 0;
 	r = 0;
-	if (have_new && nf.ino == of.ino)
-		goto rel; /* the same inode: nothing to do */
 	if (have_new && (flags & O2_RENAME_NOREPLACE)) {
 		r = -EEXIST;
 		goto rel;
 	}
+	if (have_new && nf.ino == of.ino)
+		goto rel; /* the same inode: nothing to do */
 	if (!have_new && (flags & O2_RENAME_EXCHANGE)) {
 		r = -ENOENT;
 		goto rel;
@@ -1373,6 +1374,7 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 			r = o2_trans_add(t, ndb);
 		o2_touch(fs, o2_buf_dinode(odb), true, true);
 		o2_touch(fs, o2_buf_dinode(ndb), true, true);
+		/* the moved inode's ctime */
 		r = r ? r : adjust_links(t, fs, of.ino, 0);
 	}
 rel:

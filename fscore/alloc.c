@@ -147,8 +147,8 @@ static uint64_t cluster_group_blkno(const struct o2_fs *fs, uint32_t cpg, uint32
 	return g == 0 ? fs->info.first_cluster_group : ((uint64_t)g * cpg) << fs->bpc_bits;
 }
 
-int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
-		      uint32_t *ret_start, uint32_t *ret_len)
+static int global_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
+			uint32_t *ret_start, uint32_t *ret_len)
 {
 	struct o2_buf *ab;
 	int r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &ab);
@@ -234,6 +234,121 @@ int o2_clusters_free_now(struct o2_trans *t, struct o2_fs *fs, uint32_t start, u
 		len -= n;
 	}
 	o2_brelse(fs, ab);
+	return r;
+}
+
+/* ---- local alloc ----
+ *
+ * The slot's window: la_bm_off..+i_total of the global bitmap, all marked
+ * used there on the window's behalf; the local bitmap says which of them
+ * this node has handed out.  Small allocations come from the window, so
+ * most of them touch no shared block.  A window that cannot serve a
+ * request gives its unused bits back and a new one is claimed.
+ */
+
+/* Bits a new window asks for: 8 MiB worth, as the kernel's default, within the bitmap. */
+static uint32_t window_bits(const struct o2_fs *fs, const struct o2_dinode *la)
+{
+	uint32_t want = (8u << 20) >> fs->cbits, cap = (uint32_t)le16(la->id2.i_lab.la_size) * 8;
+
+	if (want < 1)
+		want = 1;
+	return want < cap ? want : cap;
+}
+
+/* Return the window's unused bits to the global bitmap and empty it (la logged). */
+static int window_return(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *lb)
+{
+	struct o2_dinode *di = dinode(lb);
+	uint32_t total = le32(di->id1.bitmap1.i_total), off = le32(di->id2.i_lab.la_bm_off);
+	unsigned size = le16(di->id2.i_lab.la_size);
+	int r = 0;
+
+	if (total > size * 8u)
+		return o2_corrupt(fs, lb->blkno, "local alloc window larger than its bitmap");
+	for (uint32_t i = 0; i < total && r == 0;) {
+		uint32_t s0 = i;
+
+		if (bit_test(di->id2.i_lab.la_bitmap, i)) {
+			i++;
+			continue;
+		}
+		while (i < total && !bit_test(di->id2.i_lab.la_bitmap, i))
+			i++;
+		r = o2_clusters_free_now(t, fs, off + s0, i - s0);
+	}
+	if (r == 0) {
+		memset(di->id2.i_lab.la_bitmap, 0, size);
+		di->id2.i_lab.la_bm_off = 0;
+		di->id1.bitmap1.i_total = 0;
+		di->id1.bitmap1.i_used = 0;
+	}
+	return r;
+}
+
+int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
+		      uint32_t *ret_start, uint32_t *ret_len)
+{
+	struct o2_buf *lb;
+	int r;
+
+	if (!fs->sys.local_alloc)
+		return global_alloc(t, fs, min, want, ret_start, ret_len);
+	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = dinode(lb);
+	uint32_t wbits = window_bits(fs, di);
+
+	if (min > wbits || !le16(di->id2.i_lab.la_size)) {
+		/* larger than any window: straight from the global bitmap */
+		o2_brelse(fs, lb);
+		return global_alloc(t, fs, min, want, ret_start, ret_len);
+	}
+	if (want > wbits)
+		want = wbits;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		uint32_t total = le32(di->id1.bitmap1.i_total);
+		unsigned s0, n;
+
+		if (total > le16(di->id2.i_lab.la_size) * 8u) {
+			r = o2_corrupt(fs, lb->blkno, "local alloc window larger than its bitmap");
+			break;
+		}
+		if (total && find_run(di->id2.i_lab.la_bitmap, total, min, want, &s0, &n)) {
+			r = o2_trans_add(t, lb);
+			if (r < 0)
+				break;
+			for (unsigned i = s0; i < s0 + n; i++)
+				bit_set(di->id2.i_lab.la_bitmap, i);
+			di->id1.bitmap1.i_used = cpu_le32(le32(di->id1.bitmap1.i_used) + n);
+			*ret_start = le32(di->id2.i_lab.la_bm_off) + s0;
+			*ret_len = n;
+			o2_brelse(fs, lb);
+			return 0;
+		}
+		if (attempt) {
+			r = -ENOSPC;
+			break;
+		}
+		/* slide the window */
+		uint32_t start, got;
+
+		r = o2_trans_add(t, lb);
+		if (r == 0 && total)
+			r = window_return(t, fs, lb);
+		if (r == 0)
+			r = global_alloc(t, fs, min, wbits, &start, &got);
+		if (r < 0)
+			break;
+		di->id2.i_lab.la_bm_off = cpu_le32(start);
+		di->id1.bitmap1.i_total = cpu_le32(got);
+		di->id1.bitmap1.i_used = 0;
+		memset(di->id2.i_lab.la_bitmap, 0, le16(di->id2.i_lab.la_size));
+	}
+	o2_brelse(fs, lb);
+	if (r == -ENOSPC) /* fragmented: whatever the global bitmap still has */
+		r = global_alloc(t, fs, min, want, ret_start, ret_len);
 	return r;
 }
 
@@ -365,7 +480,7 @@ static int grow_suballoc(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab
 	if (bits > size * 8 || bits > 0xffff)
 		return o2_corrupt(fs, ab->blkno, "allocator groups of %u bits do not fit a descriptor",
 				  bits);
-	r = o2_clusters_alloc(t, fs, cpg, cpg, &start, &len);
+	r = global_alloc(t, fs, cpg, cpg, &start, &len);
 	if (r < 0)
 		return r;
 	uint64_t blkno = (uint64_t)start << fs->bpc_bits;
@@ -515,52 +630,27 @@ int o2_local_alloc_return(struct o2_fs *fs)
 {
 	struct o2_trans *t;
 	struct o2_buf *lb;
-	int r, e;
+	uint32_t total;
+	int r;
 
 	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
 	if (r < 0)
 		return r;
-	struct o2_dinode *di = dinode(lb);
-	uint32_t total = le32(di->id1.bitmap1.i_total);
-
+	total = le32(dinode(lb)->id1.bitmap1.i_total);
 	o2_brelse(fs, lb);
 	if (!total)
 		return 0;
-	r = o2_trans_begin(fs, O2_ALLOC_CREDITS * 8, &t);
+	r = o2_trans_begin(fs, O2_ALLOC_CREDITS * 4, &t);
 	if (r < 0)
 		return r;
 	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
 	if (r == 0) {
-		di = dinode(lb);
-		uint32_t off = le32(di->id2.i_lab.la_bm_off);
-		unsigned size = le16(di->id2.i_lab.la_size);
-
-		if (total > size * 8u) {
-			r = o2_corrupt(fs, lb->blkno, "local alloc window larger than its bitmap");
-		} else {
-			r = o2_trans_add(t, lb);
-			for (uint32_t i = 0; i < total && r == 0;) {
-				uint32_t s = i;
-
-				if (bit_test(di->id2.i_lab.la_bitmap, i)) {
-					i++;
-					continue;
-				}
-				while (i < total && !bit_test(di->id2.i_lab.la_bitmap, i))
-					i++;
-				r = o2_clusters_free_now(t, fs, off + s, i - s);
-			}
-			if (r == 0) {
-				memset(di->id2.i_lab.la_bitmap, 0, size);
-				di->id2.i_lab.la_bm_off = 0;
-				di->id1.bitmap1.i_total = 0;
-				di->id1.bitmap1.i_used = 0;
-			}
-		}
+		r = o2_trans_add(t, lb);
+		if (r == 0)
+			r = window_return(t, fs, lb);
 		o2_brelse(fs, lb);
 	}
-	e = o2_trans_finish(t, r);
-	return r < 0 ? r : e;
+	return o2_trans_finish(t, r);
 }
 
 /*
@@ -600,6 +690,14 @@ int o2_space_spare(struct o2_fs *fs, uint32_t *ret_spare)
 	uint32_t res = reserve_clusters(fs);
 
 	o2_brelse(fs, b);
+	/* the window's unused bits are free too */
+	if (o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &b) == 0) {
+		uint32_t lt = le32(dinode(b)->id1.bitmap1.i_total), lu = le32(dinode(b)->id1.bitmap1.i_used);
+
+		if (lu <= lt && lt - lu <= used)
+			used -= lt - lu;
+		o2_brelse(fs, b);
+	}
 	if (used >= total || total - used <= res)
 		return -ENOSPC;
 	*ret_spare = total - used - res;

@@ -1407,6 +1407,14 @@ int o2_statfs(struct o2_fs *fs, struct o2_statfs *ret)
 		return r;
 	}
 	uint64_t free_cl = bm->info.bitmap_total - bm->info.bitmap_used;
+	struct o2_inode *la;
+
+	/* the local alloc window's unused clusters are free too */
+	if (fs->sys.local_alloc && o2_inode_get(fs, fs->sys.local_alloc, &la) == 0) {
+		if (la->info.bitmap_used <= la->info.bitmap_total)
+			free_cl += la->info.bitmap_total - la->info.bitmap_used;
+		o2_inode_unref(la);
+	}
 	uint64_t inode_free = ia->info.bitmap_total - ia->info.bitmap_used;
 
 	*ret = (struct o2_statfs){

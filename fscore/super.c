@@ -468,6 +468,8 @@ int o2_fs_close(struct o2_fs *fs)
 			r = o2_inode_close_ref(fs, ino);
 		}
 		if (r == 0)
+			r = o2_local_alloc_return(fs);
+		if (r == 0)
 			r = o2_trunclog_flush(fs);
 	}
 	if (fs->journal) {

@@ -54,6 +54,19 @@ int o2_inode_buf(struct o2_fs *fs, uint64_t ino, struct o2_buf **ret)
 	return 0;
 }
 
+int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing)
+{
+	uint16_t dyn = le16(di->i_dyn_features);
+
+	if (dyn & O2_DYN_HAS_REFCOUNT)
+		return o2_fail(fs, -EOPNOTSUPP, "inode %llu shares clusters (reflink); changing "
+			       "shared extents is not implemented", (unsigned long long)le64(di->i_blkno));
+	if (freeing && (dyn & O2_DYN_HAS_XATTR))
+		return o2_fail(fs, -EOPNOTSUPP, "inode %llu has extended attributes; freeing "
+			       "them is not implemented", (unsigned long long)le64(di->i_blkno));
+	return 0;
+}
+
 void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o)
 {
 	struct o2_dinode *di = o2_buf_dinode(ib);
@@ -312,7 +325,10 @@ ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, 
 
 	size = le64(di->i_size);
 	inline_data = le16(di->i_dyn_features) & O2_DYN_INLINE_DATA;
+	r = o2_check_writable(fs, di, false);
 	o2_brelse(fs, ib);
+	if (r < 0)
+		return r;
 	if (S_ISDIR(mode))
 		return -EISDIR;
 	if (!S_ISREG(mode))
@@ -495,7 +511,10 @@ int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 	inline_data = le16(di->i_dyn_features) & O2_DYN_INLINE_DATA;
 	unsigned cap = inline_data ? le16(di->id2.i_data.id_count) : 0;
 
+	r = o2_check_writable(fs, di, false);
 	o2_brelse(fs, ib);
+	if (r < 0)
+		return r;
 	if (S_ISDIR(mode))
 		return -EISDIR;
 	if (!S_ISREG(mode))
@@ -588,7 +607,10 @@ int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, ui
 	bool inline_data = le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_INLINE_DATA;
 	uint64_t size = le64(o2_buf_dinode(ib)->i_size);
 
+	r = o2_check_writable(fs, o2_buf_dinode(ib), false);
 	o2_brelse(fs, ib);
+	if (r < 0)
+		return r;
 	if (!S_ISREG(m))
 		return S_ISDIR(m) ? -EISDIR : -ENODEV;
 	if (inline_data) {

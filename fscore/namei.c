@@ -1084,7 +1084,9 @@ static int unlink_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, c
 	struct o2_dinode *di = o2_buf_dinode(ib);
 	bool isdir = S_ISDIR(le16(di->i_mode));
 
-	r = dir_remove(t, fs, dib, name, len, f);
+	r = o2_check_writable(fs, di, isdir || links_of(di) <= 1);
+	if (r == 0)
+		r = dir_remove(t, fs, dib, name, len, f);
 	if (r == 0)
 		r = o2_trans_add(t, ib);
 	if (r == 0)
@@ -1324,6 +1326,16 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 				goto rel;
 		}
 		/* the new name now names the moved inode; the old target loses a link */
+		struct o2_buf *tb;
+
+		r = o2_inode_buf(fs, nf.ino, &tb);
+		if (r == 0) {
+			r = o2_check_writable(fs, o2_buf_dinode(tb),
+					      ndir || links_of(o2_buf_dinode(tb)) <= 1);
+			o2_brelse(fs, tb);
+		}
+		if (r < 0)
+			goto rel;
 		r = dir_retarget(t, fs, ndb, &nf, of.ino, of.type);
 		if (r == 0) {
 			struct found gone = nf;

@@ -23,6 +23,12 @@ struct ctl {
 	const char *image;
 	bool json;
 	bool long_list; /* ls -l */
+	/* write verbs (ctl_write.c) */
+	bool opt_recursive; /* -r: put, rm */
+	bool opt_force;	    /* -f: put (overwrite), rm (a missing path is fine) */
+	bool opt_parents;   /* -p: mkdir */
+	bool opt_dir;	    /* -d: rm (an empty directory) */
+	bool opt_symbolic;  /* -s: ln */
 	struct o2_blockdev *dev;
 	struct o2_fs *fs;
 	/* Why ctl_open() failed: -errno and the message it printed. */
@@ -71,5 +77,17 @@ int verb_check(struct ctl *c, int argc, char **argv);
 int verb_ls(struct ctl *c, int argc, char **argv);
 int verb_stat(struct ctl *c, int argc, char **argv);
 int verb_cat(struct ctl *c, int argc, char **argv);
+/* Offline write verbs (ctl_write.c): open the image read-write on slot 0. */
+int verb_put(struct ctl *c, int argc, char **argv);
+int verb_mkdir(struct ctl *c, int argc, char **argv);
+int verb_rm(struct ctl *c, int argc, char **argv);
+int verb_mv(struct ctl *c, int argc, char **argv);
+int verb_ln(struct ctl *c, int argc, char **argv);
+
+/*
+ * format parses its own command line (mkfs.ocfs2's options): argv[0] is
+ * "format"; json says --json came before the verb.  Returns the exit status.
+ */
+int ctl_format_main(int argc, char **argv, bool json);
 
 #endif

@@ -36,6 +36,12 @@ static const struct verb verbs[] = {
 	{ "cat", verb_cat, 2, 2, "IMAGE PATH|<INODE>", "a regular file's data to stdout" },
 	{ "slots", verb_slots, 1, 1, "IMAGE", "the slot map" },
 	{ "check", verb_check, 1, 1, "IMAGE", "read-only structural verification" },
+	{ "put", verb_put, 3, 3, "[-rf] IMAGE SRC DST", "copy a host file or tree (-r) in" },
+	{ "mkdir", verb_mkdir, 2, 2, "[-p] IMAGE PATH", "make a directory (-p: and parents)" },
+	{ "rm", verb_rm, 2, 2, "[-rdf] IMAGE PATH", "remove a file, empty dir (-d), tree (-r)" },
+	{ "mv", verb_mv, 3, 3, "IMAGE OLD NEW", "rename or move" },
+	{ "ln", verb_ln, 3, 3, "[-s] IMAGE OLD NEW", "hard link, or symlink NEW -> OLD (-s)" },
+	{ "format", NULL, 1, 2, "[OPTIONS] DEVICE", "make a new volume (format --help)" },
 };
 
 static void usage_full(FILE *out)
@@ -43,7 +49,8 @@ static void usage_full(FILE *out)
 	fprintf(out,
 		"Usage: ocfs2ctl [--json] VERB [ARGS]\n"
 		"\n"
-		"Inspect an OCFS2 volume (image file or block device), read-only.\n"
+		"Inspect an OCFS2 volume (image file or block device) read-only, or make\n"
+		"a new one (format).\n"
 		"\n"
 		"Verbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
@@ -53,6 +60,11 @@ static void usage_full(FILE *out)
 		"Options:\n"
 		"  --json       machine-readable output (schema: cli/README-json.md)\n"
 		"  -l, --long   ls: long listing (inode, mode, links, uid, gid, size, mtime)\n"
+		"  -r           put, rm: whole trees\n"
+		"  -f           put: overwrite existing files; rm: a missing PATH is no error\n"
+		"  -p           mkdir: make missing parents, an existing directory is fine\n"
+		"  -d           rm: remove an empty directory\n"
+		"  -s           ln: a symbolic link\n"
 		"  --help       this text\n"
 		"  --version    the version\n"
 		"\n"
@@ -249,6 +261,19 @@ int main(int argc, char **argv)
 	const struct verb *verb = NULL;
 	int status;
 
+	/* format takes mkfs.ocfs2's options: it parses everything after the verb itself */
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			c.json = true;
+			continue;
+		}
+		if (argv[i][0] == '-' && argv[i][1])
+			break;
+		if (!strcmp(argv[i], "format"))
+			return ctl_format_main(argc - i, argv + i, c.json);
+		break;
+	}
+
 	pos = calloc((size_t)argc + 1, sizeof(*pos));
 	if (!pos) {
 		fprintf(stderr, "ocfs2ctl: %s\n", strerror(ENOMEM));
@@ -271,6 +296,16 @@ int main(int argc, char **argv)
 			version = true;
 		} else if (!strcmp(a, "-l") || !strcmp(a, "--long")) {
 			c.long_list = true;
+		} else if (a[1] != '-' && strspn(a + 1, "lrRfpds") == strlen(a + 1)) {
+			/* short options of the verbs, clustered as in "-rf" */
+			for (const char *o = a + 1; *o; o++) {
+				c.long_list |= *o == 'l';
+				c.opt_recursive |= *o == 'r' || *o == 'R';
+				c.opt_force |= *o == 'f';
+				c.opt_parents |= *o == 'p';
+				c.opt_dir |= *o == 'd';
+				c.opt_symbolic |= *o == 's';
+			}
 		} else {
 			status = usage_error(npos ? pos[0] : NULL, "unknown option '%s' (try --help)", a);
 			goto out_free_pos;
@@ -303,8 +338,20 @@ int main(int argc, char **argv)
 				     verb->args);
 		goto out_free_pos;
 	}
+	if (!verb->fn) {
+		status = usage_error(verb->name, "usage: ocfs2ctl [--json] format [OPTIONS] DEVICE "
+				     "(try ocfs2ctl format --help)");
+		goto out_free_pos;
+	}
 	if (c.long_list && verb->fn != verb_ls) {
 		status = usage_error(verb->name, "-l only applies to ls");
+		goto out_free_pos;
+	}
+	if ((c.opt_recursive && verb->fn != verb_put && verb->fn != verb_rm) ||
+	    (c.opt_force && verb->fn != verb_put && verb->fn != verb_rm) ||
+	    (c.opt_parents && verb->fn != verb_mkdir) || (c.opt_dir && verb->fn != verb_rm) ||
+	    (c.opt_symbolic && verb->fn != verb_ln)) {
+		status = usage_error(verb->name, "option not valid for %s (try --help)", verb->name);
 		goto out_free_pos;
 	}
 

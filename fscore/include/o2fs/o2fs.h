@@ -499,4 +499,147 @@ struct o2_statfs {
 };
 int o2_statfs(struct o2_fs *fs, struct o2_statfs *ret);
 
+/* ==================================================================== */
+/* ---- mkfs: making a new volume (fscore/mkfs.c) ---- */
+
+/* A set of superblock feature bits. */
+struct o2_features {
+	uint32_t compat, incompat, ro_compat;
+};
+
+/* -T: what the volume will hold; it changes the defaults as in mkfs.ocfs2. */
+enum o2_mkfs_type {
+	O2_MKFS_TYPE_DEFAULT,
+	O2_MKFS_TYPE_DATAFILES,
+	O2_MKFS_TYPE_MAIL,
+	O2_MKFS_TYPE_VMSTORE,
+};
+
+/* --fs-feature-level */
+enum o2_mkfs_level {
+	O2_MKFS_LEVEL_DEFAULT,
+	O2_MKFS_LEVEL_MAX_COMPAT,
+	O2_MKFS_LEVEL_MAX_FEATURES,
+};
+
+/* -M */
+enum o2_mkfs_mount {
+	O2_MKFS_MOUNT_DEFAULT, /* cluster, unless --fs-features=local */
+	O2_MKFS_MOUNT_CLUSTER,
+	O2_MKFS_MOUNT_LOCAL,
+};
+
+/* -J block32 / block64 */
+enum o2_mkfs_journal64 {
+	O2_MKFS_J64_AUTO, /* 64-bit block numbers only when the volume needs them */
+	O2_MKFS_J64_OFF,  /* block32: refuse volumes over 2^32 blocks */
+	O2_MKFS_J64_ON,   /* block64 */
+};
+
+/* -T NAME and --fs-feature-level=NAME; -EINVAL for an unknown name. */
+int o2_mkfs_parse_type(const char *name, enum o2_mkfs_type *ret);
+int o2_mkfs_parse_level(const char *name, enum o2_mkfs_level *ret);
+
+/*
+ * Parse an --fs-features list ("sparse,noinline-data,..."), adding to *on
+ * and *off (the caller zeroes them once; several lists may accumulate).
+ * As in mkfs.ocfs2, naming a feature also turns on what it needs
+ * (unwritten needs sparse), and "no" + a feature also turns off what needs
+ * it.  -EINVAL (with the reason in errbuf) for an unknown name or a
+ * feature both asked for and refused.
+ */
+int o2_mkfs_parse_features(const char *list, struct o2_features *on, struct o2_features *off,
+			   char *errbuf, size_t errlen);
+
+struct o2_mkfs_opts {
+	unsigned block_size;	  /* -b: 512..4096; 0: by volume size, as mkfs.ocfs2 */
+	unsigned cluster_size;	  /* -C: 4K..1M; 0: by volume size and type */
+	unsigned slots;		  /* -N: 1..255; 0: by volume size (1 for local) */
+	const char *label;	  /* -L: at most 63 bytes; NULL: none */
+	uint64_t journal_size;	  /* -J size=: bytes per slot; 0: by volume size and type */
+	enum o2_mkfs_journal64 journal64;
+	enum o2_mkfs_type type;	  /* -T */
+	enum o2_mkfs_level level; /* --fs-feature-level */
+	struct o2_features features_on, features_off; /* --fs-features */
+	enum o2_mkfs_mount mount; /* -M */
+	const char *cluster_stack; /* --cluster-stack: "o2cb", "pcmk", "cman"; NULL: none */
+	const char *cluster_name;  /* --cluster-name, with a stack */
+	uint64_t volume_size;	  /* bytes to use from the device start; 0: all of it */
+
+	/*
+	 * Randomness and time.  Explicit values win; otherwise the UUID
+	 * (version 4), the volume generation and the indexed-dir hash seeds
+	 * come from random() (NULL: getrandom(2)), and the format time from
+	 * now_ns() (NULL: CLOCK_REALTIME).
+	 */
+	bool have_uuid;
+	uint8_t uuid[16];
+	bool have_generation;
+	uint32_t generation;
+	bool have_dx_seed;
+	uint32_t dx_seed[3];
+	int (*random)(void *arg, void *buf, size_t len); /* 0 or -errno */
+	void *random_arg;
+	uint64_t (*now_ns)(void *arg);
+	void *clock_arg;
+};
+
+/* What o2_mkfs made (or, from o2_mkfs_plan, would make). */
+struct o2_mkfs_info {
+	unsigned block_size, cluster_size, slots;
+	uint64_t volume_bytes, blocks;
+	uint32_t clusters;
+	uint32_t cluster_groups, clusters_per_group, tail_group_clusters;
+	uint64_t journal_bytes; /* per slot */
+	bool journal64;
+	uint32_t extent_alloc_clusters; /* per slot */
+	uint32_t extent_alloc_groups;	/* per slot */
+	struct o2_features features;
+	enum o2_mkfs_type type;
+	char label[64];
+	char stack[5];		/* "" for classic o2cb without cluster information */
+	char cluster_name[17];
+	bool local;
+	uint8_t uuid[16];
+	uint32_t generation, uuid_hash, dx_seed[3];
+	int64_t format_time;
+	uint64_t root_blkno, system_dir_blkno, first_cluster_group;
+	unsigned backup_supers;
+	uint64_t backup_super_blkno[6];
+	uint32_t used_clusters; /* in the global bitmap once made */
+};
+
+/*
+ * Work out the layout for a device of dev_bytes without writing anything:
+ * validate the options (-EINVAL, reason in errbuf: block size 3000,
+ * cluster size 2K, 300 slots, a label of 64 bytes or more, a journal under
+ * 4 MiB or under nine clusters, ...) and check that everything fits
+ * (-ENOSPC: the device is too small).  ret gets the geometry and features.
+ */
+int o2_mkfs_plan(uint64_t dev_bytes, const struct o2_mkfs_opts *opts, struct o2_mkfs_info *ret,
+		 char *errbuf, size_t errlen);
+
+/* Called as the format progresses: done of total units of work. */
+typedef void (*o2_mkfs_progress_fn)(void *arg, unsigned done, unsigned total);
+
+/*
+ * Format dev as a new OCFS2 volume, the same structures mkfs.ocfs2 1.8.7
+ * makes: the OCFS1 decoy header, the superblock and its backups, the
+ * global bitmap and its groups, the system directory and every system
+ * file (journals with empty JBD2 logs, slot map, heartbeat area, local
+ * allocs, truncate logs, orphan directories, allocators, quota files when
+ * usrquota/grpquota are on), the root directory and lost+found.  It writes
+ * through dev directly (no journal), zeroing the journals and the
+ * heartbeat area, and flushes; the superblock is written last, so an
+ * interrupted format is not a volume.  It does not check what dev held
+ * before: that is the caller's choice.  Errors as o2_mkfs_plan, plus -EIO
+ * and friends from the device and -ENOMEM.  ret_info (may be NULL) gets
+ * what was made.
+ */
+int o2_mkfs(struct o2_blockdev *dev, const struct o2_mkfs_opts *opts, o2_mkfs_progress_fn progress,
+	    void *progress_arg, struct o2_mkfs_info *ret_info, char *errbuf, size_t errlen);
+
+/* ---- end of mkfs ---- */
+/* ==================================================================== */
+
 #endif

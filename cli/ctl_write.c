@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0-or-later
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * ocfs2ctl offline write verbs: put, mkdir, rm, mv, ln.
  *

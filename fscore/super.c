@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "blockcheck.h"
 #include "cache.h"
@@ -334,6 +335,27 @@ static int check_features(struct o2_fs *fs, char *errbuf, size_t errlen)
 	return 0;
 }
 
+/* The root and system directories must be directories. */
+static int check_top_dirs(struct o2_fs *fs)
+{
+	uint64_t dirs[2] = { fs->info.root_blkno, fs->info.system_dir_blkno };
+
+	for (int i = 0; i < 2; i++) {
+		struct o2_inode *d;
+		int r = o2_inode_get(fs, dirs[i], &d);
+
+		if (r < 0)
+			return r;
+		bool isdir = S_ISDIR(d->info.mode);
+
+		o2_inode_unref(d);
+		if (!isdir)
+			return o2_corrupt(fs, dirs[i], "the %s directory inode is not a directory",
+					  i ? "system" : "root");
+	}
+	return 0;
+}
+
 /* The global bitmap gives the volume's cluster count. */
 static int read_cluster_counts(struct o2_fs *fs)
 {
@@ -422,7 +444,9 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 	r = o2_cache_init(fs, opts->cache_blocks ? opts->cache_blocks : 8192);
 	if (r < 0)
 		goto out_free;
-	r = read_cluster_counts(fs);
+	r = check_top_dirs(fs);
+	if (r == 0)
+		r = read_cluster_counts(fs);
 	if (r == 0 && (fs->flags & O2_OPEN_RDWR)) {
 		if (opts->slot >= fs->info.max_slots)
 			r = o2_fail(fs, -EINVAL, "slot %u does not exist (the volume has %u)",

@@ -56,8 +56,13 @@ int o2_sysfile_lookup(struct o2_fs *fs, enum o2_sysfile type, unsigned slot, uin
 		return r;
 	r = o2_dir_lookup(fs, sysdir, name, strlen(name), &de);
 	o2_inode_unref(sysdir);
-	if (r == -ENOENT)
+	/* quota files exist only with quotas; every other one must be there */
+	if (r == -ENOENT && (type == O2_SYS_USER_QUOTA || type == O2_SYS_GROUP_QUOTA ||
+			     type == O2_SYS_LOCAL_USER_QUOTA || type == O2_SYS_LOCAL_GROUP_QUOTA))
 		return o2_fail(fs, r, "the system directory has no %s", name);
+	if (r == -ENOENT)
+		return o2_corrupt(fs, fs->info.system_dir_blkno, "the system directory has no %s",
+				  name);
 	if (r < 0)
 		return r;
 	*ret_blkno = de.ino;

@@ -113,7 +113,12 @@ static int read_all_data(struct walk *w, struct o2_inode *ino)
 
 	if (!buf)
 		return -ENOMEM;
-	for (uint64_t off = 0; off < ino->info.size;) {
+	/* past its clusters a file is a hole: no need to read zeros up to a huge i_size */
+	uint64_t end = (uint64_t)ino->info.clusters << w->fs->cbits;
+
+	if (end > ino->info.size)
+		end = ino->info.size;
+	for (uint64_t off = 0; off < end;) {
 		ssize_t n = o2_inode_read(w->fs, ino, off, buf, chunk);
 
 		if (n <= 0) {

@@ -71,7 +71,7 @@ static int scan_entries(struct o2_fs *fs, uint64_t blk, const uint8_t *data, uns
 			if (de->file_type >= O2_FT_MAX)
 				return o2_corrupt(fs, blk, "directory entry at offset %u has file type "
 						  "%u", off, de->file_type);
-			if (le64(de->inode) >= fs->nblocks)
+			if (le64(de->inode) >= fs->nblocks || le64(de->inode) <= O2_SUPER_BLKNO)
 				return o2_corrupt(fs, blk, "directory entry at offset %u names inode "
 						  "%llu, outside the volume", off,
 						  (unsigned long long)le64(de->inode));

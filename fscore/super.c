@@ -335,12 +335,12 @@ static int check_features(struct o2_fs *fs, char *errbuf, size_t errlen)
 	return 0;
 }
 
-/* The root and system directories must be directories. */
+/* The system directory must be a directory (the root is checked by the walk). */
 static int check_top_dirs(struct o2_fs *fs)
 {
-	uint64_t dirs[2] = { fs->info.root_blkno, fs->info.system_dir_blkno };
+	uint64_t dirs[1] = { fs->info.system_dir_blkno };
 
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 1; i++) {
 		struct o2_inode *d;
 		int r = o2_inode_get(fs, dirs[i], &d);
 
@@ -350,8 +350,7 @@ static int check_top_dirs(struct o2_fs *fs)
 
 		o2_inode_unref(d);
 		if (!isdir)
-			return o2_corrupt(fs, dirs[i], "the %s directory inode is not a directory",
-					  i ? "system" : "root");
+			return o2_corrupt(fs, dirs[i], "the system directory inode is not a directory");
 	}
 	return 0;
 }

@@ -331,7 +331,22 @@ int o2_fs_walk(struct o2_fs *fs, struct o2_walk_stats *ret)
 		r = sm ? o2_slotmap_read(fs, sm) : -ENOMEM;
 		free(sm);
 	}
+	/* the volume must fit the device */
+	if (r == 0 && fs->info.total_clusters > (fs->nblocks >> fs->bpc_bits))
+		r = o2_corrupt(fs, O2_SUPER_BLKNO, "the volume has %u clusters but the device holds "
+			       "only %llu", fs->info.total_clusters,
+			       (unsigned long long)(fs->nblocks >> fs->bpc_bits));
 	/* then the namespace from the root */
+	if (r == 0) {
+		struct o2_inode *root;
+
+		r = o2_inode_get(fs, fs->info.root_blkno, &root);
+		if (r == 0) {
+			if (!S_ISDIR(root->info.mode))
+				r = o2_corrupt(fs, fs->info.root_blkno, "the root inode is not a directory");
+			o2_inode_unref(root);
+		}
+	}
 	if (r == 0)
 		r = visit_inode(&w, fs->info.root_blkno, false);
 	if (r == 0)

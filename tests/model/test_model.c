@@ -15,7 +15,7 @@
  *
  * Growth cases: an extent tree of depth >= 2, a directory of 100,000
  * entries (indexed), a 5 GiB sparse file on a 1 GiB volume, and a volume
- * filled to -ENOSPC and emptied again.
+ * filled to -ENOSPC and emptied again.  And orphans left by a crash.
  *
  * Usage: test_model CASE (see the table below).  Environment:
  *   O2_MODEL_OPS      operations per random case (default 4000)
@@ -1199,6 +1199,8 @@ static void close_ref(struct run *rn, struct m_inode *in)
 	snprintf(what, sizeof(what), "close_ref(inode %" PRIu64 ", refs %u, links %u)", in->ino,
 		 in->open_refs, in->nlink);
 	logop(rn, "%s", what);
+	if (freed) /* the last look at an orphan: still all there */
+		verify_orphan(rn, in, what);
 	r = o2_inode_close_ref(rn->v.fs, in->ino);
 	check_result(rn, what, r, &e);
 	in->open_refs--;
@@ -1610,8 +1612,9 @@ static void end_batch(struct run *rn)
 	double t[8];
 
 	t[0] = now_s();
-	close_all_refs(rn);
+	/* open orphans included (their data, links 0, the orphaned flag) */
 	judge_or_fail(rn, judge_fscore(&rn->v, &rn->m), "fscore read-back before close");
+	close_all_refs(rn);
 	t[1] = now_s();
 	vol_close(&rn->v);
 	t[2] = now_s();
@@ -2443,6 +2446,74 @@ START_TEST(test_enospc)
 }
 END_TEST
 
+/* ---- an orphan left by a crash ---- */
+
+/*
+ * Files unlinked while open, then a crash (a copy of the image taken after
+ * o2_fs_sync, the volume still open): the next read-write open must replay
+ * the journal and free the orphans, giving back their inodes and clusters,
+ * and leave a volume fsck.ocfs2 finds clean.
+ */
+START_TEST(test_orphan_crash)
+{
+	struct run rn;
+	struct expect e = { 0 };
+	struct space before, after;
+	uint64_t inos[3];
+	uint8_t *buf = malloc(256 * KIB);
+	char crash[sizeof(rn.v.image)], cmd[900], *msg;
+	struct vol cv;
+
+	ck_assert(buf != NULL);
+	run_init(&rn, "orphan-crash", 128 * MIB, "--fs-feature-level=default -b 4096 -C 4096 -J size=4M");
+	run_start(&rn);
+	before = get_space(&rn);
+	for (unsigned i = 0; i < 3; i++) {
+		char name[8];
+		size_t len = (size_t)snprintf(name, sizeof(name), "o%u", i);
+
+		rn.opno++;
+		tick_clock(&rn);
+		logop(&rn, "create, write %u KiB, open_ref, unlink %s", 64u << i, name);
+		check_result(&rn, "create", o2_create(rn.v.fs, rn.m.top->ino, name, len,
+						       &(struct o2_new_inode){ .mode = S_IFREG | 0600 },
+						       &inos[i]), &e);
+		rng_fill(rn.seed + i, buf, (64u << i) * KIB);
+		if (o2_write(rn.v.fs, inos[i], 0, buf, (64u << i) * KIB) != (ssize_t)((64u << i) * KIB))
+			mfail(&rn, "write to %s failed", name);
+		check_result(&rn, "open_ref", o2_inode_open_ref(rn.v.fs, inos[i]), &e);
+		check_result(&rn, "unlink", o2_unlink(rn.v.fs, rn.m.top->ino, name, len), &e);
+	}
+	check_result(&rn, "o2_fs_sync", o2_fs_sync(rn.v.fs), &e);
+	/* the crash: the disk as it is now, journal dirty, orphans in the orphan dir */
+	snprintf(crash, sizeof(crash), "%.*s/crash.img", (int)sizeof(crash) - 11, rn.v.dir);
+	snprintf(cmd, sizeof(cmd), "cp --sparse=always '%s' '%s'", rn.v.image, crash);
+	ck_assert_msg(system(cmd) == 0, "%s failed", cmd);
+	for (unsigned i = 0; i < 3; i++)
+		check_result(&rn, "close_ref", o2_inode_close_ref(rn.v.fs, inos[i]), &e);
+	vol_close(&rn.v);
+
+	/* the crashed copy: open read-write (replay, orphan recovery), then judge */
+	cv = rn.v;
+	cv.dev = NULL;
+	cv.fs = NULL;
+	memcpy(cv.image, crash, sizeof(cv.image));
+	rn.v = cv;
+	vol_open(&rn.v);
+	for (unsigned i = 0; i < 3; i++)
+		verify_gone(&rn, inos[i], "orphan after crash recovery");
+	after = get_space(&rn);
+	check_space(&rn, &before, &after, false, "orphans freed by recovery");
+	vol_close(&rn.v);
+	msg = judge_fsck(&rn.v);
+	judge_or_fail(&rn, msg, "fsck of the recovered crash image");
+	print_summary(&rn, NULL);
+	free(buf);
+	model_free(&rn.m);
+	vol_cleanup(&rn.v, false);
+}
+END_TEST
+
 /* ---- main ---- */
 
 static void usage(void)
@@ -2450,7 +2521,7 @@ static void usage(void)
 	fprintf(stderr, "usage: test_model CASE\ncases:");
 	for (size_t i = 0; i < sizeof(random_cfgs) / sizeof(random_cfgs[0]); i++)
 		fprintf(stderr, " %s", random_cfgs[i].name);
-	fprintf(stderr, " extent-depth big-dir sparse-5g enospc\n");
+	fprintf(stderr, " extent-depth big-dir sparse-5g enospc orphan-crash\n");
 }
 
 int main(int argc, char **argv)
@@ -2489,6 +2560,9 @@ int main(int argc, char **argv)
 		found = true;
 	} else if (!strcmp(g_case, "enospc")) {
 		tcase_add_test(tc, test_enospc);
+		found = true;
+	} else if (!strcmp(g_case, "orphan-crash")) {
+		tcase_add_test(tc, test_orphan_crash);
 		found = true;
 	}
 	if (!found) {

@@ -617,6 +617,17 @@ int o2_sysfiles_load(struct o2_fs *fs)
 		r = o2_sysfile_lookup(fs, O2_SYS_LOCAL_ALLOC, slot, &fs->sys.local_alloc);
 	if (r == 0)
 		r = o2_sysfile_lookup(fs, O2_SYS_ORPHAN_DIR, slot, &fs->sys.orphan_dir);
+	/* recovery at open frees what these name: they must be sound first */
+	uint64_t check[] = { fs->sys.truncate_log, fs->sys.local_alloc };
+	for (unsigned i = 0; i < 2 && r == 0; i++) {
+		struct o2_inode *ino;
+
+		r = o2_inode_get(fs, check[i], &ino);
+		if (r == 0) {
+			r = o2_inode_check_alloc_contents(fs, ino);
+			o2_inode_unref(ino);
+		}
+	}
 	return r;
 }
 
@@ -624,7 +635,7 @@ int o2_sysfiles_load(struct o2_fs *fs)
  * Give back this slot's local alloc window: its unused bits are marked used
  * in the global bitmap on the window's behalf.  fscore allocates from the
  * global bitmap directly, so a window here was left by another
- * implementation or a crash.
+ * earlier session that did not close cleanly or another implementation.
  */
 int o2_local_alloc_return(struct o2_fs *fs)
 {

@@ -284,6 +284,41 @@ unsigned o2_inode_local_alloc_used(const struct o2_inode *inode)
 	return n;
 }
 
+/*
+ * The contents of a local alloc or truncate log inode, beyond what parsing
+ * checks: the window and every record must lie inside the volume, and the
+ * window's counts must agree with its bitmap.
+ */
+int o2_inode_check_alloc_contents(struct o2_fs *fs, const struct o2_inode *ino)
+{
+	const struct o2_inode_info *in = &ino->info;
+	uint32_t total = fs->info.total_clusters;
+
+	if (in->kind == O2_ID2_LOCAL_ALLOC) {
+		unsigned set = o2_inode_local_alloc_used(ino);
+
+		if (in->bitmap_total > (uint32_t)in->la_size * 8 || in->bitmap_used > in->bitmap_total ||
+		    set != in->bitmap_used)
+			return o2_corrupt(fs, in->blkno, "local alloc claims %u used of %u bits in a "
+					  "bitmap of %u bits with %u set", in->bitmap_used,
+					  in->bitmap_total, in->la_size * 8, set);
+		if ((uint64_t)in->la_bm_off + in->bitmap_total > total)
+			return o2_corrupt(fs, in->blkno, "local alloc window %u+%u exceeds the %u "
+					  "clusters of the volume", in->la_bm_off, in->bitmap_total,
+					  total);
+	} else if (in->kind == O2_ID2_TRUNCATE_LOG) {
+		for (unsigned i = 0; i < in->tl_used; i++) {
+			struct o2_trunc_rec tr;
+
+			o2_inode_truncate_rec(ino, i, &tr);
+			if ((uint64_t)tr.start + tr.clusters > total)
+				return o2_corrupt(fs, in->blkno, "truncate log record %u (%u+%u) "
+						  "exceeds the volume", i, tr.start, tr.clusters);
+		}
+	}
+	return 0;
+}
+
 static void inode_tree_root(struct o2_inode *inode, struct o2_tree_root *root)
 {
 	root->owner_blkno = inode->info.blkno;

@@ -25,7 +25,7 @@ struct o2_fs {
 	uint8_t *sb_block;	/* the superblock inode, one block */
 	struct o2_super_info info;
 	uint32_t dx_seed[4];
-	char err[256];
+	char err[512];
 	struct o2_cache *cache;
 	struct o2_journal *journal; /* NULL when opened read-only */
 	struct o2_open_opts opts;
@@ -65,6 +65,7 @@ int o2_corrupt(struct o2_fs *fs, uint64_t blkno, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Record a message without a block (the result code is err). */
 int o2_fail(struct o2_fs *fs, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int o2_inode_check_alloc_contents(struct o2_fs *fs, const struct o2_inode *ino);
 
 /* Read count blocks at blkno; a range outside the volume is -EUCLEAN. */
 int o2_read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf);

@@ -552,6 +552,7 @@ int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 		if (r < 0)
 			return r;
 	}
+	fs->err[0] = '\0'; /* a failure inside says its own cause */
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -676,10 +677,20 @@ int o2_trans_finish(struct o2_trans *t, int r)
 	 * committed state.
 	 */
 	if (r < 0 && t->used && !fs->ro_reason) {
-		char what[64];
+		char cause[sizeof(fs->err)];
 
-		snprintf(what, sizeof(what), "an operation (error %d) halfway through", r);
-		o2_fs_abort(fs, r, what);
+		/* keep the message that names the cause (a damaged block, say) */
+		snprintf(cause, sizeof(cause), "%s", fs->err);
+		if (cause[0]) {
+			fs->ro_reason = r;
+			o2_fail(fs, r, "%s; the operation stopped halfway and the volume is now "
+				"read-only", cause);
+		} else {
+			char what[64];
+
+			snprintf(what, sizeof(what), "an operation (error %d) halfway through", r);
+			o2_fs_abort(fs, r, what);
+		}
 	}
 	int e = o2_trans_end(t);
 

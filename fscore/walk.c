@@ -253,28 +253,8 @@ static int visit_inode(struct walk *w, uint64_t blkno, bool system)
 		r = o2_chain_walk(w->fs, ino, count_group, w);
 		break;
 	case O2_ID2_LOCAL_ALLOC:
-		/* the window is bitmap_total bits of the global bitmap from la_bm_off */
-		if (in->bitmap_total > (uint32_t)in->la_size * 8 ||
-		    in->bitmap_used > in->bitmap_total ||
-		    o2_inode_local_alloc_used(ino) != in->bitmap_used)
-			r = o2_corrupt(w->fs, blkno, "local alloc claims %u used of %u bits in a "
-				       "bitmap of %u bits with %u set", in->bitmap_used,
-				       in->bitmap_total, in->la_size * 8,
-				       o2_inode_local_alloc_used(ino));
-		else if ((uint64_t)in->la_bm_off + in->bitmap_total > w->fs->info.total_clusters)
-			r = o2_corrupt(w->fs, blkno, "local alloc window %u+%u exceeds the %u "
-				       "clusters of the volume", in->la_bm_off, in->bitmap_total,
-				       w->fs->info.total_clusters);
-		break;
 	case O2_ID2_TRUNCATE_LOG:
-		for (unsigned i = 0; i < in->tl_used && r == 0; i++) {
-			struct o2_trunc_rec tr;
-
-			o2_inode_truncate_rec(ino, i, &tr);
-			if ((uint64_t)tr.start + tr.clusters > w->fs->info.total_clusters)
-				r = o2_corrupt(w->fs, blkno, "truncate log record %u (%u+%u) exceeds "
-					       "the volume", i, tr.start, tr.clusters);
-		}
+		r = o2_inode_check_alloc_contents(w->fs, ino);
 		break;
 	default:
 		break;

@@ -792,6 +792,51 @@ static struct o2_fs *must_open(struct vol *v)
 	return fs;
 }
 
+/*
+ * A read-write open works on the slot-0 journal, local alloc and truncate
+ * log: damage there must make it fail with -EUCLEAN naming the block (on a
+ * copy of the device; volumes whose features fscore cannot write are skipped).
+ */
+static void expect_rdwr_fault(struct vol *v, const char *what, uint64_t blkno)
+{
+	struct o2_blockdev *copy;
+	struct o2_fs *fs = NULL;
+	char err[512] = "";
+	int r;
+
+	ck_assert_int_eq(o2_blockdev_new_memory_from(v->img->data, v->img->size, v->img->size,
+						     &copy),
+			 0);
+	r = o2_fs_open(copy, O2_OPEN_RDWR, &fs, err, sizeof(err));
+	if (r == 0)
+		o2_fs_close(fs);
+	o2_blockdev_free(copy);
+	if (r == -EOPNOTSUPP)
+		return;
+	ck_assert_msg(r == 0, "%s: read-write open of the pristine volume: %d %s", v->ctx, r, err);
+
+	classify(v);
+	ck_assert_int_eq(o2_blockdev_new_memory_from(o2_blockdev_memory_data(v->dev), v->dev->size,
+						     v->dev->size, &copy),
+			 0);
+	err[0] = '\0';
+	r = o2_fs_open(copy, O2_OPEN_RDWR, &fs, err, sizeof(err));
+	if (r == 0)
+		o2_fs_close(fs);
+	o2_blockdev_free(copy);
+	if (!v->nmarks && v->ncorrected) {
+		ck_assert_msg(r == 0, "%s, %s: read-write open gave %d \"%s\" on a block the ECC "
+			      "repairs", v->ctx, what, r, err);
+		return;
+	}
+	bool named = !v->nmarks && names_block(err, blkno);
+	for (unsigned i = 0; i < v->nmarks; i++)
+		named |= names_block(err, v->marks[i]);
+	ck_assert_msg(r == -EUCLEAN && named,
+		      "%s, %s: read-write open gave %d \"%s\"; expected -EUCLEAN naming block %" PRIu64,
+		      v->ctx, what, r, err, v->nmarks ? v->marks[0] : blkno);
+}
+
 /* fs call result must be -EUCLEAN naming blkno (or the stale-check block). */
 static void expect_call(struct vol *v, struct o2_fs *fs, int r, const char *call, uint64_t blkno)
 {
@@ -1909,43 +1954,71 @@ VTEST(slot_map_huge_size)
 	run_all(v, &o);
 }
 
-VTEST(local_alloc_and_truncate_log)
+/* Slot 0's local alloc and truncate log; each damage its own case. */
+static void la_tl_case(struct vol *v, int which)
 {
 	uint64_t la = v->sys[O2_SYS_LOCAL_ALLOC][0], tl = v->sys[O2_SYS_TRUNCATE_LOG][0];
 	struct o2_dinode *l = dinode(v, la), *t = dinode(v, tl);
+	const char *what = "";
+	uint64_t b = la;
 
-	snap(v, la);
-	l->id2.i_lab.la_size = cpu_le16((uint16_t)(o2_local_alloc_max(v->bs) + 1));
-	touched(v, la, K_INODE);
-	expect_fault(v, "local alloc bitmap larger than the block", -EUCLEAN, la);
-	restore(v);
+	switch (which) {
+	case 0:
+		what = "local alloc bitmap larger than the block";
+		l->id2.i_lab.la_size = cpu_le16((uint16_t)(o2_local_alloc_max(v->bs) + 1));
+		break;
+	case 1:
+		what = "local alloc window past the volume";
+		l->id2.i_lab.la_bm_off = cpu_le32(0xFFFFFF00u);
+		l->id1.bitmap1.i_total = cpu_le32(64);
+		break;
+	case 2:
+		what = "truncate log used > count";
+		b = tl;
+		t->id2.i_dealloc.tl_used = cpu_le16((uint16_t)(le16(t->id2.i_dealloc.tl_count) + 1));
+		break;
+	case 3:
+		what = "truncate log count beyond the block";
+		b = tl;
+		t->id2.i_dealloc.tl_count =
+			cpu_le16((uint16_t)(o2_truncate_recs_per_inode(v->bs) + 1));
+		break;
+	default:
+		what = "truncate log record past the volume";
+		b = tl;
+		t->id2.i_dealloc.tl_used = cpu_le16(1);
+		t->id2.i_dealloc.tl_recs[0].t_start = cpu_le32(0xFFFFFFF0u);
+		t->id2.i_dealloc.tl_recs[0].t_clusters = cpu_le32(100);
+		break;
+	}
+	touched(v, b, K_INODE);
+	expect_fault(v, what, -EUCLEAN, b);
+	expect_rdwr_fault(v, what, b);
+}
 
-	snap(v, la);
-	l->id2.i_lab.la_bm_off = cpu_le32(0xFFFFFF00u);
-	l->id1.bitmap1.i_total = cpu_le32(64);
-	touched(v, la, K_INODE);
-	expect_fault(v, "local alloc window past the volume", -EUCLEAN, la);
-	restore(v);
+VTEST(local_alloc_size)
+{
+	la_tl_case(v, 0);
+}
 
-	snap(v, tl);
-	t->id2.i_dealloc.tl_used = cpu_le16((uint16_t)(le16(t->id2.i_dealloc.tl_count) + 1));
-	touched(v, tl, K_INODE);
-	expect_fault(v, "truncate log used > count", -EUCLEAN, tl);
-	restore(v);
+VTEST(local_alloc_window)
+{
+	la_tl_case(v, 1);
+}
 
-	snap(v, tl);
-	t->id2.i_dealloc.tl_count = cpu_le16((uint16_t)(o2_truncate_recs_per_inode(v->bs) + 1));
-	touched(v, tl, K_INODE);
-	expect_fault(v, "truncate log count beyond the block", -EUCLEAN, tl);
-	restore(v);
+VTEST(truncate_log_used)
+{
+	la_tl_case(v, 2);
+}
 
-	snap(v, tl);
-	t->id2.i_dealloc.tl_used = cpu_le16(1);
-	t->id2.i_dealloc.tl_recs[0].t_start = cpu_le32(0xFFFFFFF0u);
-	t->id2.i_dealloc.tl_recs[0].t_clusters = cpu_le32(100);
-	touched(v, tl, K_INODE);
-	expect_fault(v, "truncate log record past the volume", -EUCLEAN, tl);
-	restore(v);
+VTEST(truncate_log_count)
+{
+	la_tl_case(v, 3);
+}
+
+VTEST(truncate_log_record)
+{
+	la_tl_case(v, 4);
 }
 
 VTEST(journal_superblock)
@@ -1960,6 +2033,7 @@ VTEST(journal_superblock)
 		stmt;                                                                             \
 		snprintf(what, sizeof(what), "journal superblock %s", label);                     \
 		expect_fault(v, what, -EUCLEAN, b);                                               \
+		expect_rdwr_fault(v, what, b);                                                    \
 		struct o2_fs *fs = must_open(v);                                                  \
 		struct o2_journal_info ji;                                                        \
 		expect_call(v, fs, o2_journal_info(fs, 0, &ji), "o2_journal_info(0)", b);         \
@@ -1988,6 +2062,234 @@ VTEST(journal_superblock)
 	struct o2_journal_info ji;
 	expect_call(v, fs, o2_journal_info(fs, 0, &ji), "o2_journal_info(0)", j);
 	o2_fs_close(fs);
+}
+
+/* ---- journal replay (read-write open) over hand-made logs ---- */
+
+/*
+ * Open a copy of the volume read-write (which replays slot 0's journal if it
+ * is marked dirty).  Returns the open result; *ret_copy keeps the device to
+ * inspect afterwards.
+ */
+static int rdwr_open_copy(struct vol *v, struct o2_blockdev **ret_copy, char *err, size_t errlen)
+{
+	struct o2_fs *fs = SENTINEL_PTR;
+
+	ck_assert_int_eq(o2_blockdev_new_memory_from(v->mem, v->img->size, v->img->size, ret_copy),
+			 0);
+	err[0] = '\0';
+	int r = o2_fs_open(*ret_copy, O2_OPEN_RDWR, &fs, err, errlen);
+	if (r < 0) {
+		ck_assert_msg(allowed(r), "%s: read-write open returned %d (%s): %s", v->ctx, r,
+			      strerror(-r), err);
+		ck_assert_msg(fs == SENTINEL_PTR && err[0], "%s: failed open: ret_fs or message",
+			      v->ctx);
+		if (r == -EUCLEAN)
+			ck_assert_msg(names_some_block(err), "%s: -EUCLEAN names no block: \"%s\"",
+				      v->ctx, err);
+		return r;
+	}
+	int c = o2_fs_close(fs);
+	ck_assert_msg(c == 0, "%s: close after replay gave %d", v->ctx, c);
+	return 0;
+}
+
+struct jlog {
+	uint32_t first, maxlen, seq;
+	uint64_t phys0; /* physical block of journal block 0 (one extent) */
+	uint64_t scratch;
+};
+
+static uint8_t *jblk(struct vol *v, const struct jlog *l, uint32_t pos)
+{
+	return blk(v, l->phys0 + pos);
+}
+
+static void jheader(struct vol *v, const struct jlog *l, uint32_t pos, uint32_t type, uint32_t seq)
+{
+	struct jbd2_header *h = (struct jbd2_header *)jblk(v, l, pos);
+	memset(h, 0, v->bs);
+	h->h_magic = cpu_be32(JBD2_MAGIC);
+	h->h_blocktype = cpu_be32(type);
+	h->h_sequence = cpu_be32(seq);
+}
+
+/* A descriptor at pos with tags for blocks[0..n), flags as given; returns the next pos. */
+static uint32_t jdesc(struct vol *v, const struct jlog *l, uint32_t pos, const uint64_t *blocks,
+		      unsigned n, uint32_t seq, uint32_t extra_flags)
+{
+	uint8_t *d = jblk(v, l, pos);
+	unsigned off = sizeof(struct jbd2_header);
+	jheader(v, l, pos, JBD2_DESCRIPTOR_BLOCK, seq);
+	for (unsigned i = 0; i < n; i++) {
+		struct jbd2_block_tag *t = (struct jbd2_block_tag *)(d + off);
+		uint32_t fl = extra_flags | (i ? JBD2_TAG_SAME_UUID : 0) |
+			      (i + 1 == n ? JBD2_TAG_LAST : 0);
+		t->t_blocknr = cpu_be32((uint32_t)blocks[i]);
+		t->t_flags = cpu_be32(fl);
+		off += 8 + (i ? 0 : 16);
+		ck_assert_uint_le(off, v->bs);
+	}
+	return pos + 1 >= l->maxlen ? l->first : pos + 1;
+}
+
+static uint32_t jnext(const struct jlog *l, uint32_t pos)
+{
+	return pos + 1 >= l->maxlen ? l->first : pos + 1;
+}
+
+/* Mark slot 0's journal dirty with the log starting at start. */
+static void jsetup(struct vol *v, struct jlog *l, uint32_t start)
+{
+	uint64_t j = jino0(v);
+	struct jbd2_superblock *js = (struct jbd2_superblock *)blk(v, v->jsb[0]);
+	struct o2_dinode *di = dinode(v, j);
+
+	l->first = be32(js->s_first);
+	l->maxlen = be32(js->s_maxlen);
+	l->seq = be32(js->s_sequence);
+	l->phys0 = v->jsb[0];
+	l->scratch = v->jrec[1].blkno + 16;
+	ck_assert_uint_ge((uint64_t)v->jrec[0].clusters << v->bpc_bits, l->maxlen);
+	js->s_start = cpu_be32(start);
+	di->id1.journal1.ij_flags = cpu_le32(le32(di->id1.journal1.ij_flags) | O2_JOURNAL_DIRTY);
+	if (v->img->ecc)
+		recompute(v, j, K_INODE);
+}
+
+static bool rdwr_supported(struct vol *v)
+{
+	struct o2_blockdev *copy;
+	struct o2_fs *fs;
+	ck_assert_int_eq(o2_blockdev_new_memory_from(v->img->data, v->img->size, v->img->size, &copy),
+			 0);
+	int r = o2_fs_open(copy, O2_OPEN_RDWR, &fs, NULL, 0);
+	if (r == 0)
+		o2_fs_close(fs);
+	o2_blockdev_free(copy);
+	ck_assert_msg(r == 0 || r == -EOPNOTSUPP, "%s: pristine read-write open: %d", v->ctx, r);
+	return r == 0;
+}
+
+VTEST(journal_replay)
+{
+	if (v->raw || !rdwr_supported(v))
+		return;
+	struct jlog l;
+	struct o2_blockdev *copy;
+	char err[512];
+	int r;
+	uint8_t *want = malloc(v->bs);
+
+	/* An empty log marked dirty: nothing to replay, and the volume is clean after. */
+	jsetup(v, &l, l.first = be32(((struct jbd2_superblock *)blk(v, v->jsb[0]))->s_first));
+	memset(jblk(v, &l, l.first), 0, v->bs);
+	r = rdwr_open_copy(v, &copy, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s: empty dirty log: %d %s", v->ctx, r, err);
+	o2_blockdev_free(copy);
+
+	/* One transaction writing the scratch block; it must land, with ESCAPE undone. */
+	uint32_t p = l.first;
+	p = jdesc(v, &l, p, &l.scratch, 1, l.seq, JBD2_TAG_ESCAPE);
+	memset(want, 0x5A, v->bs);
+	*(o2be32 *)want = cpu_be32(JBD2_MAGIC);
+	memset(jblk(v, &l, p), 0x5A, v->bs);
+	memset(jblk(v, &l, p), 0, 4); /* escaped */
+	p = jnext(&l, p);
+	jheader(v, &l, p, JBD2_COMMIT_BLOCK, l.seq);
+	r = rdwr_open_copy(v, &copy, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s: one transaction: %d %s", v->ctx, r, err);
+	ck_assert_msg(memcmp(o2_blockdev_memory_data(copy) + l.scratch * v->bs, want, v->bs) == 0,
+		      "%s: the replayed block is not the logged copy (escape undone)", v->ctx);
+	o2_blockdev_free(copy);
+
+	/* The same with the wrong commit sequence: not committed, nothing written. */
+	jheader(v, &l, p, JBD2_COMMIT_BLOCK, l.seq + 1);
+	r = rdwr_open_copy(v, &copy, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s: uncommitted transaction: %d %s", v->ctx, r, err);
+	ck_assert_msg(memcmp(o2_blockdev_memory_data(copy) + l.scratch * v->bs, blk(v, l.scratch),
+			     v->bs) == 0,
+		      "%s: an uncommitted transaction was replayed", v->ctx);
+	o2_blockdev_free(copy);
+
+	/* Home blocks outside the volume, or the decoy sectors. */
+	const uint64_t bad[] = { v->nblocks, v->nblocks + 100, 0xFFFFFFFFu, 0, 1 };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p = jdesc(v, &l, l.first, &bad[i], 1, l.seq, 0);
+		memset(jblk(v, &l, p), 0x33, v->bs);
+		jheader(v, &l, jnext(&l, p), JBD2_COMMIT_BLOCK, l.seq);
+		r = rdwr_open_copy(v, &copy, err, sizeof(err));
+		ck_assert_msg(r == -EUCLEAN, "%s: replay to home block %" PRIu64 ": %d \"%s\"",
+			      v->ctx, bad[i], r, err);
+		o2_blockdev_free(copy);
+	}
+
+	/* A descriptor full of tags with no LAST flag, all for the scratch block. */
+	uint64_t many[600];
+	unsigned n = (unsigned)((v->bs - sizeof(struct jbd2_header) - 16) / 8);
+	for (unsigned i = 0; i < n; i++)
+		many[i] = l.scratch;
+	p = jdesc(v, &l, l.first, many, n, l.seq, 0);
+	struct jbd2_block_tag *last =
+		(struct jbd2_block_tag *)(jblk(v, &l, l.first) + sizeof(struct jbd2_header) + 16 +
+					  8 * (n - 1));
+	last->t_flags = cpu_be32(JBD2_TAG_SAME_UUID); /* no LAST_TAG anywhere */
+	for (unsigned i = 0; i < n; i++, p = jnext(&l, p))
+		memset(jblk(v, &l, p), (int)(i & 0xFF), v->bs);
+	jheader(v, &l, p, JBD2_COMMIT_BLOCK, l.seq);
+	r = rdwr_open_copy(v, &copy, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s: descriptor without LAST_TAG: %d %s", v->ctx, r, err);
+	memset(want, (int)((n - 1) & 0xFF), v->bs);
+	ck_assert_msg(memcmp(o2_blockdev_memory_data(copy) + l.scratch * v->bs, want, v->bs) == 0,
+		      "%s: the last copy of the block must win", v->ctx);
+	o2_blockdev_free(copy);
+
+	/* Revoke blocks claiming impossible sizes. */
+	const uint32_t counts[] = { 0, 11, v->bs + 4, 0xFFFFFFFFu };
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		jheader(v, &l, l.first, JBD2_REVOKE_BLOCK, l.seq);
+		((struct jbd2_revoke_header *)jblk(v, &l, l.first))->r_count = cpu_be32(counts[i]);
+		jheader(v, &l, jnext(&l, l.first), JBD2_COMMIT_BLOCK, l.seq);
+		r = rdwr_open_copy(v, &copy, err, sizeof(err));
+		ck_assert_msg(r == -EUCLEAN, "%s: revoke block of %u bytes: %d \"%s\"", v->ctx,
+			      counts[i], r, err);
+		o2_blockdev_free(copy);
+	}
+
+	/* A transaction that wraps around the end of the ring. */
+	struct jbd2_superblock *js = (struct jbd2_superblock *)blk(v, v->jsb[0]);
+	uint32_t start = l.maxlen - 1;
+	js->s_start = cpu_be32(start);
+	p = jdesc(v, &l, start, &l.scratch, 1, l.seq, 0);
+	ck_assert_uint_eq(p, l.first);
+	memset(jblk(v, &l, p), 0x77, v->bs);
+	jheader(v, &l, jnext(&l, p), JBD2_COMMIT_BLOCK, l.seq);
+	r = rdwr_open_copy(v, &copy, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s: wrapped transaction: %d %s", v->ctx, r, err);
+	memset(want, 0x77, v->bs);
+	ck_assert_msg(memcmp(o2_blockdev_memory_data(copy) + l.scratch * v->bs, want, v->bs) == 0,
+		      "%s: the wrapped transaction was not replayed", v->ctx);
+	o2_blockdev_free(copy);
+
+	/* A log that never ends: every block a commit of the next sequence. */
+	js->s_start = cpu_be32(l.first);
+	for (uint32_t pos = l.first, k = 0; pos < l.maxlen; pos++, k++)
+		jheader(v, &l, pos, JBD2_COMMIT_BLOCK, l.seq + k);
+	r = rdwr_open_copy(v, &copy, err, sizeof(err));
+	ck_assert_msg(r == 0 || r == -EUCLEAN, "%s: endless log: %d \"%s\"", v->ctx, r, err);
+	o2_blockdev_free(copy);
+
+	/* Garbage everywhere in the log. */
+	rng_seed(4242);
+	for (uint32_t pos = l.first; pos < l.maxlen; pos++)
+		for (unsigned k = 0; k < v->bs; k += 8) {
+			uint64_t x = rng();
+			memcpy(jblk(v, &l, pos) + k, &x, 8);
+		}
+	r = rdwr_open_copy(v, &copy, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s: garbage log: %d \"%s\"", v->ctx, r, err);
+	o2_blockdev_free(copy);
+	free(want);
 }
 
 /* ---- metaecc: the checks themselves ---- */
@@ -2205,7 +2507,8 @@ VTEST(fuzz)
 	const double slow = slow_env ? strtod(slow_env, NULL) : 10.0;
 	const bool keep_isize = getenv("O2_FUZZ_KEEP_ISIZE") != NULL;
 	const uint64_t region = (4 * MiB) / v->bs;
-	uint64_t seed = 0xF00D + (uint64_t)v->variant * 7919;
+	const char *seed_env = getenv("O2_FUZZ_SEED");
+	uint64_t seed = (seed_env ? strtoull(seed_env, NULL, 0) : 0xF00D) + (uint64_t)v->variant * 7919;
 	char base[200];
 
 	snprintf(base, sizeof(base), "%.190s", v->ctx);
@@ -2279,6 +2582,8 @@ VTEST(fuzz)
 		alarm((unsigned)slow);
 		clock_gettime(CLOCK_MONOTONIC, &t0);
 		run_all_mode(v, &o, true);
+		if (it % 8 == 0)
+			exercise_rdwr(v); /* read-write open: slot 0's files, journal, close */
 		clock_gettime(CLOCK_MONOTONIC, &t1);
 		alarm(0);
 		double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
@@ -2384,8 +2689,13 @@ static Suite *corrupt_suite(void)
 
 	tc = tcase_create("system files");
 	ADD_V(slot_map);
-	ADD_V(local_alloc_and_truncate_log);
+	ADD_V(local_alloc_size);
+	ADD_V(local_alloc_window);
+	ADD_V(truncate_log_used);
+	ADD_V(truncate_log_count);
+	ADD_V(truncate_log_record);
 	ADD_V(journal_superblock);
+	ADD_V(journal_replay);
 	ADD_V(metaecc_bit_flips);
 	tcase_set_timeout(tc, 600);
 	suite_add_tcase(s, tc);

@@ -138,9 +138,18 @@ static int path_journal(struct o2_trans *t, const struct o2_tree_owner *o, struc
 	return r;
 }
 
-/* Recompute the interior records on the path, bottom up. */
+/*
+ * Recompute the interior records on the path, bottom up.  An interior record
+ * starts where its subtree's first extent does, except along the leftmost
+ * path: there every interior level starts at cluster 0 (as the kernel and
+ * libocfs2 expect when they look up a position in a leading hole).
+ */
 static void path_fixup(struct path *p)
 {
+	bool leftmost = true;
+
+	for (int l = 0; l < p->n - 1; l++)
+		leftmost &= p->lv[l].idx == 0;
 	for (int l = p->n - 2; l >= 0; l--) {
 		struct o2_extent_list *el = p->lv[l].el, *child = p->lv[l + 1].el;
 		int i = p->lv[l].idx;
@@ -148,7 +157,7 @@ static void path_fixup(struct path *p)
 
 		if (!le16(child->next_free_rec))
 			continue;
-		uint32_t cpos = le32(child->recs[0].cpos);
+		uint32_t cpos = leftmost ? 0 : le32(child->recs[0].cpos);
 		uint64_t end = i + 1 < (int)n ? le32(el->recs[i + 1].cpos) : list_end(child);
 
 		el->recs[i].cpos = cpu_le32(cpos);
@@ -243,7 +252,7 @@ static int grow_root(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_
 	if (r < 0)
 		return r;
 	struct o2_extent_list *el = &((struct o2_extent_block *)b->data)->h_list;
-	uint32_t cpos = n ? le32(o->el->recs[0].cpos) : 0;
+	uint32_t cpos = 0; /* the leftmost interior record always starts at 0 */
 	uint64_t end = list_end(o->el);
 
 	memcpy(el->recs, o->el->recs, n * sizeof(struct o2_extent_rec));

@@ -1305,6 +1305,18 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 			r = set_dotdot(t, fs, of.ino, newdir);
 		if (r == 0 && ndir && olddir != newdir)
 			r = set_dotdot(t, fs, nf.ino, olddir);
+		/* both directories changed; both inodes' ctime */
+		if (r == 0)
+			r = o2_trans_add(t, odb);
+		if (r == 0)
+			r = o2_trans_add(t, ndb);
+		if (r == 0) {
+			o2_touch(fs, o2_buf_dinode(odb), true, true);
+			o2_touch(fs, o2_buf_dinode(ndb), true, true);
+			r = adjust_links(t, fs, of.ino, 0);
+		}
+		if (r == 0)
+			r = adjust_links(t, fs, nf.ino, 0);
 		goto rel;
 	}
 	if (have_new) {
@@ -1384,10 +1396,12 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 		r = o2_trans_add(t, odb);
 		if (r == 0)
 			r = o2_trans_add(t, ndb);
-		o2_touch(fs, o2_buf_dinode(odb), true, true);
-		o2_touch(fs, o2_buf_dinode(ndb), true, true);
-		/* the moved inode's ctime */
-		r = r ? r : adjust_links(t, fs, of.ino, 0);
+		if (r == 0) {
+			o2_touch(fs, o2_buf_dinode(odb), true, true);
+			o2_touch(fs, o2_buf_dinode(ndb), true, true);
+			/* the moved inode's ctime */
+			r = adjust_links(t, fs, of.ino, 0);
+		}
 	}
 rel:
 	o2_brelse(fs, odb);

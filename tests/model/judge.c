@@ -299,7 +299,8 @@ static const struct m_dirent **sorted_entries(const struct m_inode *dir, bool du
 			continue;
 		s[n++] = &dir->ents[i];
 	}
-	qsort(s, n, sizeof(*s), cmp_m_dirent_ptr);
+	if (n > 1)
+		qsort(s, n, sizeof(*s), cmp_m_dirent_ptr);
 	*ret_n = n;
 	return s;
 }
@@ -486,7 +487,8 @@ static char *check_dir(struct fscore_judge *j, const struct m_inode *dir, uint64
 		msg = fmt("%s: %zu entries named \".\" or \"..\", want 2", path, ndot);
 		goto out;
 	}
-	qsort(c.v, k, sizeof(*c.v), cmp_o2_dirent);
+	if (k > 1)
+		qsort(c.v, k, sizeof(*c.v), cmp_o2_dirent);
 	ms = sorted_entries(dir, false, &nm);
 	for (size_t a = 0, b = 0; a < k || b < nm;) {
 		int cmp = a == k ? 1 : b == nm ? -1 :
@@ -694,7 +696,8 @@ static char *rdump_dir(struct vol *v, const char *lpath, const struct m_inode *d
 		names[nn++] = strdup(e->d_name);
 	}
 	closedir(d);
-	qsort(names, nn, sizeof(*names), cmp_str_ptr);
+	if (nn)
+		qsort(names, nn, sizeof(*names), cmp_str_ptr);
 	ms = sorted_entries(dir, true, &nm);
 	for (size_t a = 0, b = 0; a < nn || b < nm;) {
 		int cmp = a == nn ? 1 : b == nm ? -1 :
@@ -953,7 +956,8 @@ char *judge_debugfs_ls(struct vol *v, const struct m_inode *dir, const char *pat
 		}
 		ents[n++] = (struct ls_ent){ line + off, ino };
 	}
-	qsort(ents, n, sizeof(*ents), cmp_ls_ent);
+	if (n > 1)
+		qsort(ents, n, sizeof(*ents), cmp_ls_ent);
 	ms = sorted_entries(dir, false, &nm);
 	for (size_t a = 0, b = 0; (a < n || b < nm) && !msg;) {
 		int c = a == n ? 1 : b == nm ? -1 :

@@ -34,7 +34,9 @@ struct o2_fs {
 		uint64_t global_bitmap, inode_alloc, extent_alloc, truncate_log, local_alloc,
 			orphan_dir;
 	} sys;
-	struct o2_openref *openrefs; /* inodes held open (orphan handling) */
+	/* inodes held open (orphan handling): a hash of chains */
+	struct o2_openref **refs;
+	unsigned nrefs_buckets, nrefs;
 	uint64_t gen_counter;	     /* mixes inode generations */
 };
 
@@ -134,6 +136,8 @@ struct o2_openref {
 	unsigned refs;
 };
 void o2_openrefs_free(struct o2_fs *fs);
+/* Drop every open reference, freeing the orphans they kept. */
+int o2_openrefs_close_all(struct o2_fs *fs);
 /* Free every orphan this slot's orphan directory holds. */
 int o2_orphans_process(struct o2_fs *fs);
 

@@ -694,12 +694,50 @@ static int delete_inode(struct o2_fs *fs, uint64_t ino)
 
 /* ---- open references and orphans ---- */
 
+static unsigned ref_bucket(const struct o2_fs *fs, uint64_t ino)
+{
+	return (unsigned)((ino * 0x9E3779B97F4A7C15ull) >> 40) & (fs->nrefs_buckets - 1);
+}
+
+static struct o2_openref **find_ref_slot(struct o2_fs *fs, uint64_t ino)
+{
+	if (!fs->nrefs_buckets)
+		return NULL;
+	struct o2_openref **pp = &fs->refs[ref_bucket(fs, ino)];
+
+	while (*pp && (*pp)->ino != ino)
+		pp = &(*pp)->next;
+	return pp;
+}
+
 static struct o2_openref *find_ref(struct o2_fs *fs, uint64_t ino)
 {
-	for (struct o2_openref *o = fs->openrefs; o; o = o->next)
-		if (o->ino == ino)
-			return o;
-	return NULL;
+	struct o2_openref **pp = find_ref_slot(fs, ino);
+
+	return pp ? *pp : NULL;
+}
+
+/* Double the buckets (a power of two) once chains get long. */
+static int refs_grow(struct o2_fs *fs)
+{
+	unsigned n = fs->nrefs_buckets ? fs->nrefs_buckets * 2 : 256, old = fs->nrefs_buckets;
+	struct o2_openref **nb = calloc(n, sizeof(*nb)), **ob = fs->refs;
+
+	if (!nb)
+		return -ENOMEM;
+	fs->refs = nb;
+	fs->nrefs_buckets = n;
+	for (unsigned i = 0; i < old; i++)
+		while (ob[i]) {
+			struct o2_openref *o = ob[i];
+			unsigned b = ref_bucket(fs, o->ino);
+
+			ob[i] = o->next;
+			o->next = nb[b];
+			nb[b] = o;
+		}
+	free(ob);
+	return 0;
 }
 
 int o2_inode_open_ref(struct o2_fs *fs, uint64_t ino)
@@ -707,15 +745,36 @@ int o2_inode_open_ref(struct o2_fs *fs, uint64_t ino)
 	struct o2_openref *o = find_ref(fs, ino);
 
 	if (!o) {
+		if (fs->nrefs >= fs->nrefs_buckets * 2u) {
+			int r = refs_grow(fs);
+
+			if (r < 0)
+				return r;
+		}
 		o = calloc(1, sizeof(*o));
 		if (!o)
 			return -ENOMEM;
+		unsigned b = ref_bucket(fs, ino);
+
 		o->ino = ino;
-		o->next = fs->openrefs;
-		fs->openrefs = o;
+		o->next = fs->refs[b];
+		fs->refs[b] = o;
+		fs->nrefs++;
 	}
 	o->refs++;
 	return 0;
+}
+
+int o2_openrefs_close_all(struct o2_fs *fs)
+{
+	int r = 0;
+
+	for (unsigned i = 0; i < fs->nrefs_buckets && r == 0; i++)
+		while (fs->refs[i] && r == 0) {
+			fs->refs[i]->refs = 1; /* every holder at once */
+			r = o2_inode_close_ref(fs, fs->refs[i]->ino);
+		}
+	return r;
 }
 
 static void orphan_name(uint64_t ino, char *buf)
@@ -751,19 +810,18 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 
 int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino)
 {
-	struct o2_openref **pp = &fs->openrefs, *o;
+	struct o2_openref **pp = find_ref_slot(fs, ino), *o;
 	struct o2_buf *ib;
 	bool orphan;
 	int r;
 
-	while (*pp && (*pp)->ino != ino)
-		pp = &(*pp)->next;
-	o = *pp;
+	o = pp ? *pp : NULL;
 	if (!o)
 		return -EINVAL;
 	if (--o->refs)
 		return 0;
 	*pp = o->next;
+	fs->nrefs--;
 	free(o);
 	if (!fs->journal)
 		return 0;
@@ -777,12 +835,16 @@ int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino)
 
 void o2_openrefs_free(struct o2_fs *fs)
 {
-	while (fs->openrefs) {
-		struct o2_openref *o = fs->openrefs;
+	for (unsigned i = 0; i < fs->nrefs_buckets; i++)
+		while (fs->refs[i]) {
+			struct o2_openref *o = fs->refs[i];
 
-		fs->openrefs = o->next;
-		free(o);
-	}
+			fs->refs[i] = o->next;
+			free(o);
+		}
+	free(fs->refs);
+	fs->refs = NULL;
+	fs->nrefs_buckets = fs->nrefs = 0;
 }
 
 /* The last link went: free the inode, or park it as an orphan while open. */

@@ -484,12 +484,7 @@ int o2_fs_close(struct o2_fs *fs)
 		return 0;
 	if (fs->journal && !fs->ro_reason) {
 		/* orphans still open: freed now (nothing holds them any more) */
-		while (fs->openrefs && r == 0) {
-			uint64_t ino = fs->openrefs->ino;
-
-			fs->openrefs->refs = 1;
-			r = o2_inode_close_ref(fs, ino);
-		}
+		r = o2_openrefs_close_all(fs);
 		if (r == 0)
 			r = o2_local_alloc_return(fs);
 		if (r == 0)

@@ -40,11 +40,12 @@ static int open_rw(struct ctl *c)
 	char errbuf[256] = "";
 	int ret;
 
-	ret = o2_blockdev_open_file(c->image, 0, &c->dev);
+	ret = o2_blockdev_open_file(c->image, O2_DEV_EXCLUSIVE, &c->dev);
 	if (ret < 0) {
 		c->dev = NULL;
 		c->open_err = ret;
-		snprintf(c->open_msg, sizeof(c->open_msg), "%s", strerror(-ret));
+		snprintf(c->open_msg, sizeof(c->open_msg), "%s",
+			 ret == -EBUSY ? "in use (mounted by ocfs2d?)" : strerror(-ret));
 		return ctl_fail(c, "%s: %s", c->image, c->open_msg);
 	}
 	ret = o2_fs_open_opts(c->dev, &opts, &c->fs, errbuf, sizeof(errbuf));

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -189,6 +190,10 @@ int o2_blockdev_open_file(const char *path, unsigned flags, struct o2_blockdev *
 		size = (uint64_t)st.st_size;
 	} else {
 		r = -ENOTBLK;
+		goto out_close;
+	}
+	if ((flags & O2_DEV_EXCLUSIVE) && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		goto out_close;
 	}
 	f = calloc(1, sizeof(*f));

@@ -31,6 +31,12 @@ struct o2_blockdev {
 
 #define O2_DEV_RDONLY 0x1 /* open for reading only */
 #define O2_DEV_DIRECT 0x2 /* O_DIRECT: bypass the page cache (shared disks) */
+/*
+ * Exclusive use on this machine: an advisory lock (flock) held while the
+ * device is open, so that a mounted volume is not also changed by an offline
+ * tool.  -EBUSY if another process holds it.
+ */
+#define O2_DEV_EXCLUSIVE 0x4
 
 /*
  * Read or write len bytes at byte offset off.  off and len must be multiples

@@ -1,0 +1,1050 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The FUSE low-level operations of a mounted volume.
+ *
+ * Inode numbers: FUSE's root is node 1; every other node id is the OCFS2
+ * inode number (its block number), which is never 1.  The generation is
+ * the inode's i_generation, so a reused block is a new inode to the kernel.
+ *
+ * Lookup counts: each reply that hands the kernel a node (lookup, create,
+ * mknod, mkdir, symlink, link, readdirplus) counts one lookup; forget takes
+ * them back.  While the kernel holds a node we hold an fscore open
+ * reference on it, so a file unlinked while open (or merely still known to
+ * the kernel) lives on as an orphan until the kernel forgets it.
+ *
+ * Caching: on one node every change passes through this mount, so the
+ * kernel's caches stay right; entry and attribute timeouts are options
+ * (1 s by default) and page caches are kept across opens.  The cluster
+ * layer will add invalidation when another node takes a lock.
+ *
+ * Every fscore call runs under the volume lock; replies are sent after it
+ * is released.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include "ocfs2d.h"
+
+#define NAME_MAX_O2 255
+#define COPY_CHUNK (1u << 20)
+
+static struct volume *vol_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static uint64_t to_blk(const struct volume *v, fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? v->root : (uint64_t)ino;
+}
+
+static fuse_ino_t to_fuse(const struct volume *v, uint64_t blk)
+{
+	return blk == v->root ? FUSE_ROOT_ID : (fuse_ino_t)blk;
+}
+
+static void lock(struct volume *v)
+{
+	g_mutex_lock(&v->lock);
+}
+
+static void unlock(struct volume *v)
+{
+	g_mutex_unlock(&v->lock);
+}
+
+/* Log what fscore said about a failure that is not an ordinary errno answer. */
+static int note(struct volume *v, const char *op, int r)
+{
+	if (r == -EUCLEAN || r == -EIO || r == -EROFS) {
+		const char *msg = v->fs ? o2_fs_error(v->fs) : "";
+
+		if (r != -EROFS || (v->fs && o2_fs_readonly_reason(v->fs)))
+			g_warning("%s: %s: %s", v->device, op, msg[0] ? msg : g_strerror(-r));
+	}
+	return r;
+}
+
+/* ---- lookup counts (under the lock) ---- */
+
+static int node_ref(struct volume *v, uint64_t blk)
+{
+	uint64_t *n = g_hash_table_lookup(v->nodes, &blk);
+
+	if (n) {
+		n[1]++;
+		return 0;
+	}
+	int r = o2_inode_open_ref(v->fs, blk);
+
+	if (r < 0)
+		return r;
+	n = g_new(uint64_t, 2);
+	n[0] = blk;
+	n[1] = 1;
+	g_hash_table_insert(v->nodes, n, n);
+	return 0;
+}
+
+static void node_unref(struct volume *v, uint64_t blk, uint64_t count)
+{
+	uint64_t *n = g_hash_table_lookup(v->nodes, &blk);
+
+	if (!n)
+		return;
+	n[1] = count >= n[1] ? 0 : n[1] - count;
+	if (n[1])
+		return;
+	g_hash_table_remove(v->nodes, &blk);
+	if (v->fs) {
+		int r = o2_inode_close_ref(v->fs, blk);
+
+		if (r < 0)
+			note(v, "freeing an unlinked inode", r);
+	}
+}
+
+void fuseops_forget_all(struct volume *v)
+{
+	GHashTableIter it;
+	gpointer key;
+
+	g_hash_table_iter_init(&it, v->nodes);
+	while (g_hash_table_iter_next(&it, &key, NULL)) {
+		uint64_t blk = *(uint64_t *)key;
+
+		if (v->fs)
+			o2_inode_close_ref(v->fs, blk);
+		g_hash_table_iter_remove(&it);
+	}
+}
+
+/* ---- attributes ---- */
+
+static void fill_stat(const struct volume *v, const struct o2_inode_info *in, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = in->blkno;
+	st->st_mode = in->mode;
+	st->st_nlink = in->links;
+	st->st_uid = in->uid;
+	st->st_gid = in->gid;
+	st->st_rdev = (dev_t)in->rdev;
+	st->st_size = (off_t)in->size;
+	st->st_blksize = v->cluster_size < 65536 ? v->cluster_size : 65536;
+	st->st_blocks = (blkcnt_t)((uint64_t)in->clusters * (v->cluster_size / 512));
+	st->st_atim.tv_sec = in->atime.sec;
+	st->st_atim.tv_nsec = in->atime.nsec;
+	st->st_mtim.tv_sec = in->mtime.sec;
+	st->st_mtim.tv_nsec = in->mtime.nsec;
+	st->st_ctim.tv_sec = in->ctime.sec;
+	st->st_ctim.tv_nsec = in->ctime.nsec;
+}
+
+/* Attributes of blk (under the lock). */
+static int get_stat(struct volume *v, uint64_t blk, struct stat *st, uint32_t *gen)
+{
+	struct o2_inode *ino;
+	int r = o2_inode_get(v->fs, blk, &ino);
+
+	if (r < 0)
+		return r;
+	const struct o2_inode_info *in = o2_inode_info(ino);
+
+	if (!(in->flags & O2_INODE_VALID)) {
+		o2_inode_unref(ino);
+		return -ESTALE;
+	}
+	fill_stat(v, in, st);
+	if (gen)
+		*gen = in->generation;
+	o2_inode_unref(ino);
+	return 0;
+}
+
+/* An entry for blk, counting one lookup (under the lock). */
+static int make_entry(struct volume *v, uint64_t blk, struct fuse_entry_param *e)
+{
+	uint32_t gen = 0;
+	int r;
+
+	memset(e, 0, sizeof(*e));
+	r = get_stat(v, blk, &e->attr, &gen);
+	if (r == 0)
+		r = node_ref(v, blk);
+	if (r < 0)
+		return r;
+	e->ino = to_fuse(v, blk);
+	e->generation = gen;
+	e->attr_timeout = v->opts.attr_timeout;
+	e->entry_timeout = v->opts.entry_timeout;
+	return 0;
+}
+
+static void reply_entry_or_err(fuse_req_t req, int r, const struct fuse_entry_param *e)
+{
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_entry(req, e);
+}
+
+static bool name_ok(const char *name, int *r)
+{
+	size_t len = strlen(name);
+
+	*r = len > NAME_MAX_O2 ? -ENAMETOOLONG : 0;
+	return !*r;
+}
+
+/* ---- session ---- */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	/* bigger requests: fewer round trips for sequential I/O */
+	conn->max_write = 1u << 20;
+	conn->max_readahead = 1u << 20;
+	if (conn->capable & FUSE_CAP_SPLICE_READ)
+		conn->want &= ~FUSE_CAP_SPLICE_READ;
+	conn->want |= conn->capable & FUSE_CAP_READDIRPLUS;
+	conn->want |= conn->capable & FUSE_CAP_ASYNC_READ;
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	conn->time_gran = 1;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct volume *v = vol_of(req);
+	struct fuse_entry_param e;
+	struct o2_inode *dir;
+	struct o2_dirent de;
+	int r;
+
+	if (!name_ok(name, &r)) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	lock(v);
+	r = o2_inode_get(v->fs, to_blk(v, parent), &dir);
+	if (r == 0) {
+		r = o2_dir_lookup(v->fs, dir, name, strlen(name), &de);
+		o2_inode_unref(dir);
+	}
+	if (r == 0)
+		r = make_entry(v, de.ino, &e);
+	unlock(v);
+	if (r == -ENOENT) {
+		/* a negative entry the kernel may cache like a positive one */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = v->opts.entry_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	reply_entry_or_err(req, note(v, "lookup", r), &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct volume *v = vol_of(req);
+
+	lock(v);
+	node_unref(v, to_blk(v, ino), nlookup);
+	unlock(v);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct volume *v = vol_of(req);
+
+	lock(v);
+	for (size_t i = 0; i < count; i++)
+		node_unref(v, to_blk(v, forgets[i].ino), forgets[i].nlookup);
+	unlock(v);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct volume *v = vol_of(req);
+	struct stat st;
+	int r;
+
+	lock(v);
+	r = get_stat(v, to_blk(v, ino), &st, NULL);
+	unlock(v);
+	if (r < 0)
+		fuse_reply_err(req, -note(v, "getattr", r));
+	else
+		fuse_reply_attr(req, &st, v->opts.attr_timeout);
+}
+
+static struct o2_timespec now_ts(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (struct o2_timespec){ ts.tv_sec, (uint32_t)ts.tv_nsec };
+}
+
+static struct o2_timespec to_ts(const struct timespec *t)
+{
+	return (struct o2_timespec){ t->tv_sec, (uint32_t)t->tv_nsec };
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct volume *v = vol_of(req);
+	struct o2_setattr a = { 0 };
+	unsigned mask = 0;
+	uint64_t blk = to_blk(v, ino);
+	struct stat st;
+	int r;
+
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		mask |= O2_SET_MODE;
+		a.mode = attr->st_mode & 07777;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		mask |= O2_SET_UID;
+		a.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		mask |= O2_SET_GID;
+		a.gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		mask |= O2_SET_SIZE;
+		a.size = (uint64_t)attr->st_size;
+	}
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
+		mask |= O2_SET_ATIME;
+		a.atime = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? now_ts() : to_ts(&attr->st_atim);
+	}
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+		mask |= O2_SET_MTIME;
+		a.mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? now_ts() : to_ts(&attr->st_mtim);
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME) {
+		mask |= O2_SET_CTIME;
+		a.ctime = to_ts(&attr->st_ctim);
+	}
+	lock(v);
+	r = o2_setattr(v->fs, blk, &a, mask);
+	if (r == 0 && (mask & O2_SET_SIZE) && !(mask & O2_SET_MTIME)) {
+		/* truncate(2) changes mtime and ctime even when the size stays */
+		struct o2_setattr t = { .mtime = now_ts() };
+
+		t.ctime = t.mtime;
+		r = o2_setattr(v->fs, blk, &t, O2_SET_MTIME | O2_SET_CTIME);
+	}
+	if (r == 0)
+		r = get_stat(v, blk, &st, NULL);
+	unlock(v);
+	if (r < 0)
+		fuse_reply_err(req, -note(v, "setattr", r));
+	else
+		fuse_reply_attr(req, &st, v->opts.attr_timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct volume *v = vol_of(req);
+	char buf[PATH_MAX + 1];
+	struct o2_inode *in;
+	int r;
+
+	lock(v);
+	r = o2_inode_get(v->fs, to_blk(v, ino), &in);
+	if (r == 0) {
+		r = S_ISLNK(o2_inode_info(in)->mode) ? o2_inode_readlink(v->fs, in, buf, sizeof(buf))
+						      : -EINVAL;
+		o2_inode_unref(in);
+	}
+	unlock(v);
+	if (r < 0)
+		fuse_reply_err(req, -note(v, "readlink", r));
+	else
+		fuse_reply_readlink(req, buf);
+}
+
+/*
+ * Owner and group of a new inode: the caller's, except that a set-group-ID
+ * directory gives its group (and, to new directories, its set-group-ID bit).
+ */
+static int new_inode(struct volume *v, fuse_req_t req, uint64_t dir, mode_t mode,
+		     struct o2_new_inode *ni)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct o2_inode *d;
+	int r = o2_inode_get(v->fs, dir, &d);
+
+	if (r < 0)
+		return r;
+	const struct o2_inode_info *di = o2_inode_info(d);
+
+	ni->mode = (uint16_t)mode;
+	ni->uid = ctx->uid;
+	ni->gid = ctx->gid;
+	ni->rdev = 0;
+	if (di->mode & S_ISGID) {
+		ni->gid = di->gid;
+		if (S_ISDIR(mode))
+			ni->mode |= S_ISGID;
+	}
+	o2_inode_unref(d);
+	return 0;
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	struct volume *v = vol_of(req);
+	struct fuse_entry_param e;
+	struct o2_new_inode ni;
+	uint64_t blk = 0, dir = to_blk(v, parent);
+	int r;
+
+	if (!name_ok(name, &r)) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	lock(v);
+	r = new_inode(v, req, dir, mode, &ni);
+	ni.rdev = rdev;
+	if (r == 0)
+		r = o2_create(v->fs, dir, name, strlen(name), &ni, &blk);
+	if (r == 0)
+		r = make_entry(v, blk, &e);
+	unlock(v);
+	reply_entry_or_err(req, note(v, "mknod", r), &e);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct volume *v = vol_of(req);
+	struct fuse_entry_param e;
+	struct o2_new_inode ni;
+	uint64_t blk = 0, dir = to_blk(v, parent);
+	int r;
+
+	if (!name_ok(name, &r)) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	lock(v);
+	r = new_inode(v, req, dir, S_IFDIR | (mode & 07777), &ni);
+	if (r == 0)
+		r = o2_mkdir(v->fs, dir, name, strlen(name), &ni, &blk);
+	if (r == 0)
+		r = make_entry(v, blk, &e);
+	unlock(v);
+	reply_entry_or_err(req, note(v, "mkdir", r), &e);
+}
+
+static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
+{
+	struct volume *v = vol_of(req);
+	struct fuse_entry_param e;
+	struct o2_new_inode ni;
+	uint64_t blk = 0, dir = to_blk(v, parent);
+	int r;
+
+	if (!name_ok(name, &r)) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	if (strlen(target) >= PATH_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
+	lock(v);
+	r = new_inode(v, req, dir, S_IFLNK | 0777, &ni);
+	if (r == 0)
+		r = o2_symlink(v->fs, dir, name, strlen(name), target, &ni, &blk);
+	if (r == 0)
+		r = make_entry(v, blk, &e);
+	unlock(v);
+	reply_entry_or_err(req, note(v, "symlink", r), &e);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct volume *v = vol_of(req);
+	struct fuse_entry_param e;
+	uint64_t blk = to_blk(v, ino);
+	int r;
+
+	if (!name_ok(newname, &r)) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	lock(v);
+	r = o2_link(v->fs, blk, to_blk(v, newparent), newname, strlen(newname));
+	if (r == 0)
+		r = make_entry(v, blk, &e);
+	unlock(v);
+	reply_entry_or_err(req, note(v, "link", r), &e);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct volume *v = vol_of(req);
+	int r;
+
+	if (!name_ok(name, &r)) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	lock(v);
+	r = o2_unlink(v->fs, to_blk(v, parent), name, strlen(name));
+	unlock(v);
+	fuse_reply_err(req, -note(v, "unlink", r));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct volume *v = vol_of(req);
+	int r;
+
+	if (!name_ok(name, &r)) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	lock(v);
+	r = o2_rmdir(v->fs, to_blk(v, parent), name, strlen(name));
+	unlock(v);
+	fuse_reply_err(req, -note(v, "rmdir", r));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	struct volume *v = vol_of(req);
+	unsigned o2flags = 0;
+	int r;
+
+	if (!name_ok(name, &r) || !name_ok(newname, &r)) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	if (flags & RENAME_NOREPLACE)
+		o2flags |= O2_RENAME_NOREPLACE;
+	if (flags & RENAME_EXCHANGE)
+		o2flags |= O2_RENAME_EXCHANGE;
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		fuse_reply_err(req, EINVAL); /* RENAME_WHITEOUT: no overlay support */
+		return;
+	}
+	lock(v);
+	r = o2_rename(v->fs, to_blk(v, parent), name, strlen(name), to_blk(v, newparent), newname,
+		      strlen(newname), o2flags);
+	unlock(v);
+	fuse_reply_err(req, -note(v, "rename", r));
+}
+
+/* ---- files ---- */
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct volume *v = vol_of(req);
+	uint64_t blk = to_blk(v, ino);
+	int r = 0;
+
+	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+		struct o2_setattr a = { .size = 0, .mtime = now_ts() };
+
+		a.ctime = a.mtime;
+		lock(v);
+		r = o2_setattr(v->fs, blk, &a, O2_SET_SIZE | O2_SET_MTIME | O2_SET_CTIME);
+		unlock(v);
+	}
+	if (r < 0) {
+		fuse_reply_err(req, -note(v, "open", r));
+		return;
+	}
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct volume *v = vol_of(req);
+	struct fuse_entry_param e;
+	struct o2_new_inode ni;
+	uint64_t blk = 0, dir = to_blk(v, parent);
+	int r;
+
+	if (!name_ok(name, &r)) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	lock(v);
+	r = new_inode(v, req, dir, S_IFREG | (mode & 07777), &ni);
+	if (r == 0)
+		r = o2_create(v->fs, dir, name, strlen(name), &ni, &blk);
+	if (r == 0)
+		r = make_entry(v, blk, &e);
+	unlock(v);
+	if (r < 0) {
+		fuse_reply_err(req, -note(v, "create", r));
+		return;
+	}
+	fi->keep_cache = 1;
+	if (fuse_reply_create(req, &e, fi) != 0) {
+		/* the kernel did not take it: give its lookup back */
+		lock(v);
+		node_unref(v, blk, 1);
+		unlock(v);
+	}
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct volume *v = vol_of(req);
+	struct o2_inode *in;
+	char *buf = g_try_malloc(size ? size : 1);
+	ssize_t n;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	lock(v);
+	n = o2_inode_get(v->fs, to_blk(v, ino), &in);
+	if (n == 0) {
+		n = o2_inode_read(v->fs, in, (uint64_t)off, buf, size);
+		o2_inode_unref(in);
+	}
+	unlock(v);
+	if (n < 0)
+		fuse_reply_err(req, -note(v, "read", (int)n));
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	g_free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct volume *v = vol_of(req);
+	ssize_t n;
+
+	if (off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	lock(v);
+	n = o2_write(v->fs, to_blk(v, ino), (uint64_t)off, buf, size);
+	unlock(v);
+	if (n < 0)
+		fuse_reply_err(req, -note(v, "write", (int)n));
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct volume *v = vol_of(req);
+	int r;
+
+	lock(v);
+	r = o2_fs_sync(v->fs);
+	unlock(v);
+	fuse_reply_err(req, -note(v, "fsync", r));
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct volume *v = vol_of(req);
+	struct o2_statfs s;
+	struct statvfs st = { 0 };
+	int r;
+
+	lock(v);
+	r = o2_statfs(v->fs, &s);
+	unlock(v);
+	if (r < 0) {
+		fuse_reply_err(req, -note(v, "statfs", r));
+		return;
+	}
+	st.f_bsize = (unsigned long)s.cluster_size;
+	st.f_frsize = (unsigned long)s.cluster_size;
+	st.f_blocks = s.total_clusters;
+	st.f_bfree = s.free_clusters;
+	st.f_bavail = s.free_clusters;
+	st.f_files = s.total_inodes;
+	st.f_ffree = s.free_inodes;
+	st.f_favail = s.free_inodes;
+	st.f_namemax = s.max_name_len;
+	fuse_reply_statfs(req, &st);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	struct volume *v = vol_of(req);
+	int r;
+
+	if (mode & ~FALLOC_FL_KEEP_SIZE) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (off < 0 || len <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	lock(v);
+	r = o2_fallocate(v->fs, to_blk(v, ino), (mode & FALLOC_FL_KEEP_SIZE) ? O2_FALLOC_KEEP_SIZE : 0,
+			 (uint64_t)off, (uint64_t)len);
+	unlock(v);
+	fuse_reply_err(req, -note(v, "fallocate", r));
+}
+
+/*
+ * SEEK_DATA / SEEK_HOLE: data is what the extent tree maps to written
+ * clusters (or inline data); holes and unwritten extents read as zeros and
+ * count as holes.  The end of the file is a hole.
+ */
+static off_t seek_data_hole(struct volume *v, struct o2_inode *in, off_t off, int whence)
+{
+	const struct o2_inode_info *info = o2_inode_info(in);
+	uint64_t size = info->size, cs = v->cluster_size;
+
+	if (off < 0 || (uint64_t)off >= size)
+		return -ENXIO;
+	if (info->kind != O2_ID2_EXTENTS)
+		return whence == SEEK_DATA ? off : (off_t)size;
+	uint64_t pos = (uint64_t)off;
+
+	while (pos < size) {
+		struct o2_extent ex;
+		int r = o2_inode_map(v->fs, in, (uint32_t)(pos / cs), &ex);
+
+		if (r < 0)
+			return r;
+		bool data = ex.blkno && !(ex.flags & O2_EXTENT_UNWRITTEN);
+		uint64_t end = ex.clusters == UINT32_MAX ? size : ((uint64_t)ex.cpos + ex.clusters) * cs;
+
+		if (data == (whence == SEEK_DATA))
+			return (off_t)pos;
+		if (end <= pos)
+			return -EUCLEAN;
+		pos = end;
+	}
+	return whence == SEEK_DATA ? -ENXIO : (off_t)size;
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct volume *v = vol_of(req);
+	struct o2_inode *in;
+	off_t r;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	lock(v);
+	r = o2_inode_get(v->fs, to_blk(v, ino), &in);
+	if (r == 0) {
+		r = seek_data_hole(v, in, off, whence);
+		o2_inode_unref(in);
+	}
+	unlock(v);
+	if (r < 0)
+		fuse_reply_err(req, -note(v, "lseek", (int)r));
+	else
+		fuse_reply_lseek(req, r);
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			       struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct volume *v = vol_of(req);
+	char *buf;
+	size_t done = 0;
+	int r = 0;
+
+	if (flags || off_in < 0 || off_out < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	buf = g_try_malloc(COPY_CHUNK);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	while (done < len && r == 0) {
+		size_t want = MIN(len - done, COPY_CHUNK);
+		struct o2_inode *in;
+		ssize_t n;
+
+		lock(v);
+		n = o2_inode_get(v->fs, to_blk(v, ino_in), &in);
+		if (n == 0) {
+			n = o2_inode_read(v->fs, in, (uint64_t)off_in + done, buf, want);
+			o2_inode_unref(in);
+		}
+		if (n > 0)
+			n = o2_write(v->fs, to_blk(v, ino_out), (uint64_t)off_out + done, buf,
+				     (size_t)n);
+		unlock(v);
+		if (n < 0)
+			r = (int)n;
+		else if (n == 0)
+			break; /* end of the source */
+		else
+			done += (size_t)n;
+	}
+	g_free(buf);
+	if (r < 0 && done == 0)
+		fuse_reply_err(req, -note(v, "copy_file_range", r));
+	else
+		fuse_reply_write(req, done);
+}
+
+/* ---- directories ---- */
+
+struct dir_snap {
+	GArray *ents; /* struct snap_ent */
+};
+
+struct snap_ent {
+	uint64_t ino;
+	uint8_t type;
+	char *name;
+};
+
+static int snap_add(const struct o2_dirent *de, void *arg)
+{
+	struct dir_snap *s = arg;
+	struct snap_ent e = { de->ino, de->type, g_strndup(de->name, de->name_len) };
+
+	g_array_append_val(s->ents, e);
+	return 0;
+}
+
+static void snap_free(struct dir_snap *s)
+{
+	for (guint i = 0; i < s->ents->len; i++)
+		g_free(g_array_index(s->ents, struct snap_ent, i).name);
+	g_array_free(s->ents, TRUE);
+	g_free(s);
+}
+
+/* A directory's entries are read once at opendir; readdir serves offsets into that. */
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct volume *v = vol_of(req);
+	struct dir_snap *s = g_new0(struct dir_snap, 1);
+	struct o2_inode *dir;
+	int r;
+
+	s->ents = g_array_new(FALSE, FALSE, sizeof(struct snap_ent));
+	lock(v);
+	r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
+	if (r == 0) {
+		r = o2_dir_iterate(v->fs, dir, snap_add, s);
+		o2_inode_unref(dir);
+	}
+	unlock(v);
+	if (r < 0) {
+		snap_free(s);
+		fuse_reply_err(req, -note(v, "opendir", r));
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)s;
+	fi->cache_readdir = 0;
+	if (fuse_reply_open(req, fi) != 0)
+		snap_free(s);
+}
+
+static mode_t dt_mode(uint8_t t)
+{
+	static const mode_t m[] = { [O2_DT_REG] = S_IFREG,   [O2_DT_DIR] = S_IFDIR,
+				    [O2_DT_CHR] = S_IFCHR,   [O2_DT_BLK] = S_IFBLK,
+				    [O2_DT_FIFO] = S_IFIFO,  [O2_DT_SOCK] = S_IFSOCK,
+				    [O2_DT_LNK] = S_IFLNK };
+
+	return t < G_N_ELEMENTS(m) ? m[t] : 0;
+}
+
+static bool is_dot(const char *name)
+{
+	return !strcmp(name, ".") || !strcmp(name, "..");
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, bool plus)
+{
+	struct volume *v = vol_of(req);
+	struct dir_snap *s = (struct dir_snap *)(uintptr_t)fi->fh;
+	char *buf = g_try_malloc(size ? size : 1);
+	size_t used = 0;
+	int r = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (plus)
+		lock(v);
+	for (guint i = off < 0 ? 0 : (guint)off; i < s->ents->len; i++) {
+		const struct snap_ent *e = &g_array_index(s->ents, struct snap_ent, i);
+		size_t n;
+
+		if (plus) {
+			struct fuse_entry_param ep;
+
+			memset(&ep, 0, sizeof(ep));
+			if (is_dot(e->name)) {
+				ep.attr.st_ino = e->ino;
+				ep.attr.st_mode = dt_mode(e->type);
+			} else {
+				r = make_entry(v, e->ino, &ep);
+				if (r == -ESTALE || r == -ENOENT) {
+					r = 0; /* gone since opendir */
+					continue;
+				}
+				if (r < 0)
+					break;
+			}
+			n = fuse_add_direntry_plus(req, buf + used, size - used, e->name, &ep,
+						   (off_t)i + 1);
+			if (n > size - used) {
+				if (!is_dot(e->name))
+					node_unref(v, e->ino, 1); /* not sent after all */
+				break;
+			}
+		} else {
+			struct stat st = { .st_ino = e->ino, .st_mode = dt_mode(e->type) };
+
+			n = fuse_add_direntry(req, buf + used, size - used, e->name, &st,
+					      (off_t)i + 1);
+			if (n > size - used)
+				break;
+		}
+		used += n;
+	}
+	if (plus)
+		unlock(v);
+	if (r < 0 && used == 0)
+		fuse_reply_err(req, -note(v, "readdir", r));
+	else
+		fuse_reply_buf(req, buf, used);
+	g_free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	do_readdir(req, ino, size, off, fi, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	snap_free((struct dir_snap *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	op_fsync(req, ino, datasync, fi);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.create = op_create,
+	.fallocate = op_fallocate,
+	.copy_file_range = op_copy_file_range,
+	.lseek = op_lseek,
+};
+
+struct fuse_session *fuseops_session_new(struct volume *v, GError **err)
+{
+	g_autofree char *fsname = g_strdup_printf("fsname=%s", v->device);
+	GPtrArray *argv = g_ptr_array_new();
+	struct fuse_session *se;
+
+	g_ptr_array_add(argv, (char *)"ocfs2d");
+	g_ptr_array_add(argv, (char *)"-o");
+	g_ptr_array_add(argv, (char *)"default_permissions,subtype=ocfs2");
+	g_ptr_array_add(argv, (char *)"-o");
+	g_ptr_array_add(argv, fsname);
+	if (v->opts.allow_other) {
+		g_ptr_array_add(argv, (char *)"-o");
+		g_ptr_array_add(argv, (char *)"allow_other");
+	}
+	if (v->opts.ro) {
+		g_ptr_array_add(argv, (char *)"-o");
+		g_ptr_array_add(argv, (char *)"ro");
+	}
+	if (v->opts.debug)
+		g_ptr_array_add(argv, (char *)"-d");
+	struct fuse_args args = FUSE_ARGS_INIT((int)argv->len, (char **)argv->pdata);
+
+	se = fuse_session_new(&args, &ops, sizeof(ops), v);
+	fuse_opt_free_args(&args);
+	g_ptr_array_free(argv, TRUE);
+	if (!se)
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_FAILED,
+			    "%s: cannot start a FUSE session (libfuse said why above)", v->device);
+	return se;
+}

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * ocfs2d: serve OCFS2 volumes through FUSE.
+ *
+ *   ocfs2d [-f] [-o OPTIONS] DEVICE MOUNTPOINT   one volume; exits when it is unmounted
+ *   ocfs2d [-f] --server [--control PATH]        mount and unmount on request
+ *                                                (ocfs2ctl mount / umount)
+ *
+ * Without -f the daemon detaches once the volume is mounted (or the control
+ * socket listens), so that the caller knows the outcome.  SIGTERM and
+ * SIGINT unmount every volume cleanly (forcing a busy one: its open files
+ * get errors) and exit; a SIGKILL leaves the journal for the next mount.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <glib-unix.h>
+#include <glib.h>
+
+#include "ocfs2d.h"
+
+static GMainLoop *loop;
+static struct volume *single;
+static int exit_status;
+
+static gboolean on_signal(gpointer data)
+{
+	g_message("%s: unmounting and exiting", (const char *)data);
+	if (single) {
+		g_autoptr(GError) err = NULL;
+
+		if (!volume_unmount(single, true, &err))
+			g_warning("%s", err->message);
+		/* the volume's thread reports gone(): that quits the loop */
+	} else {
+		control_unmount_all();
+		g_main_loop_quit(loop);
+	}
+	return G_SOURCE_CONTINUE;
+}
+
+static gboolean quit_idle(gpointer data)
+{
+	g_main_loop_quit(loop);
+	return G_SOURCE_REMOVE;
+}
+
+static void single_gone(struct volume *v, void *arg)
+{
+	if (v->close_result < 0)
+		exit_status = 1;
+	g_idle_add(quit_idle, NULL);
+}
+
+/*
+ * Detaching: fork; the child carries on, the parent waits on a pipe for
+ * one byte (0: ready, else failed) and exits with it.
+ */
+static int ready_fd = -1;
+
+static void detach(void)
+{
+	int p[2];
+
+	if (pipe(p) < 0) {
+		perror("ocfs2d: pipe");
+		exit(1);
+	}
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		perror("ocfs2d: fork");
+		exit(1);
+	}
+	if (pid > 0) {
+		unsigned char c = 1;
+
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1)
+			c = 1;
+		_exit(c);
+	}
+	close(p[0]);
+	ready_fd = p[1];
+	setsid();
+}
+
+static void report_ready(bool ok)
+{
+	if (ready_fd < 0)
+		return;
+	unsigned char c = ok ? 0 : 1;
+
+	if (write(ready_fd, &c, 1) < 0)
+		g_warning("telling the parent: %s", g_strerror(errno));
+	close(ready_fd);
+	ready_fd = -1;
+	if (ok) {
+		int null = open("/dev/null", O_RDWR);
+
+		if (null >= 0) {
+			dup2(null, STDIN_FILENO);
+			/* stdout/stderr stay: logs go wherever the caller sent them */
+			close(null);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	gboolean foreground = FALSE, server = FALSE, idle_exit = FALSE, version = FALSE;
+	g_autofree char *opts_str = NULL, *control = NULL;
+	g_autoptr(GError) err = NULL;
+	GOptionEntry entries[] = {
+		{ "foreground", 'f', 0, G_OPTION_ARG_NONE, &foreground, "stay in the foreground", NULL },
+		{ "options", 'o', 0, G_OPTION_ARG_STRING, &opts_str,
+		  "mount options: ro, allow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, "
+		  "debug",
+		  "OPTS" },
+		{ "server", 's', 0, G_OPTION_ARG_NONE, &server,
+		  "serve mount requests on the control socket", NULL },
+		{ "control", 'c', 0, G_OPTION_ARG_FILENAME, &control,
+		  "control socket (default " OCFS2D_CONTROL_DEFAULT ")", "PATH" },
+		{ "exit-when-idle", 0, 0, G_OPTION_ARG_NONE, &idle_exit,
+		  "server: exit once the last volume is unmounted", NULL },
+		{ "version", 'V', 0, G_OPTION_ARG_NONE, &version, "print the version", NULL },
+		{ NULL }
+	};
+	g_autoptr(GOptionContext) ctx = g_option_context_new("[DEVICE MOUNTPOINT]");
+	struct mount_opts mo;
+
+	g_option_context_set_summary(ctx, "Serve an OCFS2 volume through FUSE.");
+	g_option_context_add_main_entries(ctx, entries, NULL);
+	if (!g_option_context_parse(ctx, &argc, &argv, &err)) {
+		fprintf(stderr, "ocfs2d: %s (see ocfs2d --help)\n", err->message);
+		return 2;
+	}
+	if (version) {
+		printf("ocfs2d %s\n", OCFS2D_VERSION);
+		return 0;
+	}
+	if (server ? argc != 1 : argc != 3) {
+		fprintf(stderr, "ocfs2d: %s (see ocfs2d --help)\n",
+			server ? "--server takes no DEVICE or MOUNTPOINT"
+			       : "give a DEVICE and a MOUNTPOINT, or --server");
+		return 2;
+	}
+	mount_opts_default(&mo);
+	if (!server && !mount_opts_parse(opts_str, &mo, &err)) {
+		fprintf(stderr, "ocfs2d: %s\n", err->message);
+		return 2;
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "ocfs2d: must run as root (it mounts filesystems and opens devices)\n");
+		return 1;
+	}
+	if (!control)
+		control = g_strdup(g_getenv("OCFS2D_CONTROL") ? g_getenv("OCFS2D_CONTROL")
+							      : OCFS2D_CONTROL_DEFAULT);
+	if (!foreground)
+		detach();
+	signal(SIGPIPE, SIG_IGN);
+	loop = g_main_loop_new(NULL, FALSE);
+	g_unix_signal_add(SIGTERM, on_signal, (gpointer) "SIGTERM");
+	g_unix_signal_add(SIGINT, on_signal, (gpointer) "SIGINT");
+	g_unix_signal_add(SIGHUP, on_signal, (gpointer) "SIGHUP");
+
+	if (server) {
+		if (!control_start(control, &err)) {
+			fprintf(stderr, "ocfs2d: %s\n", err->message);
+			report_ready(false);
+			return 1;
+		}
+		if (idle_exit)
+			control_exit_when_idle(loop);
+		g_message("serving mount requests on %s", control);
+	} else if (!volume_mount(argv[1], argv[2], &mo, single_gone, NULL, &single, &err)) {
+		fprintf(stderr, "ocfs2d: %s\n", err->message);
+		report_ready(false);
+		return 1;
+	}
+	report_ready(true);
+	g_main_loop_run(loop);
+	if (server)
+		control_stop();
+	if (single)
+		volume_unref(single);
+	g_main_loop_unref(loop);
+	return exit_status;
+}

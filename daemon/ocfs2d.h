@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * ocfs2d: the daemon's shared declarations.
+ *
+ * Threads.  The GLib main loop (main.c) only dispatches: signals and, in
+ * server mode, the control socket.  Each mounted volume has a FUSE session
+ * served by libfuse's worker threads (fuse_session_loop_mt) on a thread of
+ * its own, and a ticker thread that commits the running transaction on the
+ * commit interval.  fscore is not thread-safe: every call on a volume's
+ * o2_fs runs under that volume's lock (struct volume.lock), so filesystem
+ * work never runs on the main loop and never concurrently on one volume.
+ */
+#ifndef OCFS2D_H
+#define OCFS2D_H
+
+#include <gio/gio.h>
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "o2fs/blockdev.h"
+#include "o2fs/o2fs.h"
+
+struct fuse_session;
+
+/* Mount options (-o), parsed by mount_opts_parse. */
+struct mount_opts {
+	bool ro;
+	bool allow_other;
+	bool debug;		/* libfuse's request trace on stderr */
+	double entry_timeout;	/* seconds the kernel may cache names */
+	double attr_timeout;	/* seconds the kernel may cache attributes */
+	unsigned commit_s;	/* commit interval */
+	unsigned slot;		/* journal slot (single node: 0) */
+};
+
+void mount_opts_default(struct mount_opts *o);
+/* Parse "a,b=c,..." into o; false with *err set on an unknown or bad option. */
+bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err);
+
+struct volume {
+	char *device, *mountpoint;
+	struct mount_opts opts;
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	uint64_t root;		/* the root directory's inode (block) number */
+	uint32_t cluster_size, block_size;
+
+	GMutex lock;		/* guards fs and nodes */
+	GHashTable *nodes;	/* inode number -> lookup count (uint64_t *) */
+
+	struct fuse_session *se;
+	unsigned conn_id;	/* /sys/fs/fuse/connections/N */
+	GThread *fuse_thread, *tick_thread;
+	GMutex tick_mu;
+	GCond tick_cond;
+	bool stopping;
+
+	/* called (on the volume's FUSE thread) once the session has ended
+	 * and the volume is closed; close_result is o2_fs_close's */
+	void (*gone)(struct volume *v, void *arg);
+	void *gone_arg;
+	int close_result;
+	gint refs;		/* volume_free when the last goes */
+};
+
+/*
+ * Open DEVICE (exclusively on this machine), check that nothing else uses
+ * the volume, open it with fscore (replaying our slot's journal if a crash
+ * left it dirty), mount it on MOUNTPOINT and start serving.  false with
+ * *err set (a message an operator can act on) on failure.
+ */
+bool volume_mount(const char *device, const char *mountpoint, const struct mount_opts *opts,
+		  void (*gone)(struct volume *, void *), void *gone_arg, struct volume **ret,
+		  GError **err);
+/*
+ * Ask the kernel to unmount.  force: if busy, detach it and abort the FUSE
+ * connection (open files then get errors) so the volume still closes
+ * cleanly.  The volume is closed on its own thread; gone() reports it.
+ */
+bool volume_unmount(struct volume *v, bool force, GError **err);
+/* References: the mounter holds one; the last unref (after gone()) waits
+ * for the volume's threads and frees it. */
+struct volume *volume_ref(struct volume *v);
+void volume_unref(struct volume *v);
+
+/* fuseops.c */
+struct fuse_session *fuseops_session_new(struct volume *v, GError **err);
+/* Drop every lookup reference the kernel still holds (session end). */
+void fuseops_forget_all(struct volume *v);
+
+/* control.c: the local control channel (server mode). */
+bool control_start(const char *path, GError **err);
+void control_stop(void);
+/* Volumes mounted through the control channel. */
+unsigned control_volume_count(void);
+/* Unmount every volume (SIGTERM): forced, then wait for them to close. */
+void control_unmount_all(void);
+/* Quit loop once the last volume is unmounted (a daemon ocfs2ctl started). */
+void control_exit_when_idle(GMainLoop *loop);
+
+#define OCFS2D_CONTROL_DEFAULT "/run/ocfs2d/control"
+
+#endif

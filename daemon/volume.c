@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * A mounted volume: opening it safely, its FUSE and ticker threads, and
+ * closing it cleanly however the session ends (our unmount, umount(8), or
+ * an aborted connection).
+ *
+ * Single node for now: the volume is opened with the local lock backend,
+ * so nothing else may be using it.  On this machine an exclusive flock on
+ * the device keeps a second ocfs2d or an ocfs2ctl write verb away; for
+ * other machines the slot map and the journals tell: a clustered volume
+ * with a slot in use is refused.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include "ocfs2d.h"
+
+#define O2_JOURNAL_DIRTY_FLAG 0x1 /* OCFS2_JOURNAL_DIRTY_FL in ij_flags */
+
+/* ---- mount options ---- */
+
+void mount_opts_default(struct mount_opts *o)
+{
+	*o = (struct mount_opts){ .entry_timeout = 1.0, .attr_timeout = 1.0, .commit_s = 5 };
+}
+
+static bool parse_double(const char *s, double *ret)
+{
+	char *end;
+	double d = g_ascii_strtod(s, &end);
+
+	if (!*s || *end || d < 0 || d > 86400)
+		return false;
+	*ret = d;
+	return true;
+}
+
+static bool parse_uint(const char *s, unsigned max, unsigned *ret)
+{
+	char *end;
+	unsigned long long u = g_ascii_strtoull(s, &end, 10);
+
+	if (!*s || *end || u > max)
+		return false;
+	*ret = (unsigned)u;
+	return true;
+}
+
+bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
+{
+	g_auto(GStrv) parts = g_strsplit(s ? s : "", ",", -1);
+
+	for (char **p = parts; *p; p++) {
+		char *key = *p, *val = strchr(key, '=');
+		bool ok = true;
+
+		if (!*key)
+			continue;
+		if (val)
+			*val++ = '\0';
+		if (!strcmp(key, "ro") && !val)
+			o->ro = true;
+		else if (!strcmp(key, "rw") && !val)
+			o->ro = false;
+		else if (!strcmp(key, "allow_other") && !val)
+			o->allow_other = true;
+		else if (!strcmp(key, "debug") && !val)
+			o->debug = true;
+		else if (!strcmp(key, "entry_timeout") && val)
+			ok = parse_double(val, &o->entry_timeout);
+		else if (!strcmp(key, "attr_timeout") && val)
+			ok = parse_double(val, &o->attr_timeout);
+		else if (!strcmp(key, "commit") && val)
+			ok = parse_uint(val, 3600, &o->commit_s) && o->commit_s > 0;
+		else if (!strcmp(key, "slot") && val)
+			ok = parse_uint(val, 254, &o->slot);
+		else if (!strcmp(key, "defaults") || !strcmp(key, "noatime") ||
+			 !strcmp(key, "relatime") || !strcmp(key, "_netdev") || !strcmp(key, "nofail"))
+			; /* accepted for fstab habits; nothing to do */
+		else {
+			g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+				    "unknown mount option \"%s%s%s\" (known: ro, rw, allow_other, "
+				    "entry_timeout=S, attr_timeout=S, commit=S, slot=N, debug)",
+				    key, val ? "=" : "", val ? val : "");
+			return false;
+		}
+		if (!ok) {
+			g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+				    "bad value for mount option %s: \"%s\"", key, val ? val : "");
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ---- checks before opening read-write ---- */
+
+/*
+ * Nothing but us may use the volume: on a clustered volume no slot may be
+ * in use, and no journal but ours may be dirty (someone is using it, or
+ * crashed and is not yet recovered: without the cluster stack we cannot
+ * tell which).  A local volume has one user by definition.
+ */
+static bool check_unused(struct o2_fs *fs, const struct volume *v, GError **err)
+{
+	const struct o2_super_info *si = o2_fs_super(fs);
+	bool local = si->feature_incompat & O2_FEATURE_INCOMPAT_LOCAL_MOUNT;
+	struct o2_slotmap_info *sm;
+	int r;
+
+	if (v->opts.slot >= si->max_slots) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+			    "%s: slot %u does not exist (the volume has %u)", v->device,
+			    v->opts.slot, si->max_slots);
+		return false;
+	}
+	if (local)
+		return true;
+	sm = g_new0(struct o2_slotmap_info, 1);
+	r = o2_slotmap_read(fs, sm);
+	if (r < 0) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: reading the slot map: %s",
+			    v->device, o2_fs_error(fs)[0] ? o2_fs_error(fs) : g_strerror(-r));
+		g_free(sm);
+		return false;
+	}
+	for (unsigned i = 0; i < sm->nslots; i++)
+		if (sm->slots[i].valid) {
+			g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+				    "%s: slot %u is in use by node %u: the volume is mounted on "
+				    "another node (ocfs2d mounts %s-stack volumes only while no "
+				    "other node uses them, until its cluster support lands)",
+				    v->device, i, sm->slots[i].node, o2_fs_stack_name(fs));
+			g_free(sm);
+			return false;
+		}
+	g_free(sm);
+	for (unsigned i = 0; i < si->max_slots; i++) {
+		struct o2_journal_info ji;
+
+		if (i == v->opts.slot)
+			continue;
+		r = o2_journal_info(fs, i, &ji);
+		if (r < 0) {
+			g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+				    "%s: reading the journal of slot %u: %s", v->device, i,
+				    o2_fs_error(fs)[0] ? o2_fs_error(fs) : g_strerror(-r));
+			return false;
+		}
+		if (ji.ij_flags & O2_JOURNAL_DIRTY_FLAG) {
+			g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+				    "%s: the journal of slot %u is in use or needs recovery: another "
+				    "node has the volume mounted or crashed; if no node uses it, "
+				    "replay it with fsck.ocfs2 first",
+				    v->device, i);
+			return false;
+		}
+	}
+	return true;
+}
+
+static bool open_fs(struct volume *v, GError **err)
+{
+	char msg[512] = "";
+	unsigned devflags = O2_DEV_EXCLUSIVE | (v->opts.ro ? O2_DEV_RDONLY : 0);
+	struct o2_fs *probe = NULL;
+	int r;
+
+	r = o2_blockdev_open_file(v->device, devflags, &v->dev);
+	if (r < 0) {
+		v->dev = NULL;
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device,
+			    r == -EBUSY ? "in use on this machine (mounted already, or an ocfs2ctl "
+					  "write verb is running)"
+					: g_strerror(-r));
+		return false;
+	}
+	/* look before touching anything: a read-only open changes nothing */
+	r = o2_fs_open(v->dev, O2_OPEN_RDONLY, &probe, msg, sizeof(msg));
+	if (r < 0) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device,
+			    r == -ENODATA ? "not an OCFS2 volume" : msg);
+		return false;
+	}
+	bool ok = check_unused(probe, v, err);
+
+	o2_fs_close(probe);
+	if (!ok)
+		return false;
+
+	struct o2_open_opts oo = {
+		.flags = v->opts.ro ? O2_OPEN_RDONLY : O2_OPEN_RDWR,
+		.slot = v->opts.slot,
+		.commit_interval_ms = v->opts.commit_s * 1000,
+		.cache_blocks = 32768,
+	};
+	r = o2_fs_open_opts(v->dev, &oo, &v->fs, msg, sizeof(msg));
+	if (r < 0) {
+		v->fs = NULL;
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device, msg);
+		return false;
+	}
+	const struct o2_super_info *si = o2_fs_super(v->fs);
+
+	v->root = si->root_blkno;
+	v->cluster_size = si->cluster_size;
+	v->block_size = si->block_size;
+	return true;
+}
+
+/* ---- threads ---- */
+
+/* Commit the running transaction on the commit interval. */
+static gpointer tick_main(gpointer arg)
+{
+	struct volume *v = arg;
+	gint64 period = (gint64)v->opts.commit_s * G_TIME_SPAN_SECOND;
+
+	g_mutex_lock(&v->tick_mu);
+	while (!v->stopping) {
+		gint64 until = g_get_monotonic_time() + MIN(period, G_TIME_SPAN_SECOND);
+
+		g_cond_wait_until(&v->tick_cond, &v->tick_mu, until);
+		if (v->stopping)
+			break;
+		g_mutex_unlock(&v->tick_mu);
+		g_mutex_lock(&v->lock);
+		if (v->fs && !v->opts.ro) {
+			int r = o2_fs_tick(v->fs);
+
+			if (r < 0 && r != -EROFS)
+				g_warning("%s: commit failed: %s", v->device, o2_fs_error(v->fs));
+		}
+		g_mutex_unlock(&v->lock);
+		g_mutex_lock(&v->tick_mu);
+	}
+	g_mutex_unlock(&v->tick_mu);
+	return NULL;
+}
+
+static void stop_ticker(struct volume *v)
+{
+	if (!v->tick_thread)
+		return;
+	g_mutex_lock(&v->tick_mu);
+	v->stopping = true;
+	g_cond_broadcast(&v->tick_cond);
+	g_mutex_unlock(&v->tick_mu);
+	g_thread_join(v->tick_thread);
+	v->tick_thread = NULL;
+}
+
+static int close_fs(struct volume *v)
+{
+	int r = 0;
+
+	g_mutex_lock(&v->lock);
+	if (v->fs) {
+		fuseops_forget_all(v);
+		r = o2_fs_close(v->fs);
+		if (r < 0)
+			g_warning("%s: closing the volume failed: %s; the journal is left for the "
+				  "next mount to replay", v->device, g_strerror(-r));
+		v->fs = NULL;
+	}
+	g_mutex_unlock(&v->lock);
+	if (v->dev) {
+		o2_blockdev_free(v->dev);
+		v->dev = NULL;
+	}
+	return r;
+}
+
+static gpointer fuse_main(gpointer arg)
+{
+	struct volume *v = arg;
+	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+
+	fuse_loop_cfg_set_clone_fd(cfg, 1);
+	fuse_loop_cfg_set_max_threads(cfg, 16);
+	fuse_loop_cfg_set_idle_threads(cfg, 4);
+	int r = fuse_session_loop_mt(v->se, cfg);
+
+	fuse_loop_cfg_destroy(cfg);
+	if (r < 0 && r != -ENODEV && r != -ECONNABORTED)
+		g_warning("%s: FUSE session ended: %s", v->mountpoint, g_strerror(-r));
+	/* the kernel side is gone (or going): no request can reach us now */
+	fuse_session_unmount(v->se);
+	stop_ticker(v);
+	v->close_result = close_fs(v);
+	g_message("%s: unmounted from %s%s", v->device, v->mountpoint,
+		  v->close_result < 0 ? " (journal left dirty)" : " (clean)");
+	if (v->gone)
+		v->gone(v, v->gone_arg);
+	return NULL;
+}
+
+/* ---- mount and unmount ---- */
+
+static void volume_release(struct volume *v)
+{
+	if (v->se)
+		fuse_session_destroy(v->se);
+	if (v->nodes)
+		g_hash_table_destroy(v->nodes);
+	g_mutex_clear(&v->lock);
+	g_mutex_clear(&v->tick_mu);
+	g_cond_clear(&v->tick_cond);
+	g_free(v->device);
+	g_free(v->mountpoint);
+	g_free(v);
+}
+
+/* A mount point left by a daemon that died answers ENOTCONN: detach it. */
+static bool prepare_mountpoint(const char *mnt, GError **err)
+{
+	struct stat st;
+
+	if (stat(mnt, &st) < 0 && errno == ENOTCONN) {
+		if (umount2(mnt, MNT_DETACH) == 0)
+			g_message("%s: detached a stale FUSE mount left by a dead daemon", mnt);
+	}
+	if (stat(mnt, &st) < 0) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(errno), "mount point %s: %s", mnt,
+			    g_strerror(errno));
+		return false;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_NOT_DIRECTORY,
+			    "mount point %s is not a directory", mnt);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * The FUSE connection number of the mount at mnt (its device number, as
+ * /sys/fs/fuse/connections names it), from /proc/self/mountinfo: a stat()
+ * would be a FUSE request that nobody serves yet.
+ */
+static unsigned connection_id(const char *mnt)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[4096];
+	unsigned id = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned maj, mn;
+		char path[4096];
+
+		/* id parent major:minor root mountpoint ... (the last match wins) */
+		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &mn, path) == 3 &&
+		    !strcmp(path, mnt))
+			id = mn | (maj << 20);
+	}
+	fclose(f);
+	return id;
+}
+
+bool volume_mount(const char *device, const char *mountpoint, const struct mount_opts *opts,
+		  void (*gone)(struct volume *, void *), void *gone_arg, struct volume **ret,
+		  GError **err)
+{
+	struct volume *v = g_new0(struct volume, 1);
+	char *absmnt = realpath(mountpoint, NULL);
+
+	g_mutex_init(&v->lock);
+	g_mutex_init(&v->tick_mu);
+	g_cond_init(&v->tick_cond);
+	v->device = g_strdup(device);
+	v->mountpoint = g_strdup(absmnt ? absmnt : mountpoint);
+	free(absmnt);
+	v->opts = *opts;
+	v->gone = gone;
+	v->gone_arg = gone_arg;
+	v->refs = 1;
+	v->nodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+
+	if (!prepare_mountpoint(v->mountpoint, err) || !open_fs(v, err))
+		goto fail;
+	v->se = fuseops_session_new(v, err);
+	if (!v->se)
+		goto fail;
+	if (fuse_session_mount(v->se, v->mountpoint) != 0) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_FAILED,
+			    "mounting %s on %s failed (is /dev/fuse there, and are we root?)",
+			    v->device, v->mountpoint);
+		goto fail;
+	}
+	v->conn_id = connection_id(v->mountpoint);
+	v->tick_thread = v->opts.ro ? NULL : g_thread_new("ocfs2d-tick", tick_main, v);
+	v->fuse_thread = g_thread_new("ocfs2d-fuse", fuse_main, v);
+	g_message("%s: mounted on %s (%s volume, slot %u%s)", v->device, v->mountpoint,
+		  o2_fs_stack_name(v->fs), v->opts.slot, v->opts.ro ? ", read-only" : "");
+	*ret = v;
+	return true;
+
+fail:
+	close_fs(v);
+	volume_release(v);
+	return false;
+}
+
+/* Abort the FUSE connection: every pending and future request fails. */
+static void abort_connection(struct volume *v)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/sys/fs/fuse/connections/%u/abort", v->conn_id);
+	if (access("/sys/fs/fuse/connections/", F_OK) == 0 && access(path, F_OK) < 0 &&
+	    mount("fusectl", "/sys/fs/fuse/connections", "fusectl", 0, NULL) < 0)
+		g_warning("mounting fusectl on /sys/fs/fuse/connections: %s", g_strerror(errno));
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0) {
+		g_warning("%s: cannot abort the FUSE connection (%s): %s", v->mountpoint, path,
+			  g_strerror(errno));
+		return;
+	}
+	if (write(fd, "1", 1) < 0)
+		g_warning("%s: aborting the FUSE connection: %s", v->mountpoint, g_strerror(errno));
+	close(fd);
+}
+
+bool volume_unmount(struct volume *v, bool force, GError **err)
+{
+	if (umount2(v->mountpoint, 0) == 0)
+		return true;
+	int e = errno;
+
+	if (e == EINVAL || e == ENOENT)
+		return true; /* not mounted any more: the session is ending */
+	if (e != EBUSY || !force) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(e), "unmounting %s: %s%s",
+			    v->mountpoint, g_strerror(e),
+			    e == EBUSY ? " (files are open or a process works in it)" : "");
+		return false;
+	}
+	/* busy and forced: detach, then cut the connection so the volume can close */
+	if (umount2(v->mountpoint, MNT_DETACH) < 0)
+		g_warning("%s: detaching: %s", v->mountpoint, g_strerror(errno));
+	abort_connection(v);
+	return true;
+}
+
+struct volume *volume_ref(struct volume *v)
+{
+	g_atomic_int_inc(&v->refs);
+	return v;
+}
+
+void volume_unref(struct volume *v)
+{
+	if (!g_atomic_int_dec_and_test(&v->refs))
+		return;
+	if (v->fuse_thread)
+		g_thread_join(v->fuse_thread);
+	volume_release(v);
+}

@@ -42,6 +42,9 @@ static const struct verb verbs[] = {
 	{ "mv", verb_mv, 3, 3, "IMAGE OLD NEW", "rename or move" },
 	{ "ln", verb_ln, 3, 3, "[-s] IMAGE OLD NEW", "hard link, or symlink NEW -> OLD (-s)" },
 	{ "format", NULL, 1, 2, "[OPTIONS] DEVICE", "make a new volume (format --help)" },
+	{ "mount", NULL, 2, 2, "[-o OPTS] [--foreground] DEVICE DIR", "serve a volume through ocfs2d" },
+	{ "umount", NULL, 1, 1, "[-f] DIR", "unmount cleanly (-f: even if busy)" },
+	{ "mounts", NULL, 0, 0, "", "volumes the running ocfs2d serves" },
 };
 
 static void usage_full(FILE *out)
@@ -49,12 +52,12 @@ static void usage_full(FILE *out)
 	fprintf(out,
 		"Usage: ocfs2ctl [--json] VERB [ARGS]\n"
 		"\n"
-		"Inspect an OCFS2 volume (image file or block device) read-only, or make\n"
-		"a new one (format).\n"
+		"Inspect an OCFS2 volume (image file or block device), change it offline,\n"
+		"make a new one (format), or serve it through the ocfs2d daemon (mount).\n"
 		"\n"
 		"Verbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-		fprintf(out, "  %-6s %-22s %s\n", verbs[i].name, verbs[i].args, verbs[i].help);
+		fprintf(out, "  %-6s %-36s %s\n", verbs[i].name, verbs[i].args, verbs[i].help);
 	fprintf(out,
 		"\n"
 		"Options:\n"
@@ -65,6 +68,9 @@ static void usage_full(FILE *out)
 		"  -p           mkdir: make missing parents, an existing directory is fine\n"
 		"  -d           rm: remove an empty directory\n"
 		"  -s           ln: a symbolic link\n"
+		"  -o OPTS      mount: ro, allow_other, entry_timeout=S, attr_timeout=S,\n"
+		"               commit=S (default 5), slot=N\n"
+		"  --foreground mount: run ocfs2d in the foreground for this volume\n"
 		"  --help       this text\n"
 		"  --version    the version\n"
 		"\n"
@@ -271,6 +277,9 @@ int main(int argc, char **argv)
 			break;
 		if (!strcmp(argv[i], "format"))
 			return ctl_format_main(argc - i, argv + i, c.json);
+		if (!strcmp(argv[i], "mount") || !strcmp(argv[i], "umount") ||
+		    !strcmp(argv[i], "mounts"))
+			return ctl_mount_main(argc - i, argv + i, c.json);
 		break;
 	}
 

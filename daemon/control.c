@@ -32,6 +32,7 @@ static GMutex reg_lock;
 static GCond reg_cond;
 static GHashTable *volumes; /* mountpoint -> struct volume * */
 static GMainLoop *idle_loop;
+static gint busy; /* requests being served */
 
 void control_exit_when_idle(GMainLoop *loop)
 {
@@ -41,7 +42,7 @@ void control_exit_when_idle(GMainLoop *loop)
 static gboolean exit_if_idle(gpointer arg)
 {
 	g_mutex_lock(&reg_lock);
-	bool idle = g_hash_table_size(volumes) == 0;
+	bool idle = g_hash_table_size(volumes) == 0 && !g_atomic_int_get(&busy);
 	g_mutex_unlock(&reg_lock);
 	if (idle && idle_loop) {
 		g_message("no volume mounted: exiting");
@@ -128,7 +129,6 @@ static void do_mount(GOutputStream *out, char **f, unsigned n)
 	g_mutex_unlock(&reg_lock);
 	if (!volume_mount(f[1], f[2], &o, volume_gone, NULL, &v, &err)) {
 		reply(out, "ERR\t%d\t%s\n", errno_of(err), err->message);
-		g_idle_add(exit_if_idle, NULL);
 		return;
 	}
 	g_mutex_lock(&reg_lock);
@@ -232,6 +232,8 @@ static gboolean on_run(GThreadedSocketService *svc, GSocketConnection *conn, GOb
 	g_auto(GStrv) f = g_strsplit(line, "\t", 8);
 	unsigned n = g_strv_length(f);
 
+	g_atomic_int_inc(&busy);
+
 	if (n >= 1 && !strcmp(f[0], "MOUNT"))
 		do_mount(out, f, n);
 	else if (n >= 1 && !strcmp(f[0], "UMOUNT"))
@@ -240,6 +242,9 @@ static gboolean on_run(GThreadedSocketService *svc, GSocketConnection *conn, GOb
 		do_list(out);
 	else
 		reply(out, "ERR\t%d\tunknown request \"%.40s\"\n", EINVAL, n ? f[0] : "");
+	g_output_stream_flush(out, NULL, NULL);
+	if (g_atomic_int_dec_and_test(&busy))
+		g_idle_add(exit_if_idle, NULL);
 	return TRUE;
 }
 

@@ -379,7 +379,10 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 	g_mutex_init(&v->lock);
 	g_mutex_init(&v->tick_mu);
 	g_cond_init(&v->tick_cond);
-	v->device = g_strdup(device);
+	char *absdev = realpath(device, NULL);
+
+	v->device = g_strdup(absdev ? absdev : device);
+	free(absdev);
 	v->mountpoint = g_strdup(absmnt ? absmnt : mountpoint);
 	free(absmnt);
 	v->opts = *opts;

@@ -200,6 +200,26 @@ static bool bad_field(const char *s)
 	return strpbrk(s, "\t\n") != NULL;
 }
 
+/* The daemon's answer: its message, or a JSON object with the paths. */
+static int print_result(bool json, const char *device, const char *mnt, const char *msg)
+{
+	if (json) {
+		struct json_writer j;
+
+		json_init(&j, stdout);
+		json_object_begin(&j, NULL);
+		if (device)
+			json_string(&j, "device", device);
+		json_string(&j, "mountpoint", mnt);
+		json_string(&j, "message", msg);
+		json_object_end(&j);
+		json_finish(&j);
+	} else {
+		printf("%s\n", msg);
+	}
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
 static int do_mount(bool json, const char *opts, bool foreground, const char *device,
 		    const char *mnt)
 {
@@ -258,21 +278,10 @@ static int do_mount(bool json, const char *opts, bool foreground, const char *de
 		free(buf);
 		return st;
 	}
-	if (json) {
-		struct json_writer j;
+	int st = print_result(json, device, mnt, msg);
 
-		json_init(&j, stdout);
-		json_object_begin(&j, NULL);
-		json_string(&j, "device", device);
-		json_string(&j, "mountpoint", mnt);
-		json_string(&j, "message", msg);
-		json_object_end(&j);
-		json_finish(&j);
-	} else {
-		printf("%s\n", msg);
-	}
 	free(buf);
-	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+	return st;
 }
 
 /* The mount source of a FUSE ocfs2 mount at mnt (from mountinfo), or NULL. */
@@ -370,20 +379,10 @@ static int do_umount(bool json, bool force, const char *mnt_arg)
 		free(buf);
 		return st;
 	}
-	if (json) {
-		struct json_writer j;
+	int st = print_result(json, NULL, mnt, msg);
 
-		json_init(&j, stdout);
-		json_object_begin(&j, NULL);
-		json_string(&j, "mountpoint", mnt);
-		json_string(&j, "message", msg);
-		json_object_end(&j);
-		json_finish(&j);
-	} else {
-		printf("%s\n", msg);
-	}
 	free(buf);
-	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+	return st;
 }
 
 static int do_mounts(bool json)

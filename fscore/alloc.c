@@ -10,6 +10,17 @@
  * 0 of each is the descriptor itself, and bit b is block (group + b).  A
  * new group goes on the shortest chain (an unused chain first).
  *
+ * Discontiguous groups (the discontig-bg feature): when the global bitmap
+ * has no free run of a whole group's clusters, a suballocator group is
+ * pieced together from several runs, as the kernel does.  The descriptor
+ * (the first block of the first run) lists the runs in bg_list: record i
+ * covers group clusters [e_cpos, e_cpos + e_leaf_clusters) at block
+ * e_blkno, the records following each other without gaps, so bit b lives
+ * in the record whose clusters hold b / bits-per-cluster.  The pieces are
+ * chosen before anything changes (the longest free runs, as few as the
+ * list can hold), so a group that cannot be made costs nothing but
+ * -ENOSPC.
+ *
  * Freed clusters go to the slot's truncate log, not straight back to the
  * bitmap, so they cannot be reused before the transaction that freed them
  * has committed; o2_trunclog_flush() returns them, after a commit, in a
@@ -81,6 +92,97 @@ static struct o2_group_desc *gdesc(struct o2_buf *b)
 	return (struct o2_group_desc *)b->data;
 }
 
+/*
+ * Clusters of the global bitmap and how many of them are in use as statfs
+ * counts them: the bitmap's used bits less the local alloc window's unused
+ * ones (marked used in the bitmap on the window's behalf, but free).
+ */
+static int cluster_counts(struct o2_fs *fs, uint32_t *ret_total, uint32_t *ret_used)
+{
+	struct o2_buf *b;
+	int r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &b);
+
+	if (r < 0)
+		return r;
+	uint32_t total = le32(dinode(b)->id1.bitmap1.i_total);
+	uint32_t used = le32(dinode(b)->id1.bitmap1.i_used);
+
+	o2_brelse(fs, b);
+	if (fs->sys.local_alloc && o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &b) == 0) {
+		uint32_t lt = le32(dinode(b)->id1.bitmap1.i_total);
+		uint32_t lu = le32(dinode(b)->id1.bitmap1.i_used);
+
+		if (lu <= lt && lt - lu <= used)
+			used -= lt - lu;
+		o2_brelse(fs, b);
+	}
+	*ret_total = total;
+	*ret_used = used;
+	return 0;
+}
+
+/* Keep what o2_fs_super() reports in step with the bitmap (best effort). */
+static void refresh_counts(struct o2_fs *fs)
+{
+	uint32_t total, used;
+
+	if (fs->sys.global_bitmap && cluster_counts(fs, &total, &used) == 0) {
+		fs->info.total_clusters = total;
+		fs->info.used_clusters = used;
+	}
+}
+
+/*
+ * Whether a group descriptor lists its clusters in bg_list: the bitmap is
+ * the discontig-bg size, so the list follows it, and the list is in use
+ * (the test chain.c and the tools apply).
+ */
+static bool gd_discontig(const struct o2_group_desc *gd)
+{
+	return le16(gd->bg_size) == O2_MAX_BG_BITMAP_SIZE &&
+	       offsetof(struct o2_group_desc, bg_bitmap) + O2_MAX_BG_BITMAP_SIZE ==
+		       offsetof(struct o2_group_desc, bg_list) &&
+	       le16(gd->bg_list.next_free_rec) != 0;
+}
+
+/* The block that bit stands for in a suballocator group of bpc bits per cluster. */
+static int group_bit_block(struct o2_fs *fs, const struct o2_group_desc *gd, uint64_t gblk,
+			   unsigned bpc, unsigned bit, uint64_t *ret)
+{
+	uint64_t blk = 0;
+	bool found = false;
+
+	if (!gd_discontig(gd)) {
+		blk = gblk + bit;
+		found = true;
+	} else {
+		const struct o2_extent_list *el = &gd->bg_list;
+		unsigned n = le16(el->next_free_rec);
+
+		if (n > le16(el->count) || le16(el->count) > o2_extent_recs_per_gd(fs->bs))
+			return o2_corrupt(fs, gblk, "discontiguous group lists %u of %u runs", n,
+					  le16(el->count));
+		for (unsigned i = 0; i < n && !found; i++) {
+			const struct o2_extent_rec *rec = &el->recs[i];
+			uint64_t first = (uint64_t)le32(rec->cpos) * bpc;
+			uint64_t nbits = (uint64_t)le16(rec->leaf_clusters) * bpc;
+
+			if (bit >= first && bit < first + nbits) {
+				blk = le64(rec->blkno) + (bit - first);
+				found = true;
+			}
+		}
+		if (!found)
+			return o2_corrupt(fs, gblk, "discontiguous group lists no cluster for bit %u",
+					  bit);
+	}
+	if (blk <= O2_SUPER_BLKNO || blk >= fs->nblocks)
+		return o2_corrupt(fs, gblk, "bit %u of the group stands for block %llu, outside "
+				  "the volume", bit, (unsigned long long)blk);
+	*ret = blk;
+	return 0;
+}
+
 /* Read a group descriptor for changing: validated, logged in t. */
 static int get_group(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno, uint64_t blkno,
 		     struct o2_buf **ret)
@@ -137,6 +239,8 @@ static int group_change(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab,
 	gd->bg_reserved1 = 0; /* contiguous-free hint: 0 makes readers recompute it */
 	cr->c_free = cpu_le32((uint32_t)((int64_t)le32(cr->c_free) + delta));
 	ai->id1.bitmap1.i_used = cpu_le32((uint32_t)((int64_t)le32(ai->id1.bitmap1.i_used) - delta));
+	if (ab->blkno == fs->sys.global_bitmap)
+		refresh_counts(fs);
 	return 0;
 }
 
@@ -209,7 +313,9 @@ static int global_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint
 	return r;
 }
 
-int o2_clusters_free_now(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint32_t len)
+/* Mark clusters [start, start+len) of the global bitmap used or free (they may span groups). */
+static int clusters_mark(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint32_t len,
+			 bool use)
 {
 	struct o2_buf *ab;
 	int r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &ab);
@@ -226,15 +332,21 @@ int o2_clusters_free_now(struct o2_trans *t, struct o2_fs *fs, uint32_t start, u
 		if (r < 0)
 			break;
 		if (off + n > le16(gdesc(gb)->bg_bits))
-			r = o2_corrupt(fs, gb->blkno, "freeing clusters %u+%u past the group", start, n);
+			r = o2_corrupt(fs, gb->blkno, "%s clusters %u+%u past the group",
+				       use ? "claiming" : "freeing", start, n);
 		else
-			r = group_change(t, fs, ab, gb, off, n, false);
+			r = group_change(t, fs, ab, gb, off, n, use);
 		o2_brelse(fs, gb);
 		start += n;
 		len -= n;
 	}
 	o2_brelse(fs, ab);
 	return r;
+}
+
+int o2_clusters_free_now(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint32_t len)
+{
+	return clusters_mark(t, fs, start, len, false);
 }
 
 /* ---- local alloc ----
@@ -282,12 +394,13 @@ static int window_return(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *lb
 		di->id2.i_lab.la_bm_off = 0;
 		di->id1.bitmap1.i_total = 0;
 		di->id1.bitmap1.i_used = 0;
+		refresh_counts(fs);
 	}
 	return r;
 }
 
-int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
-		      uint32_t *ret_start, uint32_t *ret_len)
+static int clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
+			  uint32_t *ret_start, uint32_t *ret_len)
 {
 	struct o2_buf *lb;
 	int r;
@@ -349,6 +462,19 @@ int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32
 	o2_brelse(fs, lb);
 	if (r == -ENOSPC) /* fragmented: whatever the global bitmap still has */
 		r = global_alloc(t, fs, min, want, ret_start, ret_len);
+	return r;
+}
+
+int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
+		      uint32_t *ret_start, uint32_t *ret_len)
+{
+	/* nothing to give (o2_space_spare left no spare): say so before changing anything */
+	if (!want || want < min)
+		return -ENOSPC;
+	int r = clusters_alloc(t, fs, min, want, ret_start, ret_len);
+
+	/* bits handed out of the window change no group: count them here */
+	refresh_counts(fs);
 	return r;
 }
 
@@ -463,31 +589,224 @@ static unsigned smallest_chain(const struct o2_chain_list *cl)
 	return best;
 }
 
+/*
+ * Pieces for a new group: free runs of the global bitmap, or unused runs
+ * of the local alloc window, the longest first.
+ */
+struct run {
+	uint32_t start, len;
+	uint32_t group; /* global group index; the window's runs: its group */
+	bool window;
+};
+
+struct runs {
+	struct run *v;
+	unsigned n, cap;
+	uint32_t need; /* a run longer than the group is cut to it */
+};
+
+/* Keep the cap longest runs offered, longest first (ties: the first offered). */
+static void runs_offer(struct runs *rs, const struct run *x)
+{
+	unsigned i;
+
+	if (!x->len || (rs->n == rs->cap && rs->v[rs->n - 1].len >= x->len))
+		return;
+	if (rs->n < rs->cap)
+		rs->n++;
+	for (i = rs->n - 1; i > 0 && rs->v[i - 1].len < x->len; i--)
+		rs->v[i] = rs->v[i - 1];
+	rs->v[i] = *x;
+}
+
+/* Offer the clear runs of a bitmap whose bit i is cluster base + i. */
+static void runs_scan(struct runs *rs, const uint8_t *bm, unsigned bits, uint32_t base,
+		      uint32_t group, bool window)
+{
+	for (unsigned i = 0; i < bits;) {
+		if (bit_test(bm, i)) {
+			i++;
+			continue;
+		}
+		unsigned s = i;
+
+		while (i < bits && !bit_test(bm, i))
+			i++;
+		runs_offer(rs, &(struct run){ base + s, i - s < rs->need ? i - s : rs->need, group,
+					      window });
+	}
+}
+
+/* Offer every free run the global bitmap and the window hold. */
+static int runs_collect(struct o2_fs *fs, struct runs *rs)
+{
+	struct o2_buf *ab, *gb, *lb;
+	int r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &ab);
+
+	if (r < 0)
+		return r;
+	const struct o2_chain_list *cl = &dinode(ab)->id2.i_chain;
+	uint32_t cpg = le16(cl->cl_cpg);
+
+	for (unsigned c = 0; c < le16(cl->cl_next_free_rec) && r == 0; c++) {
+		uint64_t blk = le64(cl->cl_recs[c].c_blkno);
+		unsigned hops = 0;
+
+		while (blk && r == 0) {
+			if (++hops > 1000000) {
+				r = o2_corrupt(fs, ab->blkno, "chain %u loops", c);
+				break;
+			}
+			r = get_group(NULL, fs, ab->blkno, blk, &gb);
+			if (r < 0)
+				break;
+			const struct o2_group_desc *gd = gdesc(gb);
+			uint32_t g = blk == fs->info.first_cluster_group
+					     ? 0
+					     : (uint32_t)((blk >> fs->bpc_bits) / cpg);
+
+			runs_scan(rs, gd->bg_bitmap, le16(gd->bg_bits), g * cpg, g, false);
+			blk = le64(gd->bg_next_group);
+			o2_brelse(fs, gb);
+		}
+	}
+	o2_brelse(fs, ab);
+	if (r < 0 || !fs->sys.local_alloc)
+		return r;
+	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r < 0)
+		return r;
+	const struct o2_dinode *la = dinode(lb);
+	uint32_t total = le32(la->id1.bitmap1.i_total), off = le32(la->id2.i_lab.la_bm_off);
+
+	if (total > le16(la->id2.i_lab.la_size) * 8u)
+		r = o2_corrupt(fs, lb->blkno, "local alloc window larger than its bitmap");
+	else if (total)
+		runs_scan(rs, la->id2.i_lab.la_bitmap, total, off, cpg ? off / cpg : 0, true);
+	o2_brelse(fs, lb);
+	return r;
+}
+
+/*
+ * Choose the pieces of a group of need clusters in at most maxrecs runs,
+ * touching few enough global groups that the allocation stays within
+ * O2_ALLOC_CREDITS: the allocator inode, the new descriptor, the global
+ * bitmap inode and the window's inode take four, the groups the rest.
+ * Changes nothing; -ENOSPC when no such choice exists.
+ */
+#define PLAN_GROUPS (O2_ALLOC_CREDITS - 4)
+
+static int plan_group(struct o2_fs *fs, uint32_t need, unsigned maxrecs, struct run *ret,
+		      unsigned *ret_n)
+{
+	/* more candidates than records: some may be skipped for their group */
+	struct runs rs = { .cap = maxrecs * 4, .need = need };
+	uint32_t groups[PLAN_GROUPS], got = 0;
+	unsigned ngroups = 0, n = 0;
+	int r;
+
+	rs.v = calloc(rs.cap, sizeof(*rs.v));
+	if (!rs.v)
+		return -ENOMEM;
+	r = runs_collect(fs, &rs);
+	for (unsigned i = 0; i < rs.n && got < need && n < maxrecs && r == 0; i++) {
+		struct run x = rs.v[i];
+		unsigned k = 0;
+
+		while (k < ngroups && groups[k] != x.group)
+			k++;
+		if (k == ngroups) {
+			if (ngroups == PLAN_GROUPS)
+				continue;
+			groups[ngroups++] = x.group;
+		}
+		if (x.len > need - got)
+			x.len = need - got;
+		ret[n++] = x;
+		got += x.len;
+	}
+	free(rs.v);
+	if (r < 0)
+		return r;
+	if (got < need)
+		return -ENOSPC;
+	*ret_n = n;
+	return 0;
+}
+
+/*
+ * Claim the clusters of a new suballocator group: one run of a whole
+ * group's clusters, or on discontig-bg volumes up to a descriptor's worth
+ * of shorter runs.  ret gets the runs (cap: o2_extent_recs_per_gd).
+ */
+static int claim_group(struct o2_trans *t, struct o2_fs *fs, uint32_t cpg, struct run *ret,
+		       unsigned *ret_n)
+{
+	unsigned maxrecs = 1, n;
+	bool window = false;
+	int r;
+
+	r = global_alloc(t, fs, cpg, cpg, &ret[0].start, &ret[0].len);
+	if (r != -ENOSPC) {
+		*ret_n = 1;
+		return r;
+	}
+	/* no whole run in the global bitmap: the window's, or pieces */
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
+		maxrecs = o2_extent_recs_per_gd(fs->bs);
+	r = plan_group(fs, cpg, maxrecs, ret, &n);
+	if (r < 0)
+		return r;
+	for (unsigned i = 0; i < n; i++)
+		window |= ret[i].window;
+	if (window) {
+		/* the window's unused bits go back to the bitmap first */
+		struct o2_buf *lb;
+
+		r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+		if (r < 0)
+			return r;
+		r = o2_trans_add(t, lb);
+		if (r == 0)
+			r = window_return(t, fs, lb);
+		o2_brelse(fs, lb);
+	}
+	for (unsigned i = 0; i < n && r == 0; i++)
+		r = clusters_mark(t, fs, ret[i].start, ret[i].len, true);
+	if (r == 0)
+		*ret_n = n;
+	return r;
+}
+
 /* Claim clusters for a new block group and link it into the allocator. */
 static int grow_suballoc(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab)
 {
 	struct o2_dinode *ai = dinode(ab);
 	struct o2_chain_list *cl = &ai->id2.i_chain;
-	uint32_t cpg = le16(cl->cl_cpg), bpc = le16(cl->cl_bpc), start, len;
-	unsigned bits = cpg * bpc, size;
+	uint32_t cpg = le16(cl->cl_cpg), bpc = le16(cl->cl_bpc);
+	unsigned bits = cpg * bpc, size, nruns;
 	struct o2_buf *gb;
+	struct run *runs;
 	int r;
 
 	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
 		size = O2_MAX_BG_BITMAP_SIZE;
 	else
 		size = fs->bs - offsetof(struct o2_group_desc, bg_bitmap);
-	if (bits > size * 8 || bits > 0xffff)
-		return o2_corrupt(fs, ab->blkno, "allocator groups of %u bits do not fit a descriptor",
-				  bits);
-	r = global_alloc(t, fs, cpg, cpg, &start, &len);
+	if (!cpg || bpc != 1u << fs->bpc_bits || bits > size * 8 || bits > 0xffff)
+		return o2_corrupt(fs, ab->blkno, "allocator groups of %u clusters of %u blocks do "
+				  "not fit a descriptor", cpg, bpc);
+	runs = calloc(o2_extent_recs_per_gd(fs->bs), sizeof(*runs));
+	if (!runs)
+		return -ENOMEM;
+	r = claim_group(t, fs, cpg, runs, &nruns);
 	if (r < 0)
-		return r;
-	uint64_t blkno = (uint64_t)start << fs->bpc_bits;
+		goto out_free;
+	uint64_t blkno = (uint64_t)runs[0].start << fs->bpc_bits;
 
 	r = o2_bnew(fs, blkno, O2_META_GROUP, &gb);
 	if (r < 0)
-		return r;
+		goto out_free;
 	r = o2_trans_add(t, gb);
 	if (r == 0)
 		r = o2_trans_add(t, ab);
@@ -506,6 +825,20 @@ static int grow_suballoc(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab
 	gd->bg_next_group = cr->c_blkno;
 	gd->bg_parent_dinode = cpu_le64(ab->blkno);
 	gd->bg_blkno = cpu_le64(blkno);
+	if (nruns > 1) {
+		/* the runs in order: group cluster cpos lives in the record covering it */
+		struct o2_extent_list *el = &gd->bg_list;
+		uint32_t cpos = 0;
+
+		el->count = cpu_le16((uint16_t)o2_extent_recs_per_gd(fs->bs));
+		el->next_free_rec = cpu_le16((uint16_t)nruns);
+		for (unsigned i = 0; i < nruns; i++) {
+			el->recs[i].cpos = cpu_le32(cpos);
+			el->recs[i].leaf_clusters = cpu_le16((uint16_t)runs[i].len);
+			el->recs[i].blkno = cpu_le64((uint64_t)runs[i].start << fs->bpc_bits);
+			cpos += runs[i].len;
+		}
+	}
 	bit_set(gd->bg_bitmap, 0); /* the descriptor itself */
 	cr->c_blkno = cpu_le64(blkno);
 	cr->c_total = cpu_le32(le32(cr->c_total) + bits);
@@ -518,6 +851,8 @@ static int grow_suballoc(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab
 	ai->i_size = cpu_le64((uint64_t)le32(ai->i_clusters) << fs->cbits);
 out:
 	o2_brelse(fs, gb);
+out_free:
+	free(runs);
 	return r;
 }
 
@@ -553,11 +888,15 @@ int o2_suballoc_alloc(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno
 				r = -ENOSPC;
 				struct o2_group_desc *gd = gdesc(gb);
 
+				uint64_t bblk = 0;
+
 				if (le16(gd->bg_free_bits_count) &&
 				    find_run(gd->bg_bitmap, le16(gd->bg_bits), 1, 1, &s, &n)) {
-					r = group_change(t, fs, ab, gb, s, 1, true);
+					r = group_bit_block(fs, gd, blk, le16(cl->cl_bpc), s, &bblk);
+					if (r == 0)
+						r = group_change(t, fs, ab, gb, s, 1, true);
 					if (r == 0) {
-						ret->blkno = blk + s;
+						ret->blkno = bblk;
 						ret->group = blk;
 						ret->bit = (uint16_t)s;
 						ret->slot = (uint16_t)fs->opts.slot;
@@ -628,6 +967,9 @@ int o2_sysfiles_load(struct o2_fs *fs)
 			o2_inode_unref(ino);
 		}
 	}
+	/* the counts read at open predate the journal replay */
+	if (r == 0)
+		refresh_counts(fs);
 	return r;
 }
 
@@ -665,24 +1007,36 @@ int o2_local_alloc_return(struct o2_fs *fs)
 }
 
 /*
- * Clusters kept back from file data and new names so that a change once
- * begun can always get its metadata: a new group for each suballocator and
- * a few clusters for directory and index growth.
+ * What one operation may still need once it has begun, in clusters: a
+ * changed name's directory growth (a directory block, the new directory's
+ * own block or a symlink's target, and on indexed-dirs volumes the index
+ * leaves a rebuild takes), plus a new group for a suballocator that could
+ * run dry within the operation - the inode allocator once it has no free
+ * inode, the extent allocator once it has fewer free blocks than one
+ * operation's tree changes may take.  Nothing for an allocator with room.
  */
+#define NAME_CLUSTERS 2
+#define DX_REBUILD_CLUSTERS 14
+#define EXTENT_BLOCKS_PER_OP 16
+
 static uint32_t reserve_clusters(struct o2_fs *fs)
 {
-	uint32_t res = 16;
-	uint64_t allocs[2] = { fs->sys.inode_alloc, fs->sys.extent_alloc };
+	uint32_t res = NAME_CLUSTERS;
+	struct {
+		uint64_t blkno;
+		uint32_t low; /* a new group is needed below this many free bits */
+	} allocs[2] = { { fs->sys.inode_alloc, 1 }, { fs->sys.extent_alloc, EXTENT_BLOCKS_PER_OP } };
 
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INDEXED_DIRS))
+		res += DX_REBUILD_CLUSTERS;
 	for (int i = 0; i < 2; i++) {
 		struct o2_buf *b;
 
-		if (o2_bread(fs, allocs[i], O2_META_INODE, &b) == 0) {
+		if (o2_bread(fs, allocs[i].blkno, O2_META_INODE, &b) == 0) {
 			const struct o2_dinode *di = dinode(b);
-			uint32_t free_bits = le32(di->id1.bitmap1.i_total) - le32(di->id1.bitmap1.i_used);
+			uint32_t total = le32(di->id1.bitmap1.i_total), used = le32(di->id1.bitmap1.i_used);
 
-			/* room for a new group only where the allocator runs low */
-			if (free_bits < 16)
+			if (used >= total || total - used < allocs[i].low)
 				res += le16(di->id2.i_chain.cl_cpg);
 			o2_brelse(fs, b);
 		}
@@ -692,24 +1046,13 @@ static uint32_t reserve_clusters(struct o2_fs *fs)
 
 int o2_space_spare(struct o2_fs *fs, uint32_t *ret_spare)
 {
-	struct o2_buf *b;
-	int r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &b);
+	uint32_t total, used, res;
+	int r = cluster_counts(fs, &total, &used);
 
 	if (r < 0)
 		return r;
-	uint32_t total = le32(dinode(b)->id1.bitmap1.i_total), used = le32(dinode(b)->id1.bitmap1.i_used);
-	uint32_t res = reserve_clusters(fs);
-
-	o2_brelse(fs, b);
-	/* the window's unused bits are free too */
-	if (o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &b) == 0) {
-		uint32_t lt = le32(dinode(b)->id1.bitmap1.i_total), lu = le32(dinode(b)->id1.bitmap1.i_used);
-
-		if (lu <= lt && lt - lu <= used)
-			used -= lt - lu;
-		o2_brelse(fs, b);
-	}
-	if (used >= total || total - used <= res)
+	res = reserve_clusters(fs);
+	if (used > total || total - used < res)
 		return -ENOSPC;
 	*ret_spare = total - used - res;
 	return 0;

@@ -12,7 +12,8 @@ struct o2_trans;
 
 /*
  * Claim a run of free clusters from the global bitmap: want if a run that
- * long exists, else at least min (runs never cross a group).  -ENOSPC.
+ * long exists, else at least min (runs never cross a group).  -ENOSPC, at
+ * once and with nothing changed when want is 0 or below min.
  */
 int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
 		      uint32_t *ret_start, uint32_t *ret_len);
@@ -30,7 +31,13 @@ struct o2_suballoc_res {
 	uint16_t bit, slot;
 };
 
-/* One block from a suballocator (inode_alloc or extent_alloc), growing it if full. */
+/*
+ * One block from a suballocator (inode_alloc or extent_alloc), growing it
+ * if full: by a group of cl_cpg clusters in one run, or on discontig-bg
+ * volumes pieced together from shorter runs.  ret->group is the group
+ * descriptor (for *_suballoc_loc), ret->bit the bit in it; in a
+ * discontiguous group blkno is not group + bit.
+ */
 int o2_suballoc_alloc(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
 		      struct o2_suballoc_res *ret);
 int o2_suballoc_free(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno, uint64_t group,
@@ -41,8 +48,11 @@ int o2_local_alloc_return(struct o2_fs *fs);
 
 /*
  * Free clusters beyond the reserve that keeps metadata changes able to
- * finish; -ENOSPC when there are none.  Operations check it before they
- * change anything.
+ * finish (which may be 0: then no cluster may go to file data); -ENOSPC
+ * when even the reserve is not there, so no name may be added.
+ * Operations check it before they change anything.  The reserve counts
+ * only what an operation can need: directory growth, and a new group for a
+ * suballocator that has (almost) no free bits.
  */
 int o2_space_spare(struct o2_fs *fs, uint32_t *ret_spare);
 

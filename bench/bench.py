@@ -1,0 +1,1363 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Benchmark ocfs2d against fuse2fs and kernel ext4, in one run.
+
+The same workloads run, one filesystem after the other, on:
+
+  ocfs2d   an OCFS2 volume in an image file, served by the ocfs2d FUSE daemon
+  fuse2fs  an ext4 image file of the same size, served by fuse2fs (FUSE)
+  ext4     an ext4 image file of the same size on a loop device, kernel driver
+
+and the script prints one table with every figure and the throughput ratios
+(ocfs2d/fuse2fs, ocfs2d/ext4: above 1 means ocfs2d is faster), and writes the
+same as JSON.  See bench/README.md.  Run as root.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import platform
+import random
+import shlex
+import shutil
+import signal
+import statistics
+import stat
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+import zlib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ALL_FS = ("ocfs2d", "fuse2fs", "ext4")
+ALL_WORKLOADS = ("seq", "randwrite", "smallfiles", "untar")
+MB = 1000 * 1000
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+# Full and quick sizes.  Every workload is bounded in time as well as size,
+# so that a very slow (or hung) filesystem cannot make a run last hours.
+PROFILES = {
+    "full": dict(
+        volume=4 * GiB,
+        seq_size=1 * GiB, seq_cap=300,
+        rand_size=256 * MiB, rand_runtime=30, rand_fill_cap=180,
+        files=10000, dirs=100, phase_cap=300,
+        tar_sources=["/usr/include", "/usr/lib/python3", "/usr/share/locale"],
+        tar_min_files=5000, untar_cap=600,
+    ),
+    "quick": dict(
+        volume=1 * GiB,
+        seq_size=128 * MiB, seq_cap=15,
+        rand_size=16 * MiB, rand_runtime=3, rand_fill_cap=15,
+        files=1000, dirs=10, phase_cap=20,
+        tar_sources=["/usr/include/linux"],
+        tar_min_files=0, untar_cap=60,
+    ),
+}
+
+
+def log(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+class BenchError(Exception):
+    pass
+
+
+def parse_size(text):
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    mult = 1
+    for suffix, m in (("K", 1024), ("M", MiB), ("G", GiB), ("T", 1024 * GiB)):
+        if text.endswith(suffix):
+            mult, text = m, text[:-1]
+            break
+    try:
+        value = int(float(text) * mult)
+    except ValueError:
+        raise argparse.ArgumentTypeError("bad size: %r" % text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("size must be positive")
+    return value
+
+
+def human(n):
+    for unit, m in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if n >= m:
+            return ("%d %s" % (n // m, unit)) if n % m == 0 or n >= 100 * m \
+                else "%.1f %s" % (n / m, unit)
+    return "%d B" % n
+
+
+def run(cmd, timeout=120, check=True, env=None, cwd=None):
+    """Run a command, capture its output; raise BenchError on failure."""
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=timeout, env=env, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        raise BenchError("timed out after %ds: %s" % (timeout, shlex.join(cmd)))
+    except OSError as e:
+        raise BenchError("cannot run %s: %s" % (cmd[0], e))
+    if check and p.returncode != 0:
+        raise BenchError("%s exited %d: %s" % (
+            shlex.join(cmd), p.returncode, tail(p.stderr or p.stdout)))
+    return p
+
+
+def tail(text, lines=6):
+    text = (text or "").strip().splitlines()
+    return " | ".join(text[-lines:]) if text else "(no output)"
+
+
+def file_tail(path, lines=8):
+    try:
+        return tail(Path(path).read_text(errors="replace"), lines)
+    except OSError:
+        return "(no log)"
+
+
+_libc = ctypes.CDLL("libc.so.6", use_errno=True)
+
+
+def syncfs(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _libc.syncfs(fd) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, "syncfs: " + os.strerror(e))
+    finally:
+        os.close(fd)
+
+
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def mount_entry(mnt):
+    """The /proc/self/mountinfo fields for the mount at mnt, or None."""
+    mnt = str(mnt)
+    found = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4].replace("\\040", " ") == mnt:
+                found = fields          # the last one is on top
+    return found
+
+
+def wait_for(pred, timeout, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+class Watchdog:
+    """Call action() if the block has not finished after seconds."""
+
+    def __init__(self, seconds, action, what):
+        self.seconds, self.action, self.what = seconds, action, what
+        self.fired = False
+        self.timer = None
+
+    def _fire(self):
+        self.fired = True
+        log("watchdog: %s still running after %ds, aborting the filesystem"
+            % (self.what, self.seconds))
+        try:
+            self.action()
+        except Exception as e:  # noqa: BLE001 - best effort
+            log("watchdog: abort failed: %s" % e)
+
+    def __enter__(self):
+        self.timer = threading.Timer(self.seconds, self._fire)
+        self.timer.daemon = True
+        self.timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.timer.cancel()
+        return False
+
+
+# ---------------------------------------------------------------- backends
+
+class Backend:
+    """One filesystem under test: its image, its mount, its checks."""
+
+    name = "?"
+    describe = "?"
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.image = cfg.workdir / ("%s.img" % self.name)
+        self.mnt = cfg.workdir / ("mnt-%s" % self.name)
+        self.logfile = cfg.workdir / ("%s.log" % self.name)
+        self.info = {"image": str(self.image), "mountpoint": str(self.mnt),
+                     "errors": []}
+        self.mounted = False
+
+    # to implement
+    def mkfs(self):
+        raise NotImplementedError
+
+    def _mount(self):
+        raise NotImplementedError
+
+    def _umount(self):
+        raise NotImplementedError
+
+    def fsck(self):
+        return None
+
+    def abort(self):
+        """Make a hung filesystem fail its pending requests."""
+
+    def force_cleanup(self):
+        """Undo whatever is left (mounts, loop devices, processes)."""
+        if mount_entry(self.mnt):
+            subprocess.run(["umount", "-l", str(self.mnt)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.mounted = False
+
+    # common
+    def make(self):
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        if self.image.exists():
+            self.image.unlink()
+        with open(self.image, "wb") as f:
+            f.truncate(self.cfg.volume)
+        t0 = time.perf_counter()
+        self.mkfs()
+        self.info["mkfs_seconds"] = round(time.perf_counter() - t0, 3)
+
+    def mount(self):
+        if mount_entry(self.mnt):
+            raise BenchError("%s is already a mountpoint" % self.mnt)
+        t0 = time.perf_counter()
+        self._mount()
+        self.mounted = True
+        self.info.setdefault("mount_seconds", []).append(
+            round(time.perf_counter() - t0, 3))
+
+    def umount(self):
+        if not self.mounted:
+            return
+        t0 = time.perf_counter()
+        self._umount()
+        self.mounted = False
+        self.info.setdefault("umount_seconds", []).append(
+            round(time.perf_counter() - t0, 3))
+
+    def remount_cold(self):
+        """Unmount, drop every cache, mount again: the next phase is cold."""
+        self.umount()
+        drop_caches()
+        self.mount()
+
+    def healthy(self):
+        if not self.mounted or not mount_entry(self.mnt):
+            return False
+        return self.probe()
+
+    def probe(self, timeout=30):
+        """statvfs the mountpoint; a filesystem that does not answer within
+        timeout seconds is aborted (so that nothing stays blocked on it)."""
+        res = {}
+
+        def body():
+            try:
+                os.statvfs(self.mnt)
+                res["ok"] = True
+            except OSError as e:
+                res["error"] = e
+        t = threading.Thread(target=body, daemon=True)
+        t.start()
+        t.join(timeout)
+        if t.is_alive():
+            self.info["errors"].append("statvfs of %s hung for %ds; aborted"
+                                       % (self.mnt, timeout))
+            self.abort()
+            t.join(10)
+            return False
+        return res.get("ok", False)
+
+    def umount_path(self):
+        """umount with a few retries (a just-killed client may hold files)."""
+        last = None
+        for _ in range(20):
+            p = subprocess.run(["umount", str(self.mnt)], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+            if p.returncode == 0:
+                return
+            last = p.stdout
+            if not mount_entry(self.mnt):
+                return
+            time.sleep(0.25)
+        raise BenchError("cannot unmount %s: %s" % (self.mnt, tail(last)))
+
+
+class Ext4Backend(Backend):
+    name = "ext4"
+    describe = "kernel ext4 on a loop device"
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.loopdev = None
+
+    def mkfs(self):
+        cmd = ["mkfs.ext4", "-F", "-q"] + self.cfg.ext4_mkfs_opts + [str(self.image)]
+        self.info["mkfs"] = shlex.join(cmd)
+        run(cmd)
+
+    def _mount(self):
+        p = run(["losetup", "--find", "--show", str(self.image)])
+        self.loopdev = p.stdout.strip()
+        self.info["loop_device"] = self.loopdev
+        cmd = ["mount", "-t", "ext4"]
+        if self.cfg.ext4_opts:
+            cmd += ["-o", self.cfg.ext4_opts]
+        cmd += [self.loopdev, str(self.mnt)]
+        self.info["mount"] = shlex.join(cmd)
+        try:
+            run(cmd)
+        except BenchError:
+            self._detach()
+            raise
+
+    def _detach(self):
+        if self.loopdev:
+            subprocess.run(["losetup", "-d", self.loopdev],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.loopdev = None
+
+    def _umount(self):
+        self.umount_path()
+        self._detach()
+
+    def fsck(self):
+        return fsck_run(["e2fsck", "-fn", str(self.image)])
+
+    def force_cleanup(self):
+        super().force_cleanup()
+        self._detach()
+        detach_loops_for(self.image)
+
+
+class FuseBackend(Backend):
+    """A FUSE daemon started in the foreground, so we know its pid and can
+    wait for it to finish writing after the unmount."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.proc = None
+        self.logf = None
+        self.logfile_started = False
+
+    def daemon_cmd(self):
+        raise NotImplementedError
+
+    def _mount(self):
+        cmd = self.daemon_cmd()
+        self.info["mount"] = shlex.join(cmd)
+        self.logf = open(self.logfile, "a" if self.logfile_started else "w")
+        self.logfile_started = True
+        self.logf.write("==== %s: %s\n" % (time.strftime("%H:%M:%S"), shlex.join(cmd)))
+        self.logf.flush()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.logf,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        ok = wait_for(lambda: mount_entry(self.mnt) or self.proc.poll() is not None,
+                      self.cfg.mount_timeout)
+        if self.proc.poll() is not None:
+            rc = self.proc.returncode
+            self.proc = None
+            raise BenchError("%s exited %d before mounting: %s"
+                             % (cmd[0], rc, file_tail(self.logfile)))
+        if not ok or not mount_entry(self.mnt):
+            self._kill()
+            raise BenchError("%s did not mount %s within %ds: %s"
+                             % (cmd[0], self.mnt, self.cfg.mount_timeout,
+                                file_tail(self.logfile)))
+        # The kernel mount exists before the daemon answers: wait for it.
+        if not self.probe(self.cfg.mount_timeout):
+            self.force_cleanup()
+            raise BenchError("%s mounted %s but does not answer: %s"
+                             % (cmd[0], self.mnt, file_tail(self.logfile)))
+
+    def unmount_cmd(self):
+        return ["umount", str(self.mnt)]
+
+    def _umount(self):
+        p = None
+        for _ in range(20):
+            try:
+                p = subprocess.run(self.unmount_cmd(), stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True,
+                                   timeout=self.cfg.umount_timeout)
+            except subprocess.TimeoutExpired:
+                self.abort()
+                raise BenchError("%s hung for %ds; aborted the FUSE connection"
+                                 % (shlex.join(self.unmount_cmd()),
+                                    self.cfg.umount_timeout))
+            if p.returncode == 0 or not mount_entry(self.mnt):
+                break
+            time.sleep(0.25)
+        else:
+            raise BenchError("cannot unmount %s: %s" % (self.mnt, tail(p.stdout)))
+        self._wait_exit()
+
+    def _wait_exit(self):
+        if self.proc is None:
+            return
+        try:
+            rc = self.proc.wait(timeout=self.cfg.umount_timeout)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            raise BenchError("%s still running %ds after the unmount; killed"
+                             % (self.name, self.cfg.umount_timeout))
+        self.proc = None
+        if rc != 0:
+            raise BenchError("%s exited %d after the unmount: %s"
+                             % (self.name, rc, file_tail(self.logfile)))
+
+    def _kill(self):
+        if self.proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+            if self.proc.poll() is not None:
+                break
+            try:
+                self.proc.send_signal(sig)
+                self.proc.wait(timeout=wait)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                pass
+        self.proc = None
+
+    def healthy(self):
+        if self.proc is not None and self.proc.poll() is not None:
+            return False
+        return super().healthy()
+
+    def abort(self):
+        ent = mount_entry(self.mnt)
+        if ent:
+            minor = ent[2].split(":")[1]
+            conn = Path("/sys/fs/fuse/connections")
+            if not (conn / minor).exists():
+                subprocess.run(["mount", "-t", "fusectl", "fusectl", str(conn)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                (conn / minor / "abort").write_text("1")
+            except OSError:
+                pass
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+
+    def force_cleanup(self):
+        if mount_entry(self.mnt):
+            subprocess.run(["umount", "-l", str(self.mnt)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=self.cfg.umount_timeout)
+            except subprocess.TimeoutExpired:
+                self._kill()
+            self.proc = None
+        super().force_cleanup()
+        if self.logf:
+            self.logf.close()
+            self.logf = None
+
+
+class Fuse2fsBackend(FuseBackend):
+    name = "fuse2fs"
+    describe = "ext4 image through fuse2fs (FUSE)"
+
+    def mkfs(self):
+        cmd = ["mkfs.ext4", "-F", "-q"] + self.cfg.ext4_mkfs_opts + [str(self.image)]
+        self.info["mkfs"] = shlex.join(cmd)
+        run(cmd)
+
+    def daemon_cmd(self):
+        cmd = ["fuse2fs", "-f", str(self.image), str(self.mnt)]
+        if self.cfg.fuse2fs_opts:
+            cmd += ["-o", self.cfg.fuse2fs_opts]
+        return cmd
+
+    def fsck(self):
+        return fsck_run(["e2fsck", "-fn", str(self.image)])
+
+
+class Ocfs2dBackend(FuseBackend):
+    name = "ocfs2d"
+    describe = "OCFS2 image through the ocfs2d FUSE daemon"
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.daemon = cfg.build_dir / "daemon" / "ocfs2d"
+        self.ctl = cfg.build_dir / "cli" / "ocfs2ctl"
+
+    def format_cmd(self):
+        opts = self.cfg.ocfs2_format_opts
+        if opts is None:
+            # Mirror what mke2fs picks for the ext4 images: 4 KiB blocks and
+            # the same journal size, so the comparison is like for like.
+            opts = ["-b", "4096", "-C", "4096", "-N", "1",
+                    "-J", "size=%dM" % ext4_journal_mib(self.cfg.volume)]
+        if self.cfg.ocfs2_mkfs == "mkfs.ocfs2":
+            return (["mkfs.ocfs2", "-F", "-q", "-M", "local"] + opts
+                    + [str(self.image)])
+        return ([str(self.ctl), "format", "--force", "-q", "-M", "local"] + opts
+                + [str(self.image)])
+
+    def mkfs(self):
+        cmd = self.format_cmd()
+        self.info["mkfs"] = shlex.join(cmd)
+        run(cmd, timeout=600)
+
+    def daemon_cmd(self):
+        cmd = [str(self.daemon), "-f"]
+        if self.cfg.ocfs2d_opts:
+            cmd += ["-o", self.cfg.ocfs2d_opts]
+        return cmd + [str(self.image), str(self.mnt)]
+
+    def _mount(self):
+        if self.cfg.ocfs2d_launch == "foreground":
+            return super()._mount()
+        cmd = [str(self.ctl), "mount"]
+        if self.cfg.ocfs2d_opts:
+            cmd += ["-o", self.cfg.ocfs2d_opts]
+        cmd += [str(self.image), str(self.mnt)]
+        self.info["mount"] = shlex.join(cmd)
+        # The daemon it starts keeps ocfs2ctl's stdout and stderr: a file,
+        # not a pipe we would wait on for ever.
+        with open(self.logfile, "a" if self.logfile_started else "w") as logf:
+            self.logfile_started = True
+            logf.write("==== %s: %s\n" % (time.strftime("%H:%M:%S"), shlex.join(cmd)))
+            logf.flush()
+            try:
+                p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=logf,
+                                   stderr=subprocess.STDOUT,
+                                   timeout=self.cfg.mount_timeout)
+            except subprocess.TimeoutExpired:
+                raise BenchError("%s timed out after %ds: %s" % (
+                    shlex.join(cmd), self.cfg.mount_timeout, file_tail(self.logfile)))
+        if p.returncode != 0:
+            raise BenchError("%s exited %d: %s" % (shlex.join(cmd), p.returncode,
+                                                   file_tail(self.logfile)))
+        if not mount_entry(self.mnt):
+            raise BenchError("%s returned but %s is not mounted" % (cmd[0], self.mnt))
+
+    def unmount_cmd(self):
+        if self.ctl.exists() and self.cfg.ocfs2d_launch == "ctl":
+            return [str(self.ctl), "umount", str(self.mnt)]
+        return super().unmount_cmd()
+
+    def _umount(self):
+        super()._umount()
+        if self.cfg.ocfs2d_launch == "ctl":
+            # No pid of ours: wait until no ocfs2d serves this mountpoint.
+            if not wait_for(lambda: not daemon_pids(self.daemon, self.mnt),
+                            self.cfg.umount_timeout, 0.1):
+                raise BenchError("ocfs2d still running %ds after the unmount"
+                                 % self.cfg.umount_timeout)
+
+    def force_cleanup(self):
+        super().force_cleanup()
+        if self.cfg.ocfs2d_launch == "ctl":
+            for pid in daemon_pids(self.daemon, self.mnt):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    def fsck(self):
+        return fsck_run(["fsck.ocfs2", "-fn", str(self.image)])
+
+
+BACKENDS = {"ocfs2d": Ocfs2dBackend, "fuse2fs": Fuse2fsBackend, "ext4": Ext4Backend}
+
+
+def daemon_pids(daemon, mnt):
+    """Pids of processes running `daemon` with `mnt` among their arguments."""
+    pids = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == daemon.name.encode() \
+                and str(mnt).encode() in argv:
+            pids.append(int(d.name))
+    return pids
+
+
+def ext4_journal_mib(volume):
+    """The journal size mke2fs gives a volume of 4 KiB blocks."""
+    blocks = volume // 4096
+    for limit, jblocks in ((32768, 1024), (256 * 1024, 4096), (512 * 1024, 8192),
+                           (4096 * 1024, 16384), (8192 * 1024, 32768),
+                           (16384 * 1024, 65536), (32768 * 1024, 131072)):
+        if blocks < limit:
+            return max(4, jblocks * 4 // 1024)
+    return 1024
+
+
+def fsck_run(cmd):
+    try:
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"cmd": shlex.join(cmd), "ok": False, "output": str(e)}
+    return {"cmd": shlex.join(cmd), "ok": p.returncode == 0, "rc": p.returncode,
+            "output": tail(p.stdout, 12)}
+
+
+def detach_loops_for(image):
+    p = subprocess.run(["losetup", "-j", str(image)], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    for line in p.stdout.splitlines():
+        dev = line.split(":", 1)[0]
+        if dev.startswith("/dev/loop"):
+            subprocess.run(["losetup", "-d", dev], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+
+
+# --------------------------------------------------------------- workloads
+
+class Result:
+    def __init__(self, key, label, unit):
+        self.key, self.label, self.unit = key, label, unit
+        self.samples = {}     # fs -> [number or None], one per repetition
+        self.details = {}     # fs -> [dict], one per successful repetition
+        self.errors = {}      # fs -> [str]
+
+    def add(self, fs, value, detail=None, error=None, rep=None):
+        self.samples.setdefault(fs, []).append(value)
+        if detail is not None:
+            self.details.setdefault(fs, []).append(dict(detail, value=value, rep=rep))
+        if error:
+            self.errors.setdefault(fs, []).append(error)
+
+    @property
+    def values(self):
+        """Per filesystem: the median of the successful repetitions."""
+        out = {}
+        for fs, vals in self.samples.items():
+            ok = sorted(v for v in vals if v is not None)
+            out[fs] = statistics.median(ok) if ok else None
+        return out
+
+
+def fio(fs, cfg, name, args, cap):
+    """Run one fio job in the mountpoint; return its JSON job record."""
+    out = cfg.workdir / ("fio-%s-%s.json" % (fs.name, name))
+    if out.exists():
+        out.unlink()
+    cmd = ["fio", "--name=" + name, "--ioengine=psync", "--direct=0",
+           "--fallocate=none", "--numjobs=1", "--output-format=json",
+           "--output=" + str(out)] + args
+    with Watchdog(cap + 120, fs.abort, "fio " + name):
+        p = run(cmd, timeout=cap + 180, check=False, cwd=str(fs.mnt))
+    text = out.read_text(errors="replace") if out.exists() else ""
+    if p.returncode != 0:
+        raise BenchError("fio %s exited %d: %s" % (name, p.returncode,
+                                                   tail(p.stderr or text)))
+    start = text.find("{")
+    if start < 0:
+        raise BenchError("fio %s wrote no JSON: %s" % (name, tail(p.stderr)))
+    job = json.loads(text[start:])["jobs"][0]
+    if job.get("error"):
+        raise BenchError("fio %s: error %s" % (name, job["error"]))
+    return job
+
+
+def wl_seq(fs, cfg, out):
+    """Sequential write of seq_size (1 MiB writes, fsync at the end), then a
+    cold sequential read of it after an unmount and drop_caches."""
+    p = cfg.profile
+    path = fs.mnt / "seq.dat"
+    job = fio(fs, cfg, "seqwrite",
+              ["--filename=seq.dat", "--rw=write", "--bs=1M",
+               "--size=%d" % p["seq_size"], "--end_fsync=1",
+               "--runtime=%d" % p["seq_cap"]], p["seq_cap"])
+    w = job["write"]
+    out["seqwrite"] = (w["bw_bytes"] / MB, {
+        "bytes": w["io_bytes"], "runtime_ms": w["runtime"],
+        "capped": w["io_bytes"] < p["seq_size"]})
+    size = path.stat().st_size
+    fs.remount_cold()
+    job = fio(fs, cfg, "seqread",
+              ["--filename=seq.dat", "--rw=read", "--bs=1M", "--size=%d" % size,
+               "--runtime=%d" % p["seq_cap"]], p["seq_cap"])
+    r = job["read"]
+    out["seqread"] = (r["bw_bytes"] / MB, {
+        "bytes": r["io_bytes"], "runtime_ms": r["runtime"],
+        "capped": r["io_bytes"] < size})
+    path.unlink()
+    syncfs(fs.mnt)
+
+
+def wl_randwrite(fs, cfg, out):
+    """4 KiB random overwrites of a rand_size file with an fsync every 32
+    writes, for at most rand_runtime seconds.  The file is written in full
+    (and fsynced) first, untimed, so the job overwrites allocated blocks."""
+    p = cfg.profile
+    fio(fs, cfg, "randfill", ["--filename=rand.dat", "--rw=write", "--bs=1M",
+                              "--size=%d" % p["rand_size"], "--end_fsync=1"],
+        p["rand_fill_cap"])
+    job = fio(fs, cfg, "randwrite",
+              ["--filename=rand.dat", "--rw=randwrite", "--bs=4k",
+               "--size=%d" % p["rand_size"], "--fsync=32", "--randseed=1234",
+               "--runtime=%d" % p["rand_runtime"], "--time_based"],
+              p["rand_runtime"])
+    w = job["write"]
+    out["randwrite"] = (w["iops"], {
+        "ios": w["total_ios"], "runtime_ms": w["runtime"],
+        "MBps": round(w["bw_bytes"] / MB, 2),
+        "fsyncs": job.get("sync", {}).get("total_ios"),
+        "fsync_mean_us": round(job.get("sync", {}).get("lat_ns", {})
+                               .get("mean", 0) / 1000, 1),
+        "write_mean_us": round(w.get("clat_ns", {}).get("mean", 0) / 1000, 1),
+        "clat_p99_us": round(w.get("clat_ns", {}).get("percentile", {})
+                             .get("99.000000", 0) / 1000, 1)})
+    (fs.mnt / "rand.dat").unlink()
+    syncfs(fs.mnt)
+
+
+def small_files_plan(cfg):
+    p = cfg.profile
+    rng = random.Random(20240601)
+    per_dir = p["files"] // p["dirs"]
+    plan = []
+    for d in range(p["dirs"]):
+        for i in range(per_dir):
+            plan.append(("d%03d" % d, "f%05d" % i, rng.randint(1024, 8192)))
+    data = rng.randbytes(8192 + 4096)
+    return plan, data
+
+
+def content(data, name, size):
+    off = zlib.crc32(name.encode()) & 0xfff
+    return data[off:off + size]
+
+
+def wl_smallfiles(fs, cfg, out):
+    """files small files (1-8 KiB) in dirs directories: create (with a
+    syncfs at the end), then - each after an unmount and drop_caches - a
+    stat walk, a read of every file (checked), and an unlink of all."""
+    p = cfg.profile
+    plan, data = small_files_plan(cfg)
+    root = fs.mnt / "smallfiles"
+    cap = p["phase_cap"]
+
+    def phase(key, body):
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + cap
+        with Watchdog(cap + 120, fs.abort, "small files " + key):
+            n, extra = body(deadline)
+        dt = time.perf_counter() - t0
+        extra.update({"files": n, "seconds": round(dt, 3),
+                      "capped": n < len(plan) if key != "stat" else False})
+        out[key] = (n / dt if dt > 0 else None, extra)
+        return n
+
+    created = []
+
+    def create(deadline):
+        os.mkdir(root)
+        for d in range(p["dirs"]):
+            os.mkdir(root / ("d%03d" % d))
+        nbytes = 0
+        for i, (d, f, size) in enumerate(plan):
+            if i % 64 == 0 and time.monotonic() > deadline:
+                break
+            path = "%s/%s/%s" % (root, d, f)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, content(data, f + d, size))
+            finally:
+                os.close(fd)
+            created.append((d, f, size))
+            nbytes += size
+        syncfs(fs.mnt)
+        return len(created), {"bytes": nbytes}
+
+    def stat_walk(deadline):
+        n = 0
+        for d in sorted(os.listdir(root)):
+            with os.scandir(root / d) as it:
+                for e in it:
+                    e.stat(follow_symlinks=False)
+                    n += 1
+        if n != len(created):
+            raise BenchError("stat walk found %d files, %d were created"
+                             % (n, len(created)))
+        return n, {}
+
+    def read(deadline):
+        n = bad = nbytes = 0
+        for i, (d, f, size) in enumerate(created):
+            if i % 64 == 0 and time.monotonic() > deadline:
+                break
+            with open("%s/%s/%s" % (root, d, f), "rb", buffering=0) as fh:
+                got = fh.read(size + 1)
+            nbytes += len(got)
+            if got != content(data, f + d, size):
+                bad += 1
+            n += 1
+        if bad:
+            raise BenchError("%d of %d small files read back wrong" % (bad, n))
+        return n, {"bytes": nbytes}
+
+    def unlink(deadline):
+        n = 0
+        for i, (d, f, size) in enumerate(created):
+            if i % 64 == 0 and time.monotonic() > deadline:
+                break
+            os.unlink("%s/%s/%s" % (root, d, f))
+            n += 1
+        if n == len(created):
+            for d in range(p["dirs"]):
+                os.rmdir(root / ("d%03d" % d))
+            os.rmdir(root)
+        syncfs(fs.mnt)
+        return n, {}
+
+    phase("create", create)
+    fs.remount_cold()
+    phase("stat", stat_walk)
+    fs.remount_cold()
+    phase("read", read)
+    fs.remount_cold()
+    phase("unlink", unlink)
+
+
+def make_tarball(cfg):
+    """The untar source: made once from local trees, then reused."""
+    p = cfg.profile
+    if cfg.tar_source:
+        sources = [cfg.tar_source]
+        need = 0
+    else:
+        sources, need = p["tar_sources"], p["tar_min_files"]
+    picked, count = [], 0
+    for s in sources:
+        if not os.path.isdir(s):
+            continue
+        picked.append(s)
+        count += sum(len(files) for _, _, files in os.walk(s))
+        if count >= need:
+            break
+    if not picked:
+        raise BenchError("no source tree for the untar workload among %s" % sources)
+    tag = "-".join(s.strip("/").replace("/", "_") for s in picked)
+    tarpath = cfg.cache_dir / ("tree-%s.tar" % tag)
+    meta = tarpath.with_suffix(".json")
+    if tarpath.exists() and meta.exists():
+        return tarpath, json.loads(meta.read_text())
+    cfg.cache_dir.mkdir(parents=True, exist_ok=True)
+    log("making the untar source %s from %s (once; reused later)"
+        % (tarpath, " ".join(picked)))
+    tmp = tarpath.with_suffix(".tmp")
+    run(["tar", "-cf", str(tmp), "-C", "/"] + [s.lstrip("/") for s in picked],
+        timeout=1200)
+    files = dirs = other = 0
+    with tarfile.open(tmp) as t:
+        for m in t:
+            if m.isfile():
+                files += 1
+            elif m.isdir():
+                dirs += 1
+            else:
+                other += 1
+    info = {"sources": picked, "files": files, "dirs": dirs, "other": other,
+            "bytes": tmp.stat().st_size}
+    meta.write_text(json.dumps(info, indent=1) + "\n")
+    tmp.rename(tarpath)
+    return tarpath, info
+
+
+def wl_untar(fs, cfg, out):
+    """Extract the tarball into the filesystem, then syncfs.  The tarball
+    is read into the page cache first, so all filesystems start equal."""
+    p = cfg.profile
+    tarpath, info = cfg.tarball
+    with open(tarpath, "rb") as f:
+        while f.read(4 * MiB):
+            pass
+    dest = fs.mnt / "untar"
+    dest.mkdir()
+    t0 = time.perf_counter()
+    with Watchdog(p["untar_cap"] + 60, fs.abort, "untar"):
+        run(["tar", "-xf", str(tarpath), "-C", str(dest)], timeout=p["untar_cap"])
+        syncfs(fs.mnt)
+    dt = time.perf_counter() - t0
+    entries = info["files"] + info["dirs"] + info["other"]
+    nondirs = 0
+    for top, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            if not stat.S_ISDIR(os.lstat(os.path.join(top, name)).st_mode):
+                nondirs += 1
+    if nondirs != info["files"] + info["other"]:
+        raise BenchError("untar: %d files and links in the tree, the tarball has %d"
+                         % (nondirs, info["files"] + info["other"]))
+    out["untar"] = (entries / dt, {
+        "entries": entries, "files": info["files"], "seconds": round(dt, 3),
+        "MBps": round(info["bytes"] / MB / dt, 2), "tar_bytes": info["bytes"],
+        "sources": info["sources"]})
+
+
+WORKLOADS = {
+    "seq": (wl_seq, [("seqwrite", "seq write %(seq)s", "MB/s"),
+                     ("seqread", "seq read %(seq)s (cold)", "MB/s")]),
+    "randwrite": (wl_randwrite, [("randwrite", "rand write 4K fsync/32", "IOPS")]),
+    "smallfiles": (wl_smallfiles, [
+        ("create", "%(files)s files: create", "files/s"),
+        ("stat", "%(files)s files: stat walk", "files/s"),
+        ("read", "%(files)s files: read", "files/s"),
+        ("unlink", "%(files)s files: unlink", "files/s")]),
+    "untar": (wl_untar, [("untar", "untar %(tar)s", "entries/s")]),
+}
+
+
+# ------------------------------------------------------------------ driver
+
+class Config:
+    pass
+
+
+def ensure_tools(cfg):
+    need = {"fio": "fio", "tar": "tar", "losetup": "util-linux",
+            "mkfs.ext4": "e2fsprogs", "e2fsck": "e2fsprogs"}
+    if "fuse2fs" in cfg.fs:
+        need["fuse2fs"] = "fuse2fs"
+    if "ocfs2d" in cfg.fs and cfg.fsck:
+        need["fsck.ocfs2"] = "ocfs2-tools"
+    if "ocfs2d" in cfg.fs and cfg.ocfs2_mkfs == "mkfs.ocfs2":
+        need["mkfs.ocfs2"] = "ocfs2-tools"
+    missing = sorted({pkg for tool, pkg in need.items() if not shutil.which(tool)})
+    if not missing:
+        return
+    if cfg.no_install:
+        raise BenchError("missing packages: %s (and --no-install given)"
+                         % " ".join(missing))
+    log("installing %s" % " ".join(missing))
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    run(["apt-get", "update", "-q"], timeout=600, env=env)
+    run(["apt-get", "install", "-y", "-q", "--no-install-recommends"] + missing,
+        timeout=1200, env=env)
+    still = [t for t in need if not shutil.which(t)]
+    if still:
+        raise BenchError("still missing after apt-get install: %s" % " ".join(still))
+
+
+def ensure_ocfs2d(cfg):
+    daemon = cfg.build_dir / "daemon" / "ocfs2d"
+    ctl = cfg.build_dir / "cli" / "ocfs2ctl"
+    if daemon.exists() and ctl.exists():
+        return
+    if cfg.no_build:
+        raise BenchError("%s or %s is missing (and --no-build given)" % (daemon, ctl))
+    if cfg.build_dir == REPO / "build":
+        log("building ocfs2d: scripts/setup.sh")
+        run([str(REPO / "scripts" / "setup.sh")], timeout=3600, cwd=str(REPO))
+    else:
+        if not (cfg.build_dir / "build.ninja").exists():
+            log("configuring %s" % cfg.build_dir)
+            run(["meson", "setup", str(cfg.build_dir)], timeout=600, cwd=str(REPO))
+        log("building %s" % cfg.build_dir)
+        run(["ninja", "-C", str(cfg.build_dir)], timeout=3600, cwd=str(REPO))
+    if not daemon.exists():
+        raise BenchError("%s does not exist even after a build: the daemon is not "
+                         "built yet?  Run with --fs fuse2fs,ext4 to skip ocfs2d."
+                         % daemon)
+
+
+def clean_stale(cfg):
+    """Undo mounts and loop devices a killed earlier run left in workdir."""
+    for name in ALL_FS:
+        mnt = cfg.workdir / ("mnt-%s" % name)
+        if mount_entry(mnt):
+            log("unmounting a stale mount at %s" % mnt)
+            subprocess.run(["umount", "-l", str(mnt)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        detach_loops_for(cfg.workdir / ("%s.img" % name))
+
+
+def run_fs(fs, cfg, results, rep):
+    """All workloads on one filesystem; failures are recorded, not fatal."""
+    log("== %s: %s (%s volume)%s" % (
+        fs.name, fs.describe, human(cfg.volume),
+        ", repetition %d of %d" % (rep + 1, cfg.repeat) if cfg.repeat > 1 else ""))
+    keys = [k for w in cfg.workloads for k, _, _ in WORKLOADS[w][1]]
+
+    done = set()
+
+    def fail_all(msg, which):
+        for k in which:
+            if k not in done:
+                results[k].add(fs.name, None, error=msg, rep=rep)
+                done.add(k)
+
+    try:
+        fs.make()
+        fs.mount()
+    except BenchError as e:
+        fs.info["errors"].append("setup: %s" % e)
+        log("%s: setup failed: %s" % (fs.name, e))
+        fail_all("setup failed", keys)
+        return
+    for w in cfg.workloads:
+        func, metrics = WORKLOADS[w]
+        wkeys = [k for k, _, _ in metrics]
+        if not fs.healthy():
+            msg = "%s not mounted or not responding before %s" % (fs.name, w)
+            if isinstance(fs, FuseBackend):
+                if fs.proc is not None and fs.proc.poll() is not None:
+                    msg += "; the daemon exited with status %d" % fs.proc.returncode
+                msg += " (daemon log: %s)" % file_tail(fs.logfile, 4)
+            fs.info["errors"].append(msg)
+            log(msg + "; mounting again")
+            try:
+                fs.force_cleanup()
+                fs.mount()
+            except BenchError as e:
+                fs.info["errors"].append("remount: %s" % e)
+                fail_all("filesystem lost", keys)
+                return
+        log("%s: %s" % (fs.name, w))
+        out = {}
+        t0 = time.perf_counter()
+        try:
+            with Watchdog(workload_cap(cfg, w), fs.abort, "workload " + w):
+                drop_caches()
+                func(fs, cfg, out)
+        except (BenchError, OSError, json.JSONDecodeError, KeyError) as e:
+            msg = "%s: %s" % (w, e)
+            fs.info["errors"].append(msg)
+            log("%s: FAILED %s" % (fs.name, msg))
+        fs.info.setdefault("workload_seconds", {})[w] = round(time.perf_counter() - t0, 1)
+        for k in wkeys:
+            if k in out:
+                results[k].add(fs.name, out[k][0], out[k][1], rep=rep)
+            else:
+                results[k].add(fs.name, None, error="failed: see the errors of "
+                               + fs.name, rep=rep)
+            done.add(k)
+        if fs.mounted and not mount_entry(fs.mnt):
+            fs.mounted = False
+    try:
+        if fs.healthy():
+            fs.info["df_after"] = df(fs.mnt)
+        fs.umount()
+    except BenchError as e:
+        fs.info["errors"].append("umount: %s" % e)
+        log("%s: %s" % (fs.name, e))
+        fs.force_cleanup()
+    if cfg.fsck:
+        f = fs.fsck()
+        if f:
+            fs.info.setdefault("fsck", []).append(f)
+            if not f["ok"]:
+                log("%s: %s found problems: %s" % (fs.name, f["cmd"], f["output"]))
+                fs.info["errors"].append("%s found problems (rc %s): %s"
+                                         % (f["cmd"], f.get("rc"), f["output"]))
+
+
+def workload_cap(cfg, w):
+    """Seconds after which a workload is certainly stuck."""
+    p = cfg.profile
+    return 300 + {"seq": 2 * p["seq_cap"], "smallfiles": 4 * p["phase_cap"],
+                  "randwrite": p["rand_fill_cap"] + p["rand_runtime"],
+                  "untar": p["untar_cap"]}[w]
+
+
+def df(path):
+    st = os.statvfs(path)
+    return {"total": st.f_blocks * st.f_frsize, "free": st.f_bavail * st.f_frsize}
+
+
+def fmt_value(v, unit):
+    if v is None:
+        return "FAIL"
+    if unit == "MB/s":
+        return "%.1f" % v if v < 1000 else "%.0f" % v
+    return "%.0f" % v if v >= 100 else "%.1f" % v
+
+
+def fmt_ratio(r):
+    if r is None:
+        return "-"
+    return "%.2fx" % r if r < 10 else "%.1fx" % r
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def print_table(cfg, results, order):
+    cols = [fs for fs in ALL_FS if fs in cfg.fs]
+    ratio_cols = [o for o in ("fuse2fs", "ext4") if "ocfs2d" in cols and o in cols]
+    head = ["workload", "unit"] + cols + ["ocfs2d/%s" % o for o in ratio_cols]
+    rows = []
+    for k in order:
+        r = results[k]
+        row = [r.label, r.unit] + [fmt_value(r.values.get(fs), r.unit) for fs in cols]
+        row += [fmt_ratio(ratio(r.values.get("ocfs2d"), r.values.get(o)))
+                for o in ratio_cols]
+        rows.append(row)
+    widths = [max(len(str(x[i])) for x in [head] + rows) for i in range(len(head))]
+    line = lambda cells: "  ".join(  # noqa: E731
+        (c.ljust(w) if i < 2 else c.rjust(w)) for i, (c, w) in enumerate(zip(cells, widths)))
+    print()
+    print(line(head))
+    print(line(["-" * w for w in widths]))
+    for row in rows:
+        print(line(row))
+    if ratio_cols:
+        print("\nratios are throughput ratios: above 1.00x ocfs2d is faster.")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="Benchmark ocfs2d against fuse2fs and kernel ext4 (run as root).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes and short time caps: a smoke test")
+    ap.add_argument("--size", type=parse_size, default=None,
+                    help="volume (image) size, e.g. 4G [4G, quick 1G]")
+    ap.add_argument("--fs", default=",".join(ALL_FS),
+                    help="comma-separated filesystems among " + ",".join(ALL_FS))
+    ap.add_argument("--workloads", default=",".join(ALL_WORKLOADS),
+                    help="comma-separated workloads among " + ",".join(ALL_WORKLOADS))
+    ap.add_argument("--workdir", type=Path, default=Path("/var/tmp/ocfs2d-bench"),
+                    help="images, mountpoints, logs and the cached tarball")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run everything N times (filesystems interleaved) and "
+                    "report the medians")
+    ap.add_argument("--keep-images", action="store_true",
+                    help="keep the image files after the run (default: delete)")
+    ap.add_argument("--build-dir", type=Path, default=Path("build"),
+                    help="ocfs2d build directory (relative: to the repository)")
+    ap.add_argument("--json", type=Path, default=REPO / "bench" / "results" / "last.json",
+                    dest="json_out", help="where to write the results as JSON")
+    ap.add_argument("--seq-size", type=parse_size, help="sequential file size [1G]")
+    ap.add_argument("--rand-size", type=parse_size, help="random-write file size [256M]")
+    ap.add_argument("--rand-runtime", type=int, help="random-write seconds [30]")
+    ap.add_argument("--files", type=int, help="small files [10000]")
+    ap.add_argument("--dirs", type=int, help="directories for the small files [100]")
+    ap.add_argument("--tar-source", help="directory to make the untar tarball from "
+                    "[/usr/include, more trees until 5000 files]")
+    ap.add_argument("--ocfs2-mkfs", choices=["ocfs2ctl", "mkfs.ocfs2"],
+                    default="ocfs2ctl", help="what formats the OCFS2 image")
+    ap.add_argument("--ocfs2-format-opts", default=None,
+                    help="format options instead of '-b 4096 -C 4096 -N 1 -J "
+                    "size=<as ext4>' (-M local is always given)")
+    ap.add_argument("--ocfs2d-launch", choices=["foreground", "ctl"],
+                    default="foreground", help="'ocfs2d -f' in the background, "
+                    "or 'ocfs2ctl mount'/'ocfs2ctl umount'")
+    ap.add_argument("--ocfs2d-opts", default="", help="-o options for ocfs2d")
+    ap.add_argument("--fuse2fs-opts", default="", help="-o options for fuse2fs")
+    ap.add_argument("--ext4-opts", default="", help="-o options for the ext4 mount")
+    ap.add_argument("--ext4-mkfs-opts", default="",
+                    help="extra mkfs.ext4 options (both ext4 images)")
+    ap.add_argument("--no-fsck", dest="fsck", action="store_false",
+                    help="skip the fsck of each image after its run")
+    ap.add_argument("--no-install", action="store_true",
+                    help="do not apt-get install missing tools")
+    ap.add_argument("--no-build", action="store_true",
+                    help="do not build ocfs2d if its binaries are missing")
+    ap.add_argument("--mount-timeout", type=int, default=60)
+    ap.add_argument("--umount-timeout", type=int, default=120)
+    args = ap.parse_args(argv)
+
+    if os.geteuid() != 0:
+        print("bench.py: must run as root (it makes filesystems, mounts them, "
+              "sets up loop devices and drops the page cache).\n"
+              "Try: sudo %s" % shlex.join([sys.executable] + sys.argv),
+              file=sys.stderr)
+        return 2
+
+    cfg = Config()
+    cfg.fs = [f.strip() for f in args.fs.split(",") if f.strip()]
+    bad = [f for f in cfg.fs if f not in ALL_FS]
+    if bad or not cfg.fs:
+        ap.error("--fs: unknown %s (choose among %s)" % (bad, ",".join(ALL_FS)))
+    cfg.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    bad = [w for w in cfg.workloads if w not in ALL_WORKLOADS]
+    if bad or not cfg.workloads:
+        ap.error("--workloads: unknown %s (choose among %s)"
+                 % (bad, ",".join(ALL_WORKLOADS)))
+    cfg.mode = "quick" if args.quick else "full"
+    cfg.profile = dict(PROFILES[cfg.mode])
+    for opt, key in (("seq_size", "seq_size"), ("rand_size", "rand_size"),
+                     ("rand_runtime", "rand_runtime"), ("files", "files"),
+                     ("dirs", "dirs")):
+        if getattr(args, opt) is not None:
+            cfg.profile[key] = getattr(args, opt)
+    cfg.volume = args.size or cfg.profile["volume"]
+    cfg.profile["volume"] = cfg.volume
+    if cfg.profile["files"] < cfg.profile["dirs"] or cfg.profile["dirs"] < 1:
+        ap.error("need at least one file per directory")
+    cfg.workdir = args.workdir.resolve()
+    cfg.cache_dir = cfg.workdir / "cache"
+    cfg.build_dir = (REPO / args.build_dir).resolve() if not args.build_dir.is_absolute() \
+        else args.build_dir
+    cfg.keep_images = args.keep_images
+    cfg.repeat = args.repeat
+    if cfg.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    cfg.tar_source = args.tar_source
+    cfg.ocfs2_mkfs = args.ocfs2_mkfs
+    cfg.ocfs2_format_opts = shlex.split(args.ocfs2_format_opts) \
+        if args.ocfs2_format_opts is not None else None
+    cfg.ocfs2d_launch = args.ocfs2d_launch
+    cfg.ocfs2d_opts = args.ocfs2d_opts
+    cfg.fuse2fs_opts = args.fuse2fs_opts
+    cfg.ext4_opts = args.ext4_opts
+    cfg.ext4_mkfs_opts = shlex.split(args.ext4_mkfs_opts)
+    cfg.fsck = args.fsck
+    cfg.no_install = args.no_install
+    cfg.no_build = args.no_build
+    cfg.mount_timeout = args.mount_timeout
+    cfg.umount_timeout = args.umount_timeout
+
+    if "seq" in cfg.workloads and cfg.profile["seq_size"] > cfg.volume * 0.8:
+        ap.error("--seq-size must fit well within the volume")
+    if "randwrite" in cfg.workloads and cfg.profile["rand_size"] > cfg.volume * 0.8:
+        ap.error("--rand-size must fit well within the volume")
+
+    # SIGTERM and SIGHUP unwind like ^C, so the finally below cleans up.
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+
+    backends = []
+    started = time.time()
+    results, order = {}, []
+    labels = {"seq": human(cfg.profile["seq_size"]),
+              "files": "%d" % cfg.profile["files"], "tar": ""}
+    try:
+        cfg.workdir.mkdir(parents=True, exist_ok=True)
+        clean_stale(cfg)
+        st = os.statvfs(cfg.workdir)
+        avail = st.f_bavail * st.f_frsize
+        need = cfg.profile["seq_size"] + cfg.profile["rand_size"] + 512 * MiB
+        if avail < need:
+            raise BenchError("%s has %s free; the workloads need about %s"
+                             % (cfg.workdir, human(avail), human(need)))
+        want = cfg.volume * (len(cfg.fs) if cfg.keep_images else 1)
+        if avail < want:
+            log("warning: %s has %s free, less than the (sparse) images' %s"
+                % (cfg.workdir, human(avail), human(want)))
+        ensure_tools(cfg)
+        if "ocfs2d" in cfg.fs:
+            ensure_ocfs2d(cfg)
+        if "untar" in cfg.workloads:
+            cfg.tarball = make_tarball(cfg)
+            info = cfg.tarball[1]
+            labels["tar"] = "%d entries, %s" % (
+                info["files"] + info["dirs"] + info["other"], human(info["bytes"]))
+        for w in cfg.workloads:
+            for key, label, unit in WORKLOADS[w][1]:
+                results[key] = Result(key, label % labels, unit)
+                order.append(key)
+        backends = [BACKENDS[name](cfg) for name in ALL_FS if name in cfg.fs]
+        for r in range(cfg.repeat):
+            for fs in backends:
+                try:
+                    run_fs(fs, cfg, results, r)
+                finally:
+                    fs.force_cleanup()
+                    if not cfg.keep_images and fs.image.exists():
+                        fs.image.unlink()
+    except KeyboardInterrupt as e:
+        log("interrupted (%s): cleaning up" % (e or "^C"))
+        for fs in backends:
+            fs.force_cleanup()
+        return 130
+    except BenchError as e:
+        log("error: %s" % e)
+        return 1
+    finally:
+        for fs in backends:
+            fs.force_cleanup()
+            if not cfg.keep_images and fs.image.exists():
+                fs.image.unlink()
+
+    print_table(cfg, results, order)
+    problems = []
+    for fs in backends:
+        for e in fs.info["errors"]:
+            problems.append("%s: %s" % (fs.name, e))
+    if problems:
+        print("\nproblems:")
+        for p in problems:
+            print("  " + p)
+
+    doc = {
+        "schema": 1,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started)),
+        "seconds": round(time.time() - started, 1),
+        "host": {"kernel": platform.release(), "cpus": os.cpu_count(),
+                 "mem_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+                 "python": platform.python_version(), "tools": tool_versions(cfg)},
+        "config": {"mode": cfg.mode, "repeat": cfg.repeat, "volume_bytes": cfg.volume, "fs": cfg.fs,
+                   "workloads": cfg.workloads, "workdir": str(cfg.workdir),
+                   "profile": cfg.profile,
+                   "tarball": cfg.tarball[1] if "untar" in cfg.workloads else None},
+        "filesystems": {fs.name: fs.info for fs in backends},
+        "results": [{
+            "key": k, "label": results[k].label, "unit": results[k].unit,
+            "values": results[k].values, "samples": results[k].samples,
+            "details": results[k].details,
+            "errors": results[k].errors,
+            "ratios": {"ocfs2d/%s" % o: ratio(results[k].values.get("ocfs2d"),
+                                                results[k].values.get(o))
+                       for o in ("fuse2fs", "ext4")
+                       if "ocfs2d" in cfg.fs and o in cfg.fs},
+        } for k in order],
+        "problems": problems,
+    }
+    args.json_out.parent.mkdir(parents=True, exist_ok=True)
+    args.json_out.write_text(json.dumps(doc, indent=1) + "\n")
+    print("\nresults: %s  (took %.0fs)" % (args.json_out, time.time() - started))
+    return 0
+
+
+def tool_versions(cfg):
+    v = {}
+    for name, cmd in (("fio", ["fio", "--version"]),
+                      ("fuse2fs", ["dpkg-query", "-W", "-f=${Version}", "fuse2fs"]),
+                      ("e2fsprogs", ["dpkg-query", "-W", "-f=${Version}", "e2fsprogs"])):
+        try:
+            v[name] = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            v[name] = None
+    try:
+        v["ocfs2d_commit"] = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            timeout=10).stdout.strip() or None
+    except (OSError, subprocess.TimeoutExpired):
+        v["ocfs2d_commit"] = None
+    return v
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -176,15 +176,41 @@ static char *find_daemon(void)
 	return strdup("ocfs2d");
 }
 
-/* Run ocfs2d with args (it detaches once ready); its exit status or -1. */
+/*
+ * Run ocfs2d with args (it detaches once ready); its exit status or -1.  Its
+ * output goes to ocfs2d.log next to the control socket, not to ours: a
+ * caller reading our output through a pipe must not wait on the daemon.
+ */
 static int run_daemon(char *const *args)
 {
-	pid_t pid = fork();
+	char log[PATH_MAX];
+	const char *ctl = control_path(), *slash = strrchr(ctl, '/');
+	pid_t pid;
 	int st;
 
+	snprintf(log, sizeof(log), "%.*s/ocfs2d.log", slash ? (int)(slash - ctl) : 1,
+		 slash ? ctl : ".");
+	fflush(NULL);
+	pid = fork();
 	if (pid < 0)
 		return -1;
 	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+		if (fd < 0 && slash && slash != ctl) {
+			/* the socket's directory may not exist yet */
+			char dir[PATH_MAX];
+
+			snprintf(dir, sizeof(dir), "%.*s", (int)(slash - ctl), ctl);
+			mkdir(dir, 0755);
+			fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		}
+		if (fd < 0)
+			fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
 		execvp(args[0], args);
 		fprintf(stderr, "ocfs2ctl: cannot run %s: %s\n", args[0], strerror(errno));
 		_exit(127);
@@ -247,7 +273,8 @@ static int do_mount(bool json, const char *opts, bool foreground, const char *de
 
 		if (st != 0) {
 			free(daemon);
-			return fail("mount", "could not start ocfs2d (%s exited with %d)", args[0], st);
+			return fail("mount", "could not start ocfs2d (%s exited with %d; see ocfs2d.log "
+				    "next to %s)", args[0], st, control_path());
 		}
 		fd = connect_control();
 	}

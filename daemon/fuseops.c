@@ -562,7 +562,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	uint64_t blk = to_blk(v, ino);
 	int r = 0;
 
-	if ((fi->flags & O_TRUNC) && (fi->flags & O_ACCMODE) != O_RDONLY) {
+	/* O_TRUNC truncates even with O_RDONLY, as on Linux's own filesystems
+	 * (the kernel has checked write permission) */
+	if (fi->flags & O_TRUNC) {
 		struct o2_setattr a = { .size = 0, .mtime = now_ts() };
 
 		a.ctime = a.mtime;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define FUSE_USE_VERSION 314
@@ -325,8 +326,12 @@ static void volume_release(struct volume *v)
 static bool prepare_mountpoint(const char *mnt, GError **err)
 {
 	struct stat st;
+	struct statvfs sv;
 
-	if (stat(mnt, &st) < 0 && errno == ENOTCONN) {
+	/* stat() may be answered from the kernel's attribute cache even when
+	 * the daemon is gone; statfs() is never cached */
+	if ((stat(mnt, &st) < 0 && errno == ENOTCONN) ||
+	    (statvfs(mnt, &sv) < 0 && errno == ENOTCONN)) {
 		if (umount2(mnt, MNT_DETACH) == 0)
 			g_message("%s: detached a stale FUSE mount left by a dead daemon", mnt);
 	}

@@ -915,21 +915,33 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	if (plus)
+	struct o2_inode *dir = NULL;
+
+	if (plus) {
 		lock(v);
-	for (guint i = off < 0 ? 0 : (guint)off; i < s->ents->len; i++) {
+		r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
+	}
+	for (guint i = off < 0 ? 0 : (guint)off; r == 0 && i < s->ents->len; i++) {
 		const struct snap_ent *e = &g_array_index(s->ents, struct snap_ent, i);
 		size_t n;
 
 		if (plus) {
 			struct fuse_entry_param ep;
+			struct o2_dirent de;
 
 			memset(&ep, 0, sizeof(ep));
 			if (is_dot(e->name)) {
 				ep.attr.st_ino = e->ino;
 				ep.attr.st_mode = dt_mode(e->type);
 			} else {
-				r = make_entry(v, e->ino, &ep);
+				/*
+				 * The snapshot is from opendir: the name may be gone
+				 * since, and its inode freed or even reused.  Entries
+				 * handed to the kernel must be what the name is now.
+				 */
+				r = o2_dir_lookup(v->fs, dir, e->name, strlen(e->name), &de);
+				if (r == 0)
+					r = make_entry(v, de.ino, &ep);
 				if (r == -ESTALE || r == -ENOENT) {
 					r = 0; /* gone since opendir */
 					continue;
@@ -941,7 +953,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 						   (off_t)i + 1);
 			if (n > size - used) {
 				if (!is_dot(e->name))
-					node_unref(v, e->ino, 1); /* not sent after all */
+					node_unref(v, de.ino, 1); /* not sent after all */
 				break;
 			}
 		} else {
@@ -954,6 +966,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		}
 		used += n;
 	}
+	if (dir)
+		o2_inode_unref(dir);
 	if (plus)
 		unlock(v);
 	if (r < 0 && used == 0)

@@ -1,0 +1,1457 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""ocfs2d through real FUSE mounts, judged by fsck.ocfs2 -fn after each case.
+
+    test_fuse.py OCFS2D OCFS2CTL CASE
+
+CASE: ops (namespace operations), data (file contents and attributes),
+perms (a non-root user, allow_other), ctl (ocfs2ctl mount/umount through
+the control socket, forced unmounts), stress (concurrent random operations,
+verified after a remount), crash (SIGKILL of the daemon mid-workload, the
+journal replayed, fsynced files intact).  Needs root, /dev/fuse and
+ocfs2-tools (else exit 77).  FUSE_STRESS_SECONDS bounds the stress case's
+operations (default 40); FUSE_TEST_WATCHDOG the whole case (540 s).
+"""
+
+import errno
+import hashlib
+import json
+import mmap
+import os
+import random
+import socket
+import stat
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fuselib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,  # noqa: E402
+                     RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW,
+                     UTIME_OMIT, Failure, as_user, mount_entry, compare_snapshots, errno_of, fallocate,
+                     file_sha, log, main, renameat2, run, sanitizer_report, snapshot, utimensat)
+
+
+def write_file(path, data, mode=0o644):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    finally:
+        os.close(fd)
+
+
+def read_file(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def pwrite_all(fd, data, off):
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, off)
+        view, off = view[n:], off + n
+
+
+def drop_inode_caches():
+    """Make the kernel forget unused dentries and inodes (FORGET requests)."""
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("2")
+    except OSError:
+        pass
+
+
+def remount_and_compare(chk, vol, root=None, opts=None):
+    """Snapshot, unmount, fsck, mount again: everything must still be there."""
+    root = root or vol.mnt
+    before = snapshot(root)
+    vol.umount()
+    vol.fsck(chk, "after unmount")
+    vol.mount(opts)
+    after = snapshot(root)
+    compare_snapshots(chk, before, after, "%s after remount" % vol.name)
+    return after
+
+
+def rdump_compare(chk, env, vol, subdir):
+    """debugfs.ocfs2 rdump of /subdir (unmounted volume) equals the mounted
+    tree's regular files, directories and symlinks (snapshot taken before)."""
+    if not env.debugfs:
+        return
+    out = os.path.join(env.tmp, "rdump-" + vol.name)
+    os.mkdir(out)
+    rc, text = run([env.debugfs, "-R", "rdump /%s %s" % (subdir, out), vol.img])
+    chk.ok(rc == 0, "debugfs rdump /%s: exit %d: %s" % (subdir, rc, text))
+    return os.path.join(out, subdir)
+
+
+# ====================================================================
+# ops: the namespace
+# ====================================================================
+
+def case_ops(env, chk):
+    vol = env.volume("ops")
+    vol.mount()
+    m = vol.mnt
+    P = lambda *a: os.path.join(m, *a)  # noqa: E731
+
+    # -- mkdir, lookup, getattr, rmdir
+    root_links = os.stat(m).st_nlink
+    os.mkdir(P("d1"), 0o755)
+    st = os.stat(P("d1"))
+    chk.ok(stat.S_ISDIR(st.st_mode), "mkdir: a directory")
+    chk.eq(stat.S_IMODE(st.st_mode), 0o755, "mkdir mode")
+    chk.eq(st.st_nlink, 2, "new directory's links")
+    chk.eq(os.stat(m).st_nlink, root_links + 1, "parent's links after mkdir")
+    chk.err(lambda: os.mkdir(P("d1")), errno.EEXIST, "mkdir over an existing dir")
+    chk.err(lambda: os.stat(P("nope")), errno.ENOENT, "lookup of a missing name")
+    chk.err(lambda: os.stat(P("nope", "x")), errno.ENOENT, "lookup under a missing dir")
+    os.mkdir(P("d1", "sub"), 0o700)
+    chk.eq(os.stat(P("d1", "sub", "..")).st_ino, st.st_ino, "'..' of a subdirectory")
+    chk.err(lambda: os.rmdir(P("d1")), errno.ENOTEMPTY, "rmdir of a non-empty dir")
+    os.rmdir(P("d1", "sub"))
+    chk.eq(os.stat(P("d1")).st_nlink, 2, "links after rmdir of the subdir")
+    write_file(P("d1", "f"), b"file")
+    chk.err(lambda: os.rmdir(P("d1", "f")), errno.ENOTDIR, "rmdir of a file")
+    chk.err(lambda: os.unlink(P("d1")), errno.EISDIR, "unlink of a dir")
+    chk.err(lambda: os.rmdir(P("d1", "none")), errno.ENOENT, "rmdir of a missing name")
+    chk.err(lambda: os.unlink(P("d1", "none")), errno.ENOENT, "unlink of a missing name")
+    chk.err(lambda: os.mkdir(P("d1", "f", "x")), errno.ENOTDIR, "mkdir under a file")
+
+    # -- mknod: fifo, char and block devices, sockets
+    os.mkdir(P("nodes"))
+    os.mkfifo(P("nodes", "fifo"), 0o640)
+    st = os.lstat(P("nodes", "fifo"))
+    chk.ok(stat.S_ISFIFO(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o640, "mkfifo: %o" % st.st_mode)
+    os.mknod(P("nodes", "null"), stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    st = os.lstat(P("nodes", "null"))
+    chk.ok(stat.S_ISCHR(st.st_mode), "mknod S_IFCHR: %o" % st.st_mode)
+    chk.eq(st.st_rdev, os.makedev(1, 3), "char device number")
+    # libfuse mounts nodev: device nodes on the volume do not open
+    chk.err(lambda: open(P("nodes", "null"), "rb"), errno.EACCES, "opening a device node (nodev)")
+    os.mknod(P("nodes", "blk"), stat.S_IFBLK | 0o600, os.makedev(259, 70000 & 0xfffff))
+    st = os.lstat(P("nodes", "blk"))
+    chk.ok(stat.S_ISBLK(st.st_mode), "mknod S_IFBLK")
+    chk.eq(st.st_rdev, os.makedev(259, 70000 & 0xfffff), "block device number (big minor)")
+    os.mknod(P("nodes", "sock1"), stat.S_IFSOCK | 0o755)
+    chk.ok(stat.S_ISSOCK(os.lstat(P("nodes", "sock1")).st_mode), "mknod S_IFSOCK")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(P("nodes", "sock2"))
+    s.listen(1)
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.connect(P("nodes", "sock2"))
+    a, _ = s.accept()
+    c.sendall(b"ping")
+    chk.eq(a.recv(4), b"ping", "a socket bound on the volume works")
+    for x in (a, c, s):
+        x.close()
+    chk.ok(stat.S_ISSOCK(os.lstat(P("nodes", "sock2")).st_mode), "bind() made a socket node")
+    chk.err(lambda: os.mknod(P("nodes", "fifo"), stat.S_IFIFO | 0o600), errno.EEXIST, "mknod over a name")
+    types = {e.name: (e.is_fifo() if hasattr(e, "is_fifo") else None) for e in os.scandir(P("nodes"))}
+    chk.eq(sorted(types), ["blk", "fifo", "null", "sock1", "sock2"], "readdir of nodes/")
+    dtypes = {}
+    for e in os.scandir(P("nodes")):
+        dtypes[e.name] = stat.S_IFMT(e.stat(follow_symlinks=False).st_mode)
+    chk.eq(dtypes, {"blk": stat.S_IFBLK, "fifo": stat.S_IFIFO, "null": stat.S_IFCHR,
+                    "sock1": stat.S_IFSOCK, "sock2": stat.S_IFSOCK}, "node types via scandir")
+
+    # -- symlinks: fast (in the inode) and extent-based, up to PATH_MAX - 1
+    os.mkdir(P("links"))
+    write_file(P("links", "target"), b"the target")
+    lengths = [1, 10, 59, 60, 61, 100, 500, 800, 1000, 2000, 4000, 4095]
+    for n in lengths:
+        t = ("t" * n) if n < 20 else ("./" * ((n - 6) // 2) + "target")
+        t = t + "x" * (n - len(t))
+        os.symlink(t, P("links", "l%d" % n))
+    for n in lengths:
+        p = P("links", "l%d" % n)
+        t = os.readlink(p)
+        chk.eq(len(t), n, "readlink length of a %d-byte target" % n)
+        chk.eq(os.lstat(p).st_size, n, "lstat size of a %d-byte symlink" % n)
+        chk.ok(stat.S_ISLNK(os.lstat(p).st_mode), "symlink type (%d)" % n)
+    os.symlink("target", P("links", "rel"))
+    chk.eq(read_file(P("links", "rel")), b"the target", "following a symlink")
+    os.symlink("./" * 40 + "target", P("links", "long-rel"))
+    chk.eq(read_file(P("links", "long-rel")), b"the target", "following an 86-byte symlink")
+    chk.err(lambda: os.symlink("x" * 4096, P("links", "toolong")), errno.ENAMETOOLONG,
+            "symlink target of PATH_MAX bytes")
+    chk.err(lambda: os.readlink(P("links", "target")), errno.EINVAL, "readlink of a file")
+    chk.err(lambda: os.symlink("x", P("links", "rel")), errno.EEXIST, "symlink over a name")
+
+    # -- hard links
+    os.mkdir(P("hl"))
+    write_file(P("hl", "a"), b"linked")
+    os.link(P("hl", "a"), P("hl", "b"))
+    os.link(P("hl", "a"), P("d1", "c"))
+    sa, sb = os.stat(P("hl", "a")), os.stat(P("hl", "b"))
+    chk.eq(sa.st_ino, sb.st_ino, "hard link: same inode")
+    chk.eq(sb.st_nlink, 3, "links after two link()s")
+    os.unlink(P("hl", "a"))
+    chk.eq(os.stat(P("hl", "b")).st_nlink, 2, "links after an unlink")
+    chk.eq(read_file(P("d1", "c")), b"linked", "content through the other link")
+    chk.err(lambda: os.link(P("d1"), P("hl", "dirlink")), errno.EPERM, "hard link to a directory")
+    chk.err(lambda: os.link(P("hl", "b"), P("d1", "c")), errno.EEXIST, "link over a name")
+    chk.err(lambda: os.link(P("hl", "zz"), P("hl", "zz2")), errno.ENOENT, "link of a missing file")
+    os.link(P("links", "rel"), P("hl", "symlink-link"))
+    chk.eq(os.readlink(P("hl", "symlink-link")), "target", "hard link to a symlink")
+
+    # -- name lengths
+    os.mkdir(P("names"))
+    n255, n256 = "n" * 255, "n" * 256
+    write_file(P("names", n255), b"255")
+    chk.eq(read_file(P("names", n255)), b"255", "a 255-byte name")
+    os.mkdir(P("names", "D" * 255))
+    os.symlink("x", P("names", "S" * 255))
+    os.link(P("names", n255), P("names", "L" * 255))
+    u255 = "\u00e9" * 127 + "e"  # 255 bytes of UTF-8
+    write_file(P("names", u255), b"utf8")
+    chk.eq(len(os.fsencode(u255)), 255, "utf-8 name length")
+    chk.eq(sorted(os.listdir(P("names"))), sorted([n255, "D" * 255, "S" * 255, "L" * 255, u255]),
+           "readdir of 255-byte names")
+    for what, fn in [("create", lambda: write_file(P("names", n256), b"")),
+                     ("mkdir", lambda: os.mkdir(P("names", n256))),
+                     ("lookup", lambda: os.stat(P("names", n256))),
+                     ("symlink", lambda: os.symlink("x", P("names", n256))),
+                     ("link", lambda: os.link(P("names", n255), P("names", n256))),
+                     ("rename", lambda: os.rename(P("names", n255), P("names", n256))),
+                     ("mknod", lambda: os.mkfifo(P("names", n256))),
+                     ("unlink", lambda: os.unlink(P("names", n256)))]:
+        chk.err(fn, errno.ENAMETOOLONG, "256-byte name: " + what)
+    os.rename(P("names", n255), P("names", "short"))
+    os.rename(P("names", "short"), P("names", "m" * 255))
+    chk.eq(read_file(P("names", "m" * 255)), b"255", "rename to a 255-byte name")
+
+    # -- rename
+    os.mkdir(P("r"))
+    os.mkdir(P("r", "A"))
+    os.mkdir(P("r", "B"))
+    A, B = P("r", "A"), P("r", "B")
+    write_file(os.path.join(A, "f1"), b"one")
+    ino = os.stat(os.path.join(A, "f1")).st_ino
+    os.rename(os.path.join(A, "f1"), os.path.join(A, "f2"))
+    chk.err(lambda: os.stat(os.path.join(A, "f1")), errno.ENOENT, "rename: old name gone")
+    chk.eq(os.stat(os.path.join(A, "f2")).st_ino, ino, "rename: same inode under the new name")
+    os.rename(os.path.join(A, "f2"), os.path.join(B, "f3"))
+    chk.eq(read_file(os.path.join(B, "f3")), b"one", "rename across directories")
+    # a directory across directories: links and '..' follow
+    os.mkdir(os.path.join(A, "sd"))
+    os.mkdir(os.path.join(A, "sd", "inner"))
+    la, lb = os.stat(A).st_nlink, os.stat(B).st_nlink
+    os.rename(os.path.join(A, "sd"), os.path.join(B, "sd"))
+    chk.eq((os.stat(A).st_nlink, os.stat(B).st_nlink), (la - 1, lb + 1), "links after moving a dir")
+    chk.eq(os.stat(os.path.join(B, "sd", "..")).st_ino, os.stat(B).st_ino, "'..' of a moved dir")
+    chk.eq(os.listdir(os.path.join(B, "sd")), ["inner"], "moved dir keeps its entries")
+    # over an existing file: the old target goes, its space with it
+    write_file(os.path.join(A, "victim"), b"v" * 100000)
+    write_file(os.path.join(A, "winner"), b"w")
+    victim_links = os.stat(os.path.join(A, "victim")).st_nlink
+    os.rename(os.path.join(A, "winner"), os.path.join(A, "victim"))
+    chk.eq(victim_links, 1, "victim link count")
+    chk.eq(read_file(os.path.join(A, "victim")), b"w", "rename over an existing file")
+    chk.ok("winner" not in os.listdir(A), "rename over a file: the source name is gone")
+    # over a hard-linked file: the other link survives
+    write_file(os.path.join(A, "hl1"), b"keep me")
+    os.link(os.path.join(A, "hl1"), os.path.join(B, "hl2"))
+    write_file(os.path.join(A, "new"), b"new")
+    os.rename(os.path.join(A, "new"), os.path.join(A, "hl1"))
+    chk.eq((read_file(os.path.join(B, "hl2")), os.stat(os.path.join(B, "hl2")).st_nlink),
+           (b"keep me", 1), "rename over one of two links")
+    # over an empty dir, over a non-empty one, file over dir, dir over file
+    os.mkdir(os.path.join(A, "src"))
+    write_file(os.path.join(A, "src", "inside"), b"in")
+    os.mkdir(os.path.join(B, "empty"))
+    os.rename(os.path.join(A, "src"), os.path.join(B, "empty"))
+    chk.eq(read_file(os.path.join(B, "empty", "inside")), b"in", "rename dir over an empty dir")
+    os.mkdir(os.path.join(A, "full"))
+    write_file(os.path.join(A, "full", "x"), b"")
+    os.mkdir(os.path.join(A, "d2"))
+    chk.err(lambda: os.rename(os.path.join(A, "d2"), os.path.join(A, "full")), (errno.ENOTEMPTY, errno.EEXIST),
+            "rename over a non-empty dir")
+    chk.err(lambda: os.rename(os.path.join(A, "victim"), os.path.join(A, "d2")), errno.EISDIR,
+            "rename a file over a dir")
+    chk.err(lambda: os.rename(os.path.join(A, "d2"), os.path.join(A, "victim")), errno.ENOTDIR,
+            "rename a dir over a file")
+    chk.err(lambda: os.rename(os.path.join(A, "d2"), os.path.join(A, "d2", "in")), errno.EINVAL,
+            "rename a dir into itself")
+    chk.err(lambda: os.rename(os.path.join(A, "missing"), os.path.join(A, "m2")), errno.ENOENT,
+            "rename of a missing name")
+    os.rename(os.path.join(A, "victim"), os.path.join(A, "victim"))  # same name: nothing happens
+    chk.eq(read_file(os.path.join(A, "victim")), b"w", "rename onto itself")
+    # RENAME_NOREPLACE
+    write_file(os.path.join(A, "nr1"), b"nr1")
+    write_file(os.path.join(A, "nr2"), b"nr2")
+    chk.err(lambda: renameat2(os.path.join(A, "nr1"), os.path.join(A, "nr2"), RENAME_NOREPLACE),
+            errno.EEXIST, "RENAME_NOREPLACE over a file")
+    chk.eq(read_file(os.path.join(A, "nr2")), b"nr2", "NOREPLACE left the target")
+    renameat2(os.path.join(A, "nr1"), os.path.join(B, "nr3"), RENAME_NOREPLACE)
+    chk.eq(read_file(os.path.join(B, "nr3")), b"nr1", "RENAME_NOREPLACE to a free name")
+    # RENAME_EXCHANGE of a file and a directory in different directories
+    write_file(os.path.join(A, "xf"), b"exchanged file")
+    os.mkdir(os.path.join(B, "xd"))
+    write_file(os.path.join(B, "xd", "in"), b"in xd")
+    fino, dino = os.stat(os.path.join(A, "xf")).st_ino, os.stat(os.path.join(B, "xd")).st_ino
+    la, lb = os.stat(A).st_nlink, os.stat(B).st_nlink
+    renameat2(os.path.join(A, "xf"), os.path.join(B, "xd"), RENAME_EXCHANGE)
+    chk.eq(os.stat(os.path.join(A, "xf")).st_ino, dino, "EXCHANGE: A/xf is the dir")
+    chk.eq(os.stat(os.path.join(B, "xd")).st_ino, fino, "EXCHANGE: B/xd is the file")
+    chk.eq(read_file(os.path.join(B, "xd")), b"exchanged file", "EXCHANGE: file content")
+    chk.eq(read_file(os.path.join(A, "xf", "in")), b"in xd", "EXCHANGE: dir content")
+    chk.eq((os.stat(A).st_nlink, os.stat(B).st_nlink), (la + 1, lb - 1), "EXCHANGE: parents' links")
+    chk.eq(os.stat(os.path.join(A, "xf", "..")).st_ino, os.stat(A).st_ino, "EXCHANGE: '..' of the dir")
+    chk.err(lambda: renameat2(os.path.join(A, "xf"), os.path.join(B, "none"), RENAME_EXCHANGE),
+            errno.ENOENT, "EXCHANGE with a missing target")
+    chk.err(lambda: renameat2(os.path.join(A, "xf"), os.path.join(B, "none"),
+                              RENAME_EXCHANGE | RENAME_NOREPLACE), errno.EINVAL,
+            "EXCHANGE|NOREPLACE")
+    # exchange two files in one directory
+    write_file(os.path.join(A, "e1"), b"e1")
+    write_file(os.path.join(A, "e2"), b"e2" * 5000)
+    renameat2(os.path.join(A, "e1"), os.path.join(A, "e2"), RENAME_EXCHANGE)
+    chk.eq((read_file(os.path.join(A, "e1")), read_file(os.path.join(A, "e2"))), (b"e2" * 5000, b"e1"),
+           "EXCHANGE of two files")
+
+    # -- a directory of a few thousand entries, listed completely and exactly
+    big = P("big")
+    os.mkdir(big)
+    rnd = random.Random(7)
+    names = set()
+    while len(names) < 3000:
+        names.add("e%05d-%s" % (len(names), "x" * rnd.randrange(0, 120)))
+    for i, n in enumerate(sorted(names)):
+        if i % 10 == 0:
+            os.mkdir(os.path.join(big, n))
+        else:
+            os.close(os.open(os.path.join(big, n), os.O_CREAT | os.O_WRONLY, 0o644))
+    chk.eq(sorted(os.listdir(big)), sorted(names), "readdir of 3000 entries")
+    listed = [e.name for e in os.scandir(big)]
+    chk.eq(len(listed), len(set(listed)), "readdir: no duplicates")
+    gone = set(rnd.sample(sorted(names), 1000))
+    for n in gone:
+        p = os.path.join(big, n)
+        if os.path.isdir(p):
+            os.rmdir(p)
+        else:
+            os.unlink(p)
+    names -= gone
+    chk.eq(sorted(os.listdir(big)), sorted(names), "readdir after removing 1000")
+    # a directory changing while it is read: every untouched entry once
+    fd = os.open(big, os.O_RDONLY | os.O_DIRECTORY)
+    it = os.scandir(big)
+    seen = [next(it).name for _ in range(100)]
+    for i in range(200):
+        write_file(os.path.join(big, "during-%d" % i), b"")
+    seen += [e.name for e in it]
+    it.close()
+    chk.ok(names <= set(seen), "readdir while entries are added: lost %d" % len(names - set(seen)))
+    chk.eq(len(seen), len(set(seen)), "readdir while entries are added: no duplicates")
+    os.fsync(fd)  # fsyncdir
+    os.close(fd)
+    for i in range(200):
+        names.add("during-%d" % i)
+    # ... and while entries are removed and their inodes reused (between
+    # opendir and the first readdir, which is a readdirplus): no errors, and
+    # what is listed and still exists is what the name is now
+    order = os.listdir(big)
+    it = os.scandir(big)
+    doomed = [n for n in order if n in names and not os.path.isdir(os.path.join(big, n))][:300]
+    for n in doomed:
+        os.unlink(os.path.join(big, n))
+    for i in range(300):
+        write_file(os.path.join(big, "reuse-%d" % i), b"r")
+    try:
+        listed = list(it)
+        chk.ok(True, "readdir while entries are removed")
+    except OSError as e:
+        listed = []
+        chk.ok(False, "readdir while entries are removed: %s" % e)
+    it.close()
+    wrong = []
+    for e in listed:
+        try:
+            st = os.stat(os.path.join(big, e.name), follow_symlinks=False)
+        except FileNotFoundError:
+            continue
+        if st.st_ino != e.inode():
+            wrong.append(e.name)
+    chk.eq(wrong, [], "readdir entries whose inode is not the name's")
+    alive_doomed = [n for n in doomed if os.path.lexists(os.path.join(big, n))]
+    chk.eq(alive_doomed, [], "removed names that readdir brought back")
+    names -= set(doomed)
+    names |= {"reuse-%d" % i for i in range(300)}
+    chk.eq(sorted(os.listdir(big)), sorted(names), "readdir after removing and reusing")
+    d_types = {e.name: e.is_dir(follow_symlinks=False) for e in os.scandir(big)}
+    chk.ok(all(d_types[n] == os.path.isdir(os.path.join(big, n)) for n in names), "readdir d_type")
+
+    # -- access
+    chk.ok(os.access(P("d1", "f"), os.R_OK | os.W_OK), "access R|W")
+    chk.ok(not os.access(P("d1", "f"), os.X_OK), "access X on a 0644 file (root)")
+    chk.ok(not os.access(P("nope"), os.F_OK), "access F_OK of a missing name")
+
+    # -- lookup/forget: the kernel forgets everything it can, then looks it up again
+    before_drop = snapshot(m)
+    drop_inode_caches()
+    compare_snapshots(chk, before_drop, snapshot(m), "after the kernel forgot its inodes")
+    # many lookups of names that then disappear
+    for i in range(300):
+        p = P("d1", "tmp%d" % i)
+        write_file(p, b"x")
+        os.stat(p)
+        os.unlink(p)
+    chk.eq(sorted(os.listdir(P("d1"))), ["c", "f"], "d1 after temporary files")
+
+    before = snapshot(m)
+    remount_and_compare(chk, vol)
+    chk.eq(sorted(os.listdir(big)), sorted(names), "big dir after remount")
+    vol.umount()
+    vol.fsck(chk, "at the end")
+    out = rdump_compare(chk, env, vol, "r")
+    if out:
+        for rel, e in before.items():
+            if not rel.startswith("r/"):
+                continue
+            p = os.path.join(out, rel[2:])
+            if stat.S_ISREG(e["mode"]):
+                chk.ok(os.path.isfile(p) and file_sha(p) == e["sha"], "rdump: %s" % rel)
+            elif stat.S_ISDIR(e["mode"]):
+                chk.ok(os.path.isdir(p), "rdump: dir %s" % rel)
+
+
+# ====================================================================
+# data: contents and attributes
+# ====================================================================
+
+def case_data(env, chk):
+    vol = env.volume("data", mkfs="mkfs")
+    vol.mount()
+    m = vol.mnt
+    P = lambda *a: os.path.join(m, *a)  # noqa: E731
+    rnd = random.Random(11)
+    cs = os.statvfs(m).f_frsize
+
+    # -- create/write/read of many sizes (inline data, one cluster, many)
+    os.mkdir(P("sizes"))
+    for n in [0, 1, 100, 500, 1000, 3000, 4095, 4096, 4097, 65536 + 7, (1 << 20) + 13, 5 << 20]:
+        data = rnd.randbytes(n)
+        write_file(P("sizes", "s%d" % n), data)
+        chk.eq(os.stat(P("sizes", "s%d" % n)).st_size, n, "size of a %d-byte file" % n)
+        chk.eq(read_file(P("sizes", "s%d" % n)), data, "content of a %d-byte file" % n)
+    # pread/pwrite at odd offsets, growing an inline file past its limit
+    data = bytearray(rnd.randbytes(300))
+    fd = os.open(P("sizes", "grow"), os.O_RDWR | os.O_CREAT, 0o600)
+    pwrite_all(fd, data, 0)
+    for off, n in [(290, 50), (1000, 3000), (7000, 10), (200000, 5000), (5, 4)]:
+        chunk = rnd.randbytes(n)
+        pwrite_all(fd, chunk, off)
+        if off > len(data):
+            data += bytes(off - len(data))
+        data[off:off + n] = chunk
+    chk.eq(os.fstat(fd).st_size, len(data), "size after scattered writes")
+    chk.eq(os.pread(fd, len(data) + 10, 0), bytes(data), "content after scattered writes")
+    chk.eq(os.pread(fd, 100, 100000), bytes(100), "a hole reads as zeros")
+    chk.eq(os.pread(fd, 100, len(data) + 5), b"", "read past the end")
+    os.fsync(fd)
+    os.fdatasync(fd)
+    os.close(fd)
+
+    # -- mmap, O_DIRECT, the largest offsets
+    p = P("mapped")
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    os.ftruncate(fd, 3 * cs)
+    mp = mmap.mmap(fd, 3 * cs)
+    mp[100:105] = b"hello"
+    mp[2 * cs:2 * cs + 5] = b"world"
+    mp.flush()
+    mp.close()
+    os.close(fd)
+    d = read_file(p)
+    chk.eq((d[100:105], d[2 * cs:2 * cs + 5], len(d)), (b"hello", b"world", 3 * cs), "shared mmap writes")
+    fd = os.open(P("direct"), os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    buf = mmap.mmap(-1, 2 * cs)
+    blob = rnd.randbytes(2 * cs)
+    buf.write(blob)
+    chk.eq(os.pwrite(fd, buf, cs), 2 * cs, "O_DIRECT write")
+    back = mmap.mmap(-1, 3 * cs)
+    chk.eq(os.preadv(fd, [back], 0), 3 * cs, "O_DIRECT read")
+    chk.eq(back[:], bytes(cs) + blob, "O_DIRECT content")
+    os.close(fd)
+    maxoff = (0xffffffff << (cs.bit_length() - 1))  # the first cluster past the largest file
+    fd = os.open(P("huge"), os.O_RDWR | os.O_CREAT, 0o644)
+    chk.eq(os.pwrite(fd, b"end", maxoff - 3), 3, "a write ending at the largest offset")
+    chk.eq(os.fstat(fd).st_size, maxoff, "the largest file size")
+    chk.err(lambda: os.pwrite(fd, b"x", maxoff), errno.EFBIG, "a write past the largest offset")
+    chk.err(lambda: os.ftruncate(fd, maxoff + 1), errno.EFBIG, "truncate past the largest size")
+    chk.eq(os.pread(fd, 10, maxoff - 5), b"\0\0end", "reading at the largest offset")
+    os.ftruncate(fd, 0)
+    os.close(fd)
+
+    # -- chmod, chown, ctime
+    p = P("attr")
+    write_file(p, b"attributes")
+    st0 = os.stat(p)
+    time.sleep(0.02)
+    os.chmod(p, 0o4751)
+    st = os.stat(p)
+    chk.eq(stat.S_IMODE(st.st_mode), 0o4751, "chmod")
+    chk.ok(st.st_ctime_ns > st0.st_ctime_ns, "chmod changes ctime")
+    chk.eq(st.st_mtime_ns, st0.st_mtime_ns, "chmod keeps mtime")
+    os.chown(p, 1234, 5678)
+    st = os.stat(p)
+    chk.eq((st.st_uid, st.st_gid), (1234, 5678), "chown")
+    os.chown(p, -1, 42)
+    chk.eq((os.stat(p).st_uid, os.stat(p).st_gid), (1234, 42), "chown with uid -1")
+    os.chown(p, 0xfffffffe, 0xfffffffe)
+    chk.eq((os.stat(p).st_uid, os.stat(p).st_gid), (0xfffffffe, 0xfffffffe), "chown to 2^32-2")
+    os.chown(p, 0, 0)
+    os.chmod(p, 0o644)
+
+    # -- truncate up and down
+    p = P("trunc")
+    data = rnd.randbytes(3 * cs + 100)
+    write_file(p, data)
+    m0 = os.stat(p).st_mtime_ns
+    time.sleep(0.02)
+    os.truncate(p, 10 * cs)
+    chk.eq(read_file(p), data + bytes(10 * cs - len(data)), "truncate up: zeros after the data")
+    chk.ok(os.stat(p).st_mtime_ns > m0, "truncate changes mtime")
+    os.truncate(p, cs + 10)
+    chk.eq(read_file(p), data[:cs + 10], "truncate down")
+    os.truncate(p, 4 * cs)
+    chk.eq(read_file(p), data[:cs + 10] + bytes(4 * cs - cs - 10),
+           "truncate down then up: no old data comes back")
+    with open(p, "r+b") as f:
+        f.truncate(5)
+    chk.eq(read_file(p), data[:5], "ftruncate")
+    os.truncate(p, 0)
+    chk.eq((os.stat(p).st_size, os.stat(p).st_blocks), (0, 0), "truncate to 0 frees the clusters")
+    write_file(p, b"abc")
+    fd = os.open(p, os.O_WRONLY | os.O_TRUNC)
+    os.close(fd)
+    chk.eq(os.stat(p).st_size, 0, "O_TRUNC")
+    write_file(p, b"abc")
+    os.close(os.open(p, os.O_RDONLY | os.O_TRUNC))
+    chk.eq(os.stat(p).st_size, 0, "O_RDONLY|O_TRUNC truncates (as Linux does)")
+    write_file(p, rnd.randbytes(1 << 20))
+    os.truncate(p, 1 << 40)
+    chk.eq(os.stat(p).st_size, 1 << 40, "truncate up to 1 TiB (sparse)")
+    with open(p, "rb") as f:
+        f.seek((1 << 40) - 10)
+        chk.eq(f.read(), bytes(10), "the end of a 1 TiB sparse file")
+    os.truncate(p, 100)
+
+    # -- utimens: explicit, UTIME_NOW, UTIME_OMIT
+    p = P("times")
+    write_file(p, b"t")
+    os.utime(p, ns=(1_000_000_123, 2_000_000_456))
+    st = os.stat(p)
+    chk.eq((st.st_atime_ns, st.st_mtime_ns), (1_000_000_123, 2_000_000_456), "utime with nanoseconds")
+    c0 = st.st_ctime_ns
+    utimensat(p, UTIME_NOW, UTIME_OMIT)
+    st = os.stat(p)
+    chk.ok(abs(st.st_atime - time.time()) < 5, "UTIME_NOW atime: %s" % st.st_atime)
+    chk.eq(st.st_mtime_ns, 2_000_000_456, "UTIME_OMIT keeps mtime")
+    chk.ok(st.st_ctime_ns >= c0, "utimensat changes ctime")
+    utimensat(p, (5, 6), UTIME_NOW)
+    st = os.stat(p)
+    chk.eq(st.st_atime_ns, 5_000_000_006, "explicit atime with UTIME_NOW mtime")
+    chk.ok(abs(st.st_mtime - time.time()) < 5, "UTIME_NOW mtime")
+    a1, m1 = st.st_atime_ns, st.st_mtime_ns
+    utimensat(p, UTIME_OMIT, UTIME_OMIT)
+    st = os.stat(p)
+    chk.eq((st.st_atime_ns, st.st_mtime_ns), (a1, m1), "UTIME_OMIT for both")
+    os.utime(p, (-1_000_000, 4_000_000_000))
+    st = os.stat(p)
+    chk.eq((st.st_atime, st.st_mtime), (-1_000_000, 4_000_000_000), "times before 1970 and after 2038")
+    os.utime(p)
+    chk.ok(abs(os.stat(p).st_mtime - time.time()) < 5, "utime(NULL)")
+    os.utime(p, ns=(1, 2))
+    # mtime changes on write
+    with open(p, "r+b") as f:
+        f.write(b"u")
+    chk.ok(os.stat(p).st_mtime > 100, "write updates mtime")
+
+    # -- statfs
+    sv = os.statvfs(m)
+    chk.eq(sv.f_frsize, cs, "f_frsize is the cluster size")
+    chk.eq(sv.f_blocks * sv.f_frsize, 256 << 20, "f_blocks * f_frsize is the volume size")
+    chk.ok(0 < sv.f_bfree <= sv.f_blocks and sv.f_bavail <= sv.f_bfree, "free clusters: %s" % (sv,))
+    chk.ok(0 < sv.f_ffree <= sv.f_files, "free inodes: %s" % (sv,))
+    chk.eq(sv.f_namemax, 255, "f_namemax")
+    rc, df = run(["df", "-B1", m])
+    chk.ok(rc == 0 and str(256 << 20) in df, "df: %s" % df)
+    free0 = sv.f_bfree
+    write_file(P("bulk"), rnd.randbytes(16 << 20))
+    free1 = os.statvfs(m).f_bfree
+    chk.ok(free0 - free1 >= (16 << 20) // cs, "16 MiB written: free clusters %d -> %d" % (free0, free1))
+    chk.ok(free0 - free1 <= (16 << 20) // cs + 64, "16 MiB written: not too many clusters used (%d -> %d)"
+           % (free0, free1))
+    os.unlink(P("bulk"))
+    # (that the space comes back is the pending case "space")
+
+    # -- fallocate: default mode, KEEP_SIZE, unsupported modes
+    p = P("falloc")
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    os.posix_fallocate(fd, 0, 1 << 20)
+    st = os.fstat(fd)
+    chk.eq(st.st_size, 1 << 20, "posix_fallocate extends the size")
+    chk.ok(st.st_blocks * 512 >= 1 << 20, "posix_fallocate allocates: %d blocks" % st.st_blocks)
+    chk.eq(os.pread(fd, 1 << 20, 0), bytes(1 << 20), "fallocated space reads as zeros")
+    fallocate(fd, FALLOC_FL_KEEP_SIZE, 1 << 20, 1 << 20)
+    st2 = os.fstat(fd)
+    chk.eq(st2.st_size, 1 << 20, "KEEP_SIZE keeps the size")
+    chk.ok(st2.st_blocks >= st.st_blocks + (1 << 20) // 512, "KEEP_SIZE allocates: %d -> %d"
+           % (st.st_blocks, st2.st_blocks))
+    chk.err(lambda: fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), errno.EOPNOTSUPP,
+            "PUNCH_HOLE")
+    chk.err(lambda: fallocate(fd, FALLOC_FL_ZERO_RANGE, 0, 4096), errno.EOPNOTSUPP, "ZERO_RANGE")
+    chunk = rnd.randbytes(10000)
+    pwrite_all(fd, chunk, 5000)
+    exp = bytearray(1 << 20)
+    exp[5000:15000] = chunk
+    chk.eq(os.pread(fd, 2 << 20, 0), bytes(exp), "writing into fallocated space")
+    os.ftruncate(fd, 3 << 20)
+    chk.eq(os.pread(fd, 2 << 20, 1 << 20), bytes(2 << 20), "KEEP_SIZE space beyond the old size: zeros")
+    os.close(fd)
+
+    # -- SEEK_DATA / SEEK_HOLE on a sparse file
+    p = P("sparse")
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    blob = rnd.randbytes(cs)
+    for off in (0, 1 << 20, 3 << 20):
+        pwrite_all(fd, blob, off)
+    os.ftruncate(fd, 5 << 20)
+    chk.ok(os.fstat(fd).st_blocks * 512 <= 8 * cs, "a sparse file uses little space: %d blocks"
+           % os.fstat(fd).st_blocks)
+    for off, whence, want in [(0, SEEK_DATA, 0), (0, SEEK_HOLE, cs), (cs, SEEK_DATA, 1 << 20),
+                              (100, SEEK_HOLE, cs), ((1 << 20) + 5, SEEK_DATA, (1 << 20) + 5),
+                              ((1 << 20) + 5, SEEK_HOLE, (1 << 20) + cs),
+                              ((1 << 20) + cs, SEEK_DATA, 3 << 20), ((3 << 20) + cs, SEEK_HOLE, (3 << 20) + cs),
+                              ((3 << 20) + cs, SEEK_DATA, None), ((5 << 20) - 1, SEEK_HOLE, (5 << 20) - 1),
+                              (5 << 20, SEEK_HOLE, None), (5 << 20, SEEK_DATA, None)]:
+        what = "lseek(%d, %s)" % (off, "SEEK_DATA" if whence == SEEK_DATA else "SEEK_HOLE")
+        if want is None:
+            chk.err(lambda: os.lseek(fd, off, whence), errno.ENXIO, what)
+        else:
+            try:
+                chk.eq(os.lseek(fd, off, whence), want, what)
+            except OSError as e:
+                chk.ok(False, "%s: %s" % (what, e))
+    # walking the data segments finds exactly what was written
+    segs, pos = [], 0
+    while True:
+        try:
+            d = os.lseek(fd, pos, SEEK_DATA)
+        except OSError:
+            break
+        h = os.lseek(fd, d, SEEK_HOLE)
+        segs.append((d, h))
+        pos = h
+    chk.eq(segs, [(0, cs), (1 << 20, (1 << 20) + cs), (3 << 20, (3 << 20) + cs)], "data segments")
+    # unwritten (fallocated) extents read as zeros and count as holes
+    fallocate(fd, 0, 2 << 20, cs * 4)
+    chk.eq(os.lseek(fd, 2 << 20, SEEK_HOLE), 2 << 20, "an unwritten extent is a hole")
+    chk.eq(os.lseek(fd, (1 << 20) + cs, SEEK_DATA), 3 << 20, "SEEK_DATA skips unwritten extents")
+    os.close(fd)
+    small = P("small-inline")
+    write_file(small, b"tiny")
+    fd = os.open(small, os.O_RDONLY)
+    chk.eq((os.lseek(fd, 0, SEEK_DATA), os.lseek(fd, 1, SEEK_HOLE)), (0, 4), "SEEK_* on an inline file")
+    os.close(fd)
+
+    # -- copy_file_range
+    src = P("cfr-src")
+    sdata = rnd.randbytes(3 * (1 << 20) + 777)
+    write_file(src, sdata)
+    fi = os.open(src, os.O_RDONLY)
+    fo = os.open(P("cfr-dst"), os.O_RDWR | os.O_CREAT, 0o644)
+    done = 0
+    while done < len(sdata):
+        n = os.copy_file_range(fi, fo, len(sdata) - done, done, done)
+        if n == 0:
+            break
+        done += n
+    chk.eq(read_file(P("cfr-dst")), sdata, "copy_file_range of a whole file")
+    n = os.copy_file_range(fi, fo, 5000, 100, 1 << 20)
+    chk.eq(n, 5000, "copy_file_range length")
+    exp = bytearray(sdata)
+    exp[1 << 20:(1 << 20) + 5000] = sdata[100:5100]
+    chk.eq(read_file(P("cfr-dst")), bytes(exp), "copy_file_range into the middle")
+    n = os.copy_file_range(fi, fo, 10000, len(sdata) - 10, len(sdata) + 100)
+    chk.eq(n, 10, "copy_file_range short at the source's end")
+    chk.eq(os.copy_file_range(fi, fo, 10, len(sdata) + 5, 0), 0, "copy_file_range past the end")
+    exp += bytes(100) + sdata[-10:]
+    chk.eq(read_file(P("cfr-dst")), bytes(exp), "copy_file_range beyond the destination's end")
+    os.close(fi)
+    os.close(fo)
+
+    # -- O_APPEND from two processes: no record lost or torn
+    p = P("append")
+    write_file(p, b"")
+    rec, count = 128, 1500
+
+    def appender(tag):
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND)
+        for i in range(count):
+            line = ("%s %06d " % (tag, i)).encode()
+            line += b"." * (rec - len(line) - 1) + b"\n"
+            chk_n = os.write(fd, line)
+            if chk_n != rec:
+                raise Failure("short append")
+        os.close(fd)
+
+    pids = [env.fork(appender, t) for t in ("A", "B")]
+    for pid in pids:
+        chk.eq(env.wait(pid, 120), 0, "appender exit status")
+    data = read_file(p)
+    chk.eq(len(data), 2 * rec * count, "size after concurrent appends")
+    seq = {"A": [], "B": []}
+    torn = 0
+    for i in range(0, len(data), rec):
+        r = data[i:i + rec]
+        parts = r.split(b" ")
+        if len(r) != rec or r[-1:] != b"\n" or parts[0] not in (b"A", b"B"):
+            torn += 1
+            continue
+        seq[parts[0].decode()].append(int(parts[1]))
+    chk.eq(torn, 0, "torn append records")
+    chk.eq((seq["A"], seq["B"]), (list(range(count)), list(range(count))), "append records in order")
+
+    # -- an open unlinked file: usable until closed, then its space comes back
+    free0 = os.statvfs(m).f_bfree
+    p = P("orphan")
+    fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+    odata = bytearray(rnd.randbytes(8 << 20))
+    pwrite_all(fd, odata, 0)
+    os.fsync(fd)
+    os.unlink(p)
+    chk.err(lambda: os.stat(p), errno.ENOENT, "the unlinked name is gone")
+    chk.eq(os.fstat(fd).st_nlink, 0, "an unlinked open file has no links")
+    more = rnd.randbytes(1 << 20)
+    pwrite_all(fd, more, 8 << 20)
+    odata += more
+    chk.eq(os.pread(fd, 10 << 20, 0), bytes(odata), "the open unlinked file reads back")
+    free1 = os.statvfs(m).f_bfree
+    chk.ok(free1 <= free0 - (9 << 20) // cs, "its space is still used while open: %d -> %d" % (free0, free1))
+    drop_inode_caches()  # the kernel keeps the open inode: the daemon must too
+    chk.eq(os.pread(fd, 100, 0), bytes(odata[:100]), "the open unlinked file after dropping caches")
+    # a second process keeps it open too
+    fd2 = os.open("/proc/self/fd/%d" % fd, os.O_RDONLY)
+    os.close(fd)
+    chk.eq(os.pread(fd2, 100, 0), bytes(odata[:100]), "open through /proc after the first close")
+    os.close(fd2)
+
+    # -- fsync of a directory
+    fd = os.open(m, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(fd)
+    os.close(fd)
+
+    remount_and_compare(chk, vol)
+    # once more after writing to the remounted volume
+    write_file(P("after-remount"), b"more")
+    os.truncate(P("sizes", "s%d" % (5 << 20)), 12345)
+    remount_and_compare(chk, vol)
+    vol.umount()
+    vol.fsck(chk, "at the end")
+
+
+def case_space(env, chk):
+    """Freed space comes back: statfs counts it and new files can use it.
+    Pending: freed clusters stay in the truncate log until it is half full
+    or the volume is unmounted (nothing flushes it on a timer or on ENOSPC)."""
+    vol = env.volume("space")
+    vol.mount()
+    m = vol.mnt
+    P = lambda *a: os.path.join(m, *a)  # noqa: E731
+    cs = os.statvfs(m).f_frsize
+    free0 = os.statvfs(m).f_bfree
+    write_file(P("bulk"), os.urandom(16 << 20))
+    free1 = os.statvfs(m).f_bfree
+    os.unlink(P("bulk"))
+    free2 = wait_free(m, free0 - 64)
+    chk.ok(free2 >= free0 - 64, "unlink gives the space back: %d -> %d -> %d" % (free0, free1, free2))
+    # an open unlinked file: its space comes back after the last close
+    free0 = os.statvfs(m).f_bfree
+    fd = os.open(P("orphan"), os.O_RDWR | os.O_CREAT, 0o644)
+    pwrite_all(fd, os.urandom(8 << 20), 0)
+    os.unlink(P("orphan"))
+    free1 = os.statvfs(m).f_bfree
+    chk.ok(free1 <= free0 - (8 << 20) // cs, "used while open: %d -> %d" % (free0, free1))
+    os.close(fd)
+    free2 = wait_free(m, free0 - 64)
+    chk.ok(free2 >= free0 - 64, "the last close frees the space: %d -> %d -> %d" % (free0, free1, free2))
+    # most of the volume written, deleted and written again
+    big = (os.statvfs(m).f_bavail * cs * 3 // 4) & ~0xfffff
+    for i in range(2):
+        p = P("big%d" % i)
+        try:
+            with open(p, "wb") as f:
+                for _ in range(big >> 20):
+                    f.write(bytes(1 << 20))
+            ok = True
+        except OSError as e:
+            ok = False
+            chk.ok(False, "writing %d MiB the %s time: %s (free %d clusters)" % (
+                big >> 20, "second" if i else "first", e, os.statvfs(m).f_bfree))
+        if os.path.exists(p):
+            os.unlink(p)
+        if not ok:
+            break
+    vol.umount()
+    vol.fsck(chk, "at the end")
+
+
+def wait_free(mnt, want, timeout=10):
+    """Free clusters once they reach want (the kernel forgets unlinked
+    inodes a little after the last close), or after timeout."""
+    deadline = time.time() + timeout
+    while True:
+        free = os.statvfs(mnt).f_bfree
+        if free >= want or time.time() > deadline:
+            return free
+        time.sleep(0.1)
+
+
+# ====================================================================
+# perms: a non-root user
+# ====================================================================
+
+NOBODY, OTHER = 65534, 65533
+
+
+def case_perms(env, chk):
+    vol = env.volume("perms")
+    os.chmod(env.tmp, 0o755)  # mkdtemp's 0700 would stop other users before the mount
+    # without allow_other only root gets in
+    vol.mount()
+    m = vol.mnt
+    write_file(os.path.join(m, "rootfile"), b"root's", 0o644)
+    os.chmod(m, 0o755)
+    res = as_user(NOBODY, NOBODY, lambda: [errno_of(lambda: os.stat(m + "/rootfile")),
+                                           errno_of(lambda: os.listdir(m))])
+    chk.eq(res, ["EACCES", "EACCES"], "without allow_other a user cannot get in")
+    vol.umount()
+
+    vol.mount("allow_other")
+    P = lambda *a: os.path.join(m, *a)  # noqa: E731
+    os.mkdir(P("rootdir"), 0o755)
+    write_file(P("rootdir", "inside"), b"x", 0o666)
+    os.mkdir(P("open"), 0o777)
+    os.mkdir(P("sticky"), 0o1777)
+    write_file(P("sticky", "rootf"), b"root in sticky", 0o666)
+    write_file(P("secret"), b"secret", 0o600)
+    os.mkdir(P("private"), 0o700)
+    write_file(P("private", "f"), b"", 0o644)
+    os.mkdir(P("sgid"), 0o2777)
+    os.chown(P("sgid"), 0, 100)
+    os.chmod(P("sgid"), 0o2777)
+
+    def user_ops():
+        r = {}
+        r["read 0644"] = errno_of(lambda: read_file(P("rootfile")))
+        r["write 0644"] = errno_of(lambda: os.close(os.open(P("rootfile"), os.O_WRONLY)))
+        r["truncate 0644"] = errno_of(lambda: os.truncate(P("rootfile"), 0))
+        r["read 0600"] = errno_of(lambda: read_file(P("secret")))
+        r["create in 0755"] = errno_of(lambda: write_file(P("rootdir", "mine"), b""))
+        r["mkdir in 0755"] = errno_of(lambda: os.mkdir(P("rootdir", "md")))
+        r["unlink in 0755"] = errno_of(lambda: os.unlink(P("rootdir", "inside")))
+        r["write 0666 in 0755"] = errno_of(lambda: write_file(P("rootdir", "inside"), b"y"))
+        r["lookup in 0700"] = errno_of(lambda: os.stat(P("private", "f")))
+        r["readdir 0700"] = errno_of(lambda: os.listdir(P("private")))
+        r["create in 0777"] = errno_of(lambda: write_file(P("open", "mine"), b"mine", 0o640))
+        st = os.stat(P("open", "mine"))
+        r["owner"] = [st.st_uid, st.st_gid]
+        r["mkdir in 0777"] = errno_of(lambda: os.mkdir(P("open", "mydir"), 0o755))
+        r["chmod own"] = errno_of(lambda: os.chmod(P("open", "mine"), 0o600))
+        r["chmod root's"] = errno_of(lambda: os.chmod(P("rootfile"), 0o666))
+        r["chown own to root"] = errno_of(lambda: os.chown(P("open", "mine"), 0, -1))
+        r["chgrp own to a foreign group"] = errno_of(lambda: os.chown(P("open", "mine"), -1, 0))
+        r["utime now root's 0644"] = errno_of(lambda: os.utime(P("rootfile")))
+        r["utime set root's"] = errno_of(lambda: os.utime(P("rootfile"), (1, 1)))
+        r["utime own"] = errno_of(lambda: os.utime(P("open", "mine"), (1, 1)))
+        r["access W 0644"] = os.access(P("rootfile"), os.W_OK)
+        r["access R 0644"] = os.access(P("rootfile"), os.R_OK)
+        r["unlink root's in sticky"] = errno_of(lambda: os.unlink(P("sticky", "rootf")))
+        r["rename root's in sticky"] = errno_of(lambda: os.rename(P("sticky", "rootf"), P("sticky", "r2")))
+        r["write root's 0666 in sticky"] = errno_of(lambda: write_file(P("sticky", "rootf"), b"nobody"))
+        r["create in sticky"] = errno_of(lambda: write_file(P("sticky", "nob"), b"n", 0o666))
+        r["create 2 in sticky"] = errno_of(lambda: write_file(P("sticky", "nob2"), b"n", 0o666))
+        r["unlink own in sticky"] = errno_of(lambda: os.unlink(P("sticky", "nob")))
+        r["create in sgid"] = errno_of(lambda: write_file(P("sgid", "g"), b""))
+        r["mkdir in sgid"] = errno_of(lambda: os.mkdir(P("sgid", "gd")))
+        r["sgid file gid"] = os.stat(P("sgid", "g")).st_gid
+        gd = os.stat(P("sgid", "gd"))
+        r["sgid dir"] = [gd.st_gid, bool(gd.st_mode & stat.S_ISGID)]
+        r["symlink in 0777"] = errno_of(lambda: os.symlink("/etc", P("open", "sl")))
+        r["link to root's file"] = errno_of(lambda: os.link(P("rootfile"), P("open", "hl")))
+        return r
+
+    res = as_user(NOBODY, NOBODY, user_ops)
+    want = {
+        "read 0644": "OK", "write 0644": "EACCES", "truncate 0644": "EACCES", "read 0600": "EACCES",
+        "create in 0755": "EACCES", "mkdir in 0755": "EACCES", "unlink in 0755": "EACCES",
+        "write 0666 in 0755": "OK", "lookup in 0700": "EACCES", "readdir 0700": "EACCES",
+        "create in 0777": "OK", "owner": [NOBODY, NOBODY], "mkdir in 0777": "OK", "chmod own": "OK",
+        "chmod root's": "EPERM", "chown own to root": "EPERM", "chgrp own to a foreign group": "EPERM",
+        "utime now root's 0644": "EACCES", "utime set root's": "EPERM", "utime own": "OK",
+        "access W 0644": False, "access R 0644": True,
+        "unlink root's in sticky": "EPERM", "rename root's in sticky": "EPERM",
+        "write root's 0666 in sticky": "OK", "create in sticky": "OK", "create 2 in sticky": "OK",
+        "unlink own in sticky": "OK", "create in sgid": "OK", "mkdir in sgid": "OK",
+        "sgid file gid": 100, "sgid dir": [100, True], "symlink in 0777": "OK",
+        # fs.protected_hardlinks forbids it for files the user cannot write
+        "link to root's file": open("/proc/sys/fs/protected_hardlinks").read().strip() == "1" and "EPERM" or "OK",
+    }
+    for k in want:
+        chk.eq(res.get(k), want[k], "as uid %d: %s" % (NOBODY, k))
+
+    chk.eq(read_file(P("sticky", "rootf")), b"nobody", "the 0666 file was written")
+    res = as_user(OTHER, OTHER, lambda: {
+        "unlink nobody's in sticky": errno_of(lambda: os.unlink(P("sticky", "nob2"))),
+        "write nobody's 0640": errno_of(lambda: write_file(P("open", "mine"), b"")),
+        "unlink nobody's in 0777": errno_of(lambda: os.unlink(P("open", "mine"))),
+    })
+    chk.eq(res, {"unlink nobody's in sticky": "EPERM", "write nobody's 0640": "EACCES",
+                 "unlink nobody's in 0777": "OK"}, "as uid %d" % OTHER)
+    os.unlink(P("sticky", "nob2"))  # root may
+    chk.eq(sorted(os.listdir(P("sticky"))), ["rootf"], "sticky dir at the end")
+    # a group member may write a 0664 group file; supplementary groups count
+    write_file(P("open", "grpfile"), b"g", 0o664)
+    os.chown(P("open", "grpfile"), 0, 4242)
+
+    def grp():
+        return errno_of(lambda: write_file(P("open", "grpfile"), b"group"))
+
+    chk.eq(as_user(NOBODY, 4242, grp), "OK", "group write permission")
+    chk.eq(as_user(NOBODY, NOBODY, grp), "EACCES", "no group write permission for others")
+    remount_and_compare(chk, vol, opts="allow_other")
+    vol.umount()
+    vol.fsck(chk, "at the end")
+
+
+# ====================================================================
+# ctl: ocfs2ctl mount/umount through the control socket
+# ====================================================================
+
+def close_quietly(f):
+    try:
+        f.close()
+    except OSError:
+        pass
+
+
+def alive(pid):
+    """pid exists and is not a zombie (a dying process still holds its sockets)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def connectable(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def daemons_with_control(path):
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/environ" % d, "rb") as f:
+                envs = f.read().split(b"\0")
+        except OSError:
+            continue
+        if ("OCFS2D_CONTROL=" + path).encode() in envs:
+            try:
+                with open("/proc/%s/cmdline" % d, "rb") as f:
+                    if b"--server" in f.read():
+                        pids.append(int(d))
+            except OSError:
+                pass
+    return pids
+
+
+def case_ctl(env, chk):
+    import signal as sig
+    control = os.path.join(env.tmp, "control", "sock")
+    ctl_log = os.path.join(env.tmp, "ctl.log")
+    cenv = dict(os.environ, OCFS2D_CONTROL=control, OCFS2D=env.daemon)
+
+    def ctl(*args):
+        with open(ctl_log, "a") as lf:
+            lf.write("=== ocfs2ctl %s\n" % " ".join(args))
+            lf.flush()
+            p = subprocess.run([env.ctl] + list(args), stdin=subprocess.DEVNULL, stdout=lf,
+                               stderr=subprocess.STDOUT, env=cenv, timeout=120)
+        return p.returncode
+
+    def ctl_out(*args):
+        p = subprocess.run([env.ctl] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
+                           env=cenv, timeout=60)
+        return p.returncode, p.stdout.decode() + p.stderr.decode()
+
+    def kill_server():
+        for pid in daemons_with_control(control):
+            os.kill(pid, sig.SIGTERM)
+
+    env.cleanups.append(kill_server)
+    # a daemon ocfs2ctl starts logs to ocfs2d.log next to the control socket
+    server_log = os.path.join(os.path.dirname(control), "ocfs2d.log")
+
+    def read_log(path):
+        try:
+            with open(path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    env.extra_logs = [lambda: "---- ocfs2ctl log ----\n" + read_log(ctl_log)[-20000:],
+                      lambda: "---- server ocfs2d.log ----\n" + read_log(server_log)[-20000:]]
+    v1, v2 = env.volume("ctl1"), env.volume("ctl2")
+
+    chk.eq(ctl_out("mounts")[0], 0, "mounts without a daemon")
+    chk.eq(ctl("mount", v1.img, v1.mnt), 0, "ocfs2ctl mount starts a daemon")
+    chk.ok(v1.mounted(), "mounted through the control socket")
+    v1.conn = v1.mounted() and mount_entry(v1.mnt)[1]
+    pids = daemons_with_control(control)
+    chk.eq(len(pids), 1, "one daemon started")
+    chk.eq(ctl("mount", "-o", "allow_other,commit=1", v2.img, v2.mnt), 0, "a second volume on the same daemon")
+    v2.conn = v2.mounted() and mount_entry(v2.mnt)[1]
+    chk.eq(daemons_with_control(control), pids, "still one daemon")
+    rc, out = ctl_out("mounts")
+    chk.ok(rc == 0 and v1.mnt in out and v2.mnt in out, "mounts lists both: %s" % out)
+    rc, out = ctl_out("mounts", "--json")
+    try:
+        lst = json.loads(out)
+        chk.eq(sorted(x["mountpoint"] for x in lst), sorted([v1.mnt, v2.mnt]), "mounts --json")
+    except ValueError:
+        chk.ok(False, "mounts --json is not JSON: %s" % out)
+    other = os.path.join(env.tmp, "other.mnt")
+    os.mkdir(other)
+    chk.eq(ctl("mount", v1.img, other), 1, "mounting a volume twice fails")
+    chk.ok(not mount_entry(other), "nothing mounted by the failed mount")
+    chk.eq(ctl("mount", "-o", "bogus", v1.img, other), 1, "an unknown option fails")
+    chk.eq(ctl("mount", os.path.join(env.tmp, "missing.img"), other), 1, "a missing image fails")
+    chk.eq(ctl("mount", v2.img, v1.mnt), 1, "a busy mount point fails")
+
+    for v in (v1, v2):
+        os.mkdir(os.path.join(v.mnt, "dir"))
+        for i in range(50):
+            write_file(os.path.join(v.mnt, "dir", "f%d" % i), os.urandom(i * 1000))
+    snap1 = snapshot(v1.mnt)
+    # a busy volume: plain umount fails, -f detaches and closes it cleanly
+    busy = open(os.path.join(v2.mnt, "dir", "f3"), "rb")
+    chk.eq(ctl("umount", v2.mnt), 1, "umount of a busy volume fails")
+    chk.ok(v2.mounted(), "still mounted after the failed umount")
+    chk.eq(ctl("umount", "-f", v2.mnt), 0, "umount -f of a busy volume")
+    chk.ok(not v2.mounted(), "umount -f detached it")
+    chk.err(lambda: busy.read(), (errno.ENOTCONN, errno.EIO, errno.ECONNABORTED), "the open file after umount -f")
+    close_quietly(busy)  # its flush fails on the aborted connection
+    v2.conn = None
+    v2.fsck(chk, "after umount -f")
+    chk.eq(daemons_with_control(control), pids, "the daemon stays while a volume is mounted")
+    chk.eq(ctl("umount", v1.mnt), 0, "umount")
+    v1.conn = None
+    v1.fsck(chk, "after ocfs2ctl umount")
+    deadline = time.time() + 20
+    while daemons_with_control(control) and time.time() < deadline:
+        time.sleep(0.1)
+    chk.eq(daemons_with_control(control), [], "the daemon exits after its last volume")
+    chk.ok(not os.path.exists(control), "the control socket is removed")
+    chk.eq(ctl("umount", v1.mnt), 1, "umount of what is not mounted fails")
+
+    # mount again: contents persist
+    chk.eq(ctl("mount", v1.img, v1.mnt), 0, "mount again")
+    v1.conn = mount_entry(v1.mnt)[1]
+    compare_snapshots(chk, snap1, snapshot(v1.mnt), "ctl1 after remount")
+    # SIGKILL the server: a new one replaces its socket, detaches its dead
+    # mount and replays the journal
+    write_file(os.path.join(v1.mnt, "dir", "synced"), b"synced before SIGKILL")
+    fd = os.open(os.path.join(v1.mnt, "dir", "synced"), os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+    killed = daemons_with_control(control)
+    for pid in killed:
+        os.kill(pid, sig.SIGKILL)
+    deadline = time.time() + 20
+    # until its last thread is gone and the socket refuses connections
+    while (any(alive(pid) for pid in killed) or connectable(control)) and time.time() < deadline:
+        time.sleep(0.05)
+    chk.ok(os.path.exists(control), "a killed server leaves its socket")
+    chk.eq(ctl("mount", v1.img, v1.mnt), 0, "mount after the server was killed")
+    v1.conn = mount_entry(v1.mnt)[1]
+    chk.eq(read_file(os.path.join(v1.mnt, "dir", "synced")), b"synced before SIGKILL",
+           "an fsynced file after the server was killed")
+    # SIGTERM to the server: it unmounts everything cleanly (forced) and exits
+    busy = open(os.path.join(v1.mnt, "dir", "f7"), "rb")
+    for pid in daemons_with_control(control):
+        os.kill(pid, sig.SIGTERM)
+    deadline = time.time() + 30
+    while daemons_with_control(control) and time.time() < deadline:
+        time.sleep(0.1)
+    chk.eq(daemons_with_control(control), [], "SIGTERM stops the server")
+    close_quietly(busy)  # its flush fails on the aborted connection
+    chk.ok(not v1.mounted(), "SIGTERM unmounted the volume")
+    v1.conn = None
+    v1.fsck(chk, "after SIGTERM to the server")
+    log_text = read_log(ctl_log) + read_log(server_log)
+    chk.ok("(clean)" in log_text and "WARNING" not in log_text and not sanitizer_report(log_text),
+           "the server's log: clean closes, no warnings or sanitizer reports")
+
+    # a foreground daemon: ocfs2ctl umount unmounts it directly
+    v2.mount()
+    write_file(os.path.join(v2.mnt, "fg"), b"foreground")
+    chk.eq(ctl("umount", v2.mnt), 0, "ocfs2ctl umount of a foreground daemon's volume")
+    v2.wait_exit(30)
+    v2.fsck(chk, "after the direct umount")
+    # SIGTERM with a busy file: forced, clean
+    v2.mount()
+    busy = open(os.path.join(v2.mnt, "fg"), "rb")
+    v2.sigterm()
+    close_quietly(busy)  # its flush fails on the aborted connection
+    v2.fsck(chk, "after SIGTERM with an open file")
+    v2.mount()
+    chk.eq(read_file(os.path.join(v2.mnt, "fg")), b"foreground", "content after SIGTERM")
+    # read-only mount
+    v2.umount()
+    v2.mount("ro")
+    chk.err(lambda: write_file(os.path.join(v2.mnt, "ro"), b""), errno.EROFS, "writing to a ro mount")
+    chk.eq(read_file(os.path.join(v2.mnt, "fg")), b"foreground", "reading a ro mount")
+    v2.umount()
+    v2.fsck(chk, "at the end")
+
+
+# ====================================================================
+# stress: concurrent random operations, verified after a remount
+# ====================================================================
+
+def stress_worker(root, seed, seconds, out):
+    rnd = random.Random(seed)
+    files = {}   # relpath -> bytearray
+    links = {}   # relpath -> symlink target
+    dirs = {""}
+    deadline = time.time() + seconds
+    ops = 0
+    total_limit = 24 << 20
+
+    def P(rel):
+        return os.path.join(root, rel)
+
+    def pick_dir():
+        return rnd.choice(sorted(dirs))
+
+    def new_name(d):
+        return os.path.join(d, "%s%d" % (rnd.choice("fgh"), rnd.randrange(100000)))
+
+    fds = {}
+    while time.time() < deadline:
+        ops += 1
+        op = rnd.choices(["create", "write", "truncate", "rename", "unlink", "mkdir", "rmdir", "fsync",
+                          "verify", "append", "fallocate", "symlink", "unlink-symlink", "exchange"],
+                         [10, 25, 8, 8, 6, 3, 2, 3, 5, 6, 2, 2, 1, 2])[0]
+        total = sum(len(v) for v in files.values())
+        if op == "symlink":
+            rel = new_name(pick_dir())
+            if rel in files or rel in dirs or rel in links:
+                continue
+            target = "t-" + "x" * rnd.choice([1, 50, 100, 1500])
+            os.symlink(target, P(rel))
+            links[rel] = target
+            continue
+        if op == "unlink-symlink" and links:
+            rel = rnd.choice(sorted(links))
+            os.unlink(P(rel))
+            del links[rel]
+            continue
+        if op == "create" or not files:
+            rel = new_name(pick_dir())
+            if rel in files or rel in dirs or rel in links:
+                continue
+            data = bytearray(rnd.randbytes(rnd.choice([0, 10, 700, 4096, 20000, 300000])))
+            write_file(P(rel), data)
+            files[rel] = data
+            continue
+        rel = rnd.choice(sorted(files))
+        if op == "write" and total < total_limit:
+            data = files[rel]
+            off = rnd.randrange(0, len(data) + 200000) if rnd.random() < 0.3 else rnd.randrange(0, len(data) + 1)
+            chunk = rnd.randbytes(rnd.choice([1, 100, 4096, 5000, 65536, 200000]))
+            fd = os.open(P(rel), os.O_WRONLY)
+            pwrite_all(fd, chunk, off)
+            if rnd.random() < 0.1:
+                os.fsync(fd)
+            os.close(fd)
+            if off > len(data):
+                data += bytes(off - len(data))
+            data[off:off + len(chunk)] = chunk
+        elif op == "append" and total < total_limit:
+            chunk = rnd.randbytes(rnd.randrange(1, 9000))
+            fd = os.open(P(rel), os.O_WRONLY | os.O_APPEND)
+            os.write(fd, chunk)
+            os.close(fd)
+            files[rel] += chunk
+        elif op == "truncate":
+            data = files[rel]
+            n = rnd.randrange(0, len(data) * 2 + 5000) if total < total_limit else rnd.randrange(0, len(data) + 1)
+            os.truncate(P(rel), n)
+            if n < len(data):
+                del data[n:]
+            else:
+                data += bytes(n - len(data))
+        elif op == "fallocate" and total < total_limit:
+            data = files[rel]
+            fd = os.open(P(rel), os.O_WRONLY)
+            off, n = rnd.randrange(0, len(data) + 100000), rnd.randrange(1, 300000)
+            # KEEP_SIZE only inside the file: fsck.ocfs2 1.8.7 reports
+            # unwritten extents past i_size (as the kernel makes them too)
+            # as INODE_SPARSE_SIZE
+            keep = rnd.random() < 0.5 and off + n <= len(data)
+            fallocate(fd, FALLOC_FL_KEEP_SIZE if keep else 0, off, n)
+            os.close(fd)
+            if not keep and off + n > len(data):
+                data += bytes(off + n - len(data))
+        elif op == "exchange" and len(files) > 1:
+            other = rnd.choice(sorted(files))
+            if other == rel:
+                continue
+            renameat2(P(rel), P(other), RENAME_EXCHANGE)
+            files[rel], files[other] = files[other], files[rel]
+        elif op == "rename":
+            if rnd.random() < 0.3 and len(files) > 1:
+                dst = rnd.choice(sorted(files))  # over an existing file
+            else:
+                dst = new_name(pick_dir())
+            if dst == rel or dst in dirs or dst in links:
+                continue
+            os.rename(P(rel), P(dst))
+            files[dst] = files.pop(rel)
+        elif op == "unlink":
+            os.unlink(P(rel))
+            del files[rel]
+        elif op == "mkdir":
+            d = new_name(pick_dir())
+            if d in files or d in dirs or d in links:
+                continue
+            os.mkdir(P(d))
+            dirs.add(d)
+        elif op == "rmdir":
+            d = pick_dir()
+            if d == "" or any(os.path.dirname(x) == d for x in list(files) + list(dirs) + list(links)):
+                continue
+            os.rmdir(P(d))
+            dirs.discard(d)
+        elif op == "fsync":
+            fd = os.open(P(rel), os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+        elif op == "verify":
+            got = read_file(P(rel))
+            if got != files[rel]:
+                raise Failure("%s: content differs while running (%d bytes, want %d)" % (
+                    rel, len(got), len(files[rel])))
+    for fd in fds.values():
+        os.close(fd)
+    with open(out, "w") as f:
+        json.dump({"ops": ops, "dirs": sorted(dirs), "links": links,
+                   "files": {k: [len(v), hashlib.sha256(v).hexdigest()] for k, v in files.items()}}, f)
+
+
+def case_stress(env, chk):
+    vol = env.volume("stress", size="512M")
+    vol.mount()
+    seconds = float(os.environ.get("FUSE_STRESS_SECONDS", "40"))
+    nproc = 4
+    pids, outs = [], []
+    for i in range(nproc):
+        root = os.path.join(vol.mnt, "w%d" % i)
+        os.mkdir(root)
+        out = os.path.join(env.tmp, "stress-%d.json" % i)
+        outs.append(out)
+        pids.append(env.fork(stress_worker, root, 1000 + i, seconds, out))
+    # the main process reads the tree meanwhile (readdir of changing dirs, statfs)
+    deadline = time.time() + seconds
+    last_drop = time.time()
+    while time.time() < deadline:
+        for dirpath, dirnames, filenames in os.walk(vol.mnt):
+            pass
+        os.statvfs(vol.mnt)
+        if time.time() - last_drop > 5:
+            drop_inode_caches()  # forgets while the workers run
+            last_drop = time.time()
+        time.sleep(0.2)
+    for i, pid in enumerate(pids):
+        chk.eq(env.wait(pid, seconds + 120), 0, "stress worker %d exit status" % i)
+    models = []
+    for out in outs:
+        try:
+            with open(out) as f:
+                models.append(json.load(f))
+        except (OSError, ValueError):
+            models.append(None)
+    log("stress: %s operations" % [m and m["ops"] for m in models])
+    vol.umount()
+    vol.fsck(chk, "after the stress run")
+    vol.mount()
+    verify_stress(chk, vol.mnt, models, "after remount")
+    vol.umount()
+    vol.fsck(chk, "at the end")
+
+
+def verify_stress(chk, mnt, models, what):
+    chk.eq(sorted(os.listdir(mnt)), sorted(["lost+found"] + ["w%d" % i for i in range(len(models))]),
+           "top level %s" % what)
+    for i, model in enumerate(models):
+        if model is None:
+            continue
+        root = os.path.join(mnt, "w%d" % i)
+        got_files, got_dirs, got_links = {}, set(), {}
+        for dirpath, dirnames, filenames in os.walk(root):
+            rel = os.path.relpath(dirpath, root)
+            got_dirs.add("" if rel == "." else rel)
+            for n in filenames:
+                p = os.path.join(dirpath, n)
+                if os.path.islink(p):
+                    got_links[os.path.relpath(p, root)] = os.readlink(p)
+                else:
+                    got_files[os.path.relpath(p, root)] = [os.path.getsize(p), file_sha(p)]
+        chk.eq(sorted(got_dirs), model["dirs"], "w%d: directories %s" % (i, what))
+        chk.eq(got_links, model["links"], "w%d: symlinks %s" % (i, what))
+        chk.eq(sorted(got_files), sorted(model["files"]), "w%d: file names %s" % (i, what))
+        bad = [k for k in model["files"] if k in got_files and got_files[k] != model["files"][k]]
+        chk.eq(bad, [], "w%d: files whose content differs %s" % (i, what))
+
+
+# ====================================================================
+# crash: SIGKILL the daemon mid-workload; fsynced files survive
+# ====================================================================
+
+def crash_content(name, size):
+    seed = int(hashlib.sha256(name.encode()).hexdigest()[:16], 16)
+    return random.Random(seed).randbytes(size)
+
+
+def crash_writer(root, seed, journal):
+    """Write files; fsync some and record them (name, size, sha) in journal
+    once fsync returned.  Runs until the mount dies."""
+    rnd = random.Random(seed)
+    jf = open(journal, "a")
+    n = 0
+    while True:
+        n += 1
+        d = os.path.join(root, "d%d" % (n // 50))
+        try:
+            if n % 50 == 0 or not os.path.isdir(d):
+                os.makedirs(d, exist_ok=True)
+            name = os.path.join(d, "s%d-%d" % (seed, n))
+            size = rnd.choice([100, 3000, 4096, 20000, 65536, 300000, 1 << 20] if n % 10 == 0
+                              else [100, 3000, 4096, 20000, 65536])
+            data = crash_content(name, size)
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            # written in pieces, out of order sometimes
+            pieces = list(range(0, size, 65536))
+            if rnd.random() < 0.3:
+                rnd.shuffle(pieces)
+            for off in pieces:
+                pwrite_all(fd, data[off:off + 65536], off)
+            if rnd.random() < 0.4:
+                os.fsync(fd)
+                os.close(fd)
+                jf.write(json.dumps([os.path.relpath(name, root), size,
+                                     hashlib.sha256(data).hexdigest()]) + "\n")
+                jf.flush()
+            else:
+                os.close(fd)
+                # churn on files nobody relies on: overwrite, truncate, rename, unlink
+                r = rnd.random()
+                if r < 0.3:
+                    os.truncate(name, rnd.randrange(0, size + 1))
+                elif r < 0.5:
+                    os.rename(name, name + ".tmp")
+                elif r < 0.8:
+                    os.unlink(name)
+        except OSError as e:
+            if e.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO, errno.ENOENT):
+                return
+            if e.errno == errno.ENOSPC:
+                print("crash writer %d: volume full after %d files" % (seed, n), flush=True)
+                return
+            raise
+
+
+def case_crash(env, chk):
+    vol = env.volume("crash", size="1G")
+    root = vol.mnt
+    journals = []
+    # Known open bug: o2_write allocates a write's clusters and sets i_size
+    # in separate transactions; a commit between them and a crash leave
+    # extents past i_size (fsck: INODE_SPARSE_SIZE).  Tolerated unless
+    # FUSE_CRASH_STRICT=1 (the pending test fuse-crash-strict).
+    tolerate = () if os.environ.get("FUSE_CRASH_STRICT") == "1" else ("INODE_SPARSE_SIZE",)
+    delays = [float(x) for x in os.environ.get("FUSE_CRASH_DELAYS", "1.5,4,0.7,7").split(",")]
+    for rnd_i, delay in enumerate(delays):
+        vol.mount("commit=%d" % (1 if rnd_i % 2 else 5))
+        if rnd_i == 0:
+            os.mkdir(os.path.join(root, "base"))
+            write_file(os.path.join(root, "base", "before"), b"before any crash")
+            fd = os.open(os.path.join(root, "base", "before"), os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+        sub = "r%d" % rnd_i
+        os.mkdir(os.path.join(root, sub))
+        writers = []
+        for w in range(2):
+            j = os.path.join(env.tmp, "crash-%d-%d.journal" % (rnd_i, w))
+            journals.append((sub, j))
+            writers.append(env.fork(crash_writer, os.path.join(root, sub), rnd_i * 10 + w, j))
+        time.sleep(delay)
+        log("crash round %d: SIGKILL after %.1fs" % (rnd_i, delay))
+        vol.kill(detach=rnd_i % 2 == 0)  # else the next ocfs2d must detach the dead mount
+        for pid in writers:
+            st = env.wait(pid, 60)
+            chk.ok(st is not None, "writer stopped after the kill")
+        # the journal is dirty: fsck -n must not be clean-compared now; mount replays it
+        vol.mount()
+        if rnd_i % 2:
+            chk.ok("detached a stale FUSE mount" in vol.log_text().rsplit("=== mount", 1)[-1],
+                   "round %d: the new ocfs2d detached the dead mount" % rnd_i)
+        total = 0
+        for s, j in journals:
+            with open(j) as f:
+                for line in f:
+                    rel, size, sha = json.loads(line)
+                    total += 1
+                    p = os.path.join(root, s, rel)
+                    try:
+                        got = read_file(p)
+                    except OSError as e:
+                        chk.ok(False, "round %d: fsynced %s/%s: %s" % (rnd_i, s, rel, e))
+                        continue
+                    chk.ok(len(got) == size and hashlib.sha256(got).hexdigest() == sha,
+                           "round %d: fsynced %s/%s: %d bytes, want %d (content %s)" % (
+                               rnd_i, s, rel, len(got), size,
+                               "differs" if len(got) == size else "-"))
+        chk.eq(read_file(os.path.join(root, "base", "before")), b"before any crash", "file before the crashes")
+        # whatever else is there must be readable
+        for dirpath, dirnames, filenames in os.walk(root):
+            for n in filenames:
+                read_file(os.path.join(dirpath, n))
+        log("crash round %d: %d fsynced files intact" % (rnd_i, total))
+        vol.umount()
+        vol.fsck(chk, "after crash round %d" % rnd_i, tolerate=tolerate)
+
+
+CASES = {"ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
+         "stress": case_stress, "crash": case_crash, "space": case_space}
+
+if __name__ == "__main__":
+    sys.exit(main(CASES))

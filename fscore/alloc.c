@@ -511,6 +511,18 @@ out:
 	return r;
 }
 
+bool o2_trunclog_pending(struct o2_fs *fs)
+{
+	struct o2_buf *tb;
+	bool any = false;
+
+	if (fs->sys.truncate_log && o2_bread(fs, fs->sys.truncate_log, O2_META_INODE, &tb) == 0) {
+		any = le16(dinode(tb)->id2.i_dealloc.tl_used) != 0;
+		o2_brelse(fs, tb);
+	}
+	return any;
+}
+
 bool o2_trunclog_needs_flush(struct o2_fs *fs)
 {
 	struct o2_buf *tb;

@@ -23,6 +23,8 @@ int o2_clusters_free(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint3
 int o2_clusters_free_now(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint32_t len);
 /* Commit, then return every cluster in the truncate log to the global bitmap. */
 int o2_trunclog_flush(struct o2_fs *fs);
+/* The truncate log holds freed clusters not yet back in the global bitmap. */
+bool o2_trunclog_pending(struct o2_fs *fs);
 bool o2_trunclog_needs_flush(struct o2_fs *fs);
 
 struct o2_suballoc_res {

@@ -141,9 +141,16 @@ static int zero_clusters(struct o2_fs *fs, uint64_t blkno, uint32_t clusters)
 	return r < 0 ? o2_fs_abort(fs, r, "zeroing new clusters") : 0;
 }
 
-/* Make [cpos, cpos+len) of the file allocated and written (zeroed where new). */
+/*
+ * Make [cpos, cpos+len) of the file allocated and written (zeroed where new).
+ * size_to (0: leave the size): the size the caller is growing the file to.
+ * Each transaction that allocates or converts clusters also raises i_size
+ * over them (up to size_to), so no commit ever holds clusters past the end
+ * of the file (fsck's INODE_SPARSE_SIZE after a crash); the kernel does the
+ * same by updating i_size in the handle that allocated.
+ */
 static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
-			   bool unwritten)
+			   bool unwritten, uint64_t size_to)
 {
 	while (len) {
 		struct o2_trans *t;
@@ -199,6 +206,18 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 					cpu_le32(le32(o2_buf_dinode(ib)->i_clusters) + got);
 			}
 		}
+		if (r == 0 && got && size_to) {
+			struct o2_dinode *di = o2_buf_dinode(ib);
+			uint64_t end = (uint64_t)(cpos + got) << fs->cbits;
+
+			if (end > size_to)
+				end = size_to;
+			if (end > le64(di->i_size)) {
+				r = o2_trans_add(t, ib);
+				if (r == 0)
+					di->i_size = cpu_le64(end);
+			}
+		}
 rel:
 		o2_brelse(fs, ib);
 end:
@@ -211,6 +230,23 @@ end:
 		len -= got;
 	}
 	return 0;
+}
+
+/*
+ * ensure_clusters, and once more after emptying the truncate log if space
+ * ran out while freed clusters were still waiting there.
+ */
+static int ensure_clusters_or_flush(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
+				    bool unwritten, uint64_t size_to)
+{
+	int r = ensure_clusters(fs, ino, cpos, len, unwritten, size_to);
+
+	if (r == -ENOSPC && o2_trunclog_pending(fs)) {
+		r = o2_trunclog_flush(fs);
+		if (r == 0)
+			r = ensure_clusters(fs, ino, cpos, len, unwritten, size_to);
+	}
+	return r;
 }
 
 /* Move inline data out to an extent, so the file can grow past the inode. */
@@ -375,7 +411,7 @@ ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, 
 	uint32_t c0 = (uint32_t)(first >> fs->cbits);
 	uint32_t c1 = (uint32_t)((off + len - 1) >> fs->cbits);
 
-	r = ensure_clusters(fs, ino, c0, c1 - c0 + 1, false);
+	r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, false, off + len);
 	if (r < 0)
 		return r;
 	/* the data, extent by extent */
@@ -582,7 +618,7 @@ int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 	if (size > old && !sparse(fs)) {
 		uint32_t c0 = (uint32_t)(old >> fs->cbits), c1 = (uint32_t)((size - 1) >> fs->cbits);
 
-		r = ensure_clusters(fs, ino, c0, c1 - c0 + 1, false);
+		r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, false, size);
 		if (r < 0)
 			return r;
 	}
@@ -624,7 +660,8 @@ int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, ui
 		first = size;
 	uint32_t c0 = (uint32_t)(first >> fs->cbits), c1 = (uint32_t)((off + len - 1) >> fs->cbits);
 
-	r = ensure_clusters(fs, ino, c0, c1 - c0 + 1, true);
+	r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, true,
+			    (mode & O2_FALLOC_KEEP_SIZE) ? 0 : off + len);
 	if (r < 0)
 		return r;
 	if (!(mode & O2_FALLOC_KEEP_SIZE))

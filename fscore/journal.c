@@ -528,6 +528,13 @@ static bool commit_due(const struct o2_fs *fs, const struct o2_journal *j)
 	return j->nrunning && o2_now_ns(fs) - j->started_ns >= interval;
 }
 
+bool o2_journal_idle_or_due(const struct o2_fs *fs)
+{
+	const struct o2_journal *j = fs->journal;
+
+	return j && !j->handles && (!j->nrunning || commit_due(fs, j));
+}
+
 int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 {
 	struct o2_journal *j = fs->journal;

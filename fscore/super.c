@@ -532,6 +532,13 @@ int o2_fs_tick(struct o2_fs *fs)
 
 	if (!fs->journal || fs->ro_reason)
 		return 0;
+	/*
+	 * Freed clusters go back to the global bitmap on the commit interval
+	 * (as the kernel's truncate log worker does), so that statfs shows
+	 * them and new files can use them.
+	 */
+	if (o2_journal_idle_or_due(fs) && o2_trunclog_pending(fs))
+		return o2_trunclog_flush(fs);
 	/* an empty handle runs the commit-interval check on its way out */
 	r = o2_trans_begin(fs, 1, &t);
 	if (r < 0)

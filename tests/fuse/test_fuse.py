@@ -1392,11 +1392,10 @@ def case_crash(env, chk):
     vol = env.volume("crash", size="1G")
     root = vol.mnt
     journals = []
-    # Known open bug: o2_write allocates a write's clusters and sets i_size
-    # in separate transactions; a commit between them and a crash leave
-    # extents past i_size (fsck: INODE_SPARSE_SIZE).  Tolerated unless
-    # FUSE_CRASH_STRICT=1 (the pending test fuse-crash-strict).
-    tolerate = () if os.environ.get("FUSE_CRASH_STRICT") == "1" else ("INODE_SPARSE_SIZE",)
+    # After replay, fsck must find nothing: in particular no extents past
+    # i_size (each allocation raises i_size in the same transaction).
+    # FUSE_CRASH_STRICT=0 tolerates INODE_SPARSE_SIZE (for bisecting).
+    tolerate = ("INODE_SPARSE_SIZE",) if os.environ.get("FUSE_CRASH_STRICT") == "0" else ()
     delays = [float(x) for x in os.environ.get("FUSE_CRASH_DELAYS", "1.5,4,0.7,7").split(",")]
     for rnd_i, delay in enumerate(delays):
         vol.mount("commit=%d" % (1 if rnd_i % 2 else 5))

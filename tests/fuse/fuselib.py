@@ -146,6 +146,9 @@ class Volume:
             f.truncate(_parse_size(size))
         if mkfs == "ctl":
             run([env.ctl, "format", "-M", "local", "-J", "size=4M", self.img], check=True)
+        elif mkfs == "pcmk":  # a clustered volume with two slots
+            run([env.ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=fusetest",
+                 "-b", "4096", "-N", "2", "-J", "size=4M", self.img], check=True)
         else:  # the real mkfs.ocfs2, 4K blocks and clusters
             run([which("mkfs.ocfs2"), "-q", "-F", "-M", "local", "-b", "4096", "-C", "4096",
                  "-J", "size=8M", "-N", "1", self.img], check=True)

@@ -419,75 +419,59 @@ static int new_inode(struct volume *v, fuse_req_t req, uint64_t dir, mode_t mode
 	return 0;
 }
 
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+/*
+ * Make a node named name in parent: a directory, a symlink to target, or
+ * (o2_create) anything else; e gets its entry (one lookup counted).
+ */
+static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev,
+		     const char *target, struct fuse_entry_param *e)
 {
 	struct volume *v = vol_of(req);
-	struct fuse_entry_param e;
 	struct o2_new_inode ni;
 	uint64_t blk = 0, dir = to_blk(v, parent);
 	int r;
 
-	if (!name_ok(name, &r)) {
-		fuse_reply_err(req, -r);
-		return;
-	}
+	if (!name_ok(name, &r))
+		return r;
+	if (target && strlen(target) >= PATH_MAX)
+		return -ENAMETOOLONG;
 	lock(v);
 	r = new_inode(v, req, dir, mode, &ni);
 	ni.rdev = rdev;
-	if (r == 0)
+	if (r == 0 && S_ISDIR(mode))
+		r = o2_mkdir(v->fs, dir, name, strlen(name), &ni, &blk);
+	else if (r == 0 && S_ISLNK(mode))
+		r = o2_symlink(v->fs, dir, name, strlen(name), target, &ni, &blk);
+	else if (r == 0)
 		r = o2_create(v->fs, dir, name, strlen(name), &ni, &blk);
 	if (r == 0)
-		r = make_entry(v, blk, &e);
+		r = make_entry(v, blk, e);
 	unlock(v);
-	reply_entry_or_err(req, note(v, "mknod", r), &e);
+	return r;
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	struct fuse_entry_param e;
+	int r = make_node(req, parent, name, mode, rdev, NULL, &e);
+
+	reply_entry_or_err(req, note(vol_of(req), "mknod", r), &e);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	struct volume *v = vol_of(req);
 	struct fuse_entry_param e;
-	struct o2_new_inode ni;
-	uint64_t blk = 0, dir = to_blk(v, parent);
-	int r;
+	int r = make_node(req, parent, name, S_IFDIR | (mode & 07777), 0, NULL, &e);
 
-	if (!name_ok(name, &r)) {
-		fuse_reply_err(req, -r);
-		return;
-	}
-	lock(v);
-	r = new_inode(v, req, dir, S_IFDIR | (mode & 07777), &ni);
-	if (r == 0)
-		r = o2_mkdir(v->fs, dir, name, strlen(name), &ni, &blk);
-	if (r == 0)
-		r = make_entry(v, blk, &e);
-	unlock(v);
-	reply_entry_or_err(req, note(v, "mkdir", r), &e);
+	reply_entry_or_err(req, note(vol_of(req), "mkdir", r), &e);
 }
 
 static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
-	struct volume *v = vol_of(req);
 	struct fuse_entry_param e;
-	struct o2_new_inode ni;
-	uint64_t blk = 0, dir = to_blk(v, parent);
-	int r;
+	int r = make_node(req, parent, name, S_IFLNK | 0777, 0, target, &e);
 
-	if (!name_ok(name, &r)) {
-		fuse_reply_err(req, -r);
-		return;
-	}
-	if (strlen(target) >= PATH_MAX) {
-		fuse_reply_err(req, ENAMETOOLONG);
-		return;
-	}
-	lock(v);
-	r = new_inode(v, req, dir, S_IFLNK | 0777, &ni);
-	if (r == 0)
-		r = o2_symlink(v->fs, dir, name, strlen(name), target, &ni, &blk);
-	if (r == 0)
-		r = make_entry(v, blk, &e);
-	unlock(v);
-	reply_entry_or_err(req, note(v, "symlink", r), &e);
+	reply_entry_or_err(req, note(vol_of(req), "symlink", r), &e);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -596,21 +580,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
 	struct volume *v = vol_of(req);
 	struct fuse_entry_param e;
-	struct o2_new_inode ni;
-	uint64_t blk = 0, dir = to_blk(v, parent);
-	int r;
+	int r = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e);
 
-	if (!name_ok(name, &r)) {
-		fuse_reply_err(req, -r);
-		return;
-	}
-	lock(v);
-	r = new_inode(v, req, dir, S_IFREG | (mode & 07777), &ni);
-	if (r == 0)
-		r = o2_create(v->fs, dir, name, strlen(name), &ni, &blk);
-	if (r == 0)
-		r = make_entry(v, blk, &e);
-	unlock(v);
 	if (r < 0) {
 		fuse_reply_err(req, -note(v, "create", r));
 		return;
@@ -619,7 +590,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		/* the kernel did not take it: give its lookup back */
 		lock(v);
-		node_unref(v, blk, 1);
+		node_unref(v, to_blk(v, e.ino), 1);
 		unlock(v);
 	}
 }

@@ -263,6 +263,11 @@ static int global_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint
 	unsigned nchains = le16(ai->id2.i_chain.cl_next_free_rec);
 	uint32_t cpg = le16(ai->id2.i_chain.cl_cpg);
 
+	if (!cpg) {
+		o2_brelse(fs, ab);
+		return o2_corrupt(fs, fs->sys.global_bitmap, "global bitmap has 0 clusters per group");
+	}
+
 	if (want > cpg)
 		want = cpg;
 	if (min > want)
@@ -324,6 +329,8 @@ static int clusters_mark(struct o2_trans *t, struct o2_fs *fs, uint32_t start, u
 		return r;
 	uint32_t cpg = le16(dinode(ab)->id2.i_chain.cl_cpg);
 
+	if (!cpg)
+		r = o2_corrupt(fs, fs->sys.global_bitmap, "global bitmap has 0 clusters per group");
 	while (len && r == 0) {
 		uint32_t g = start / cpg, off = start % cpg, n = cpg - off < len ? cpg - off : len;
 		struct o2_buf *gb;
@@ -660,6 +667,11 @@ static int runs_collect(struct o2_fs *fs, struct runs *rs)
 	const struct o2_chain_list *cl = &dinode(ab)->id2.i_chain;
 	uint32_t cpg = le16(cl->cl_cpg);
 
+	if (!cpg) {
+		o2_brelse(fs, ab);
+		return o2_corrupt(fs, fs->sys.global_bitmap, "global bitmap has 0 clusters per group");
+	}
+
 	for (unsigned c = 0; c < le16(cl->cl_next_free_rec) && r == 0; c++) {
 		uint64_t blk = le64(cl->cl_recs[c].c_blkno);
 		unsigned hops = 0;
@@ -968,9 +980,14 @@ int o2_sysfiles_load(struct o2_fs *fs)
 		r = o2_sysfile_lookup(fs, O2_SYS_LOCAL_ALLOC, slot, &fs->sys.local_alloc);
 	if (r == 0)
 		r = o2_sysfile_lookup(fs, O2_SYS_ORPHAN_DIR, slot, &fs->sys.orphan_dir);
-	/* recovery at open frees what these name: they must be sound first */
-	uint64_t check[] = { fs->sys.truncate_log, fs->sys.local_alloc };
-	for (unsigned i = 0; i < 2 && r == 0; i++) {
+	/*
+	 * Recovery at open frees what the log and the window name into the
+	 * allocators, and a replayed journal may have written any of them:
+	 * each must be sound (o2_inode_get validates the whole inode) first.
+	 */
+	uint64_t check[] = { fs->sys.global_bitmap, fs->sys.inode_alloc, fs->sys.extent_alloc,
+			     fs->sys.truncate_log, fs->sys.local_alloc };
+	for (unsigned i = 0; i < sizeof(check) / sizeof(check[0]) && r == 0; i++) {
 		struct o2_inode *ino;
 
 		r = o2_inode_get(fs, check[i], &ino);

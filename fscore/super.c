@@ -65,6 +65,8 @@ const char *o2_feature_name(enum o2_feature_class cls, uint32_t bit)
 }
 
 static void vset(struct o2_fs *fs, const char *prefix, const char *fmt, va_list ap)
+	__attribute__((format(printf, 3, 0)));
+static void vset(struct o2_fs *fs, const char *prefix, const char *fmt, va_list ap)
 {
 	int n = snprintf(fs->err, sizeof(fs->err), "%s", prefix);
 
@@ -516,8 +518,11 @@ int o2_fs_sync(struct o2_fs *fs)
 		return 0;
 	if (fs->ro_reason)
 		return -EROFS;
+	/* space freed before the sync is free after it (statfs shows it) */
+	r = o2_trunclog_pending(fs) ? o2_trunclog_flush(fs) : 0;
 	/* each commit ends with a flush: committed means durable */
-	r = o2_journal_commit(fs);
+	if (r == 0)
+		r = o2_journal_commit(fs);
 	if (r == 0)
 		r = o2_blockdev_flush(fs->dev);
 	if (r < 0)

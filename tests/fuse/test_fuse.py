@@ -721,6 +721,10 @@ def case_data(env, chk):
     chk.eq((seq["A"], seq["B"]), (list(range(count)), list(range(count))), "append records in order")
 
     # -- an open unlinked file: usable until closed, then its space comes back
+    # (a sync first: space freed earlier is counted free once synced)
+    dfd = os.open(m, os.O_RDONLY)
+    os.fsync(dfd)
+    os.close(dfd)
     free0 = os.statvfs(m).f_bfree
     p = P("orphan")
     fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)

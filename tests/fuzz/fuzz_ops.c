@@ -1,0 +1,649 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fuzz_ops: sequences of write operations must never break the volume.
+ *
+ * Input byte 0 picks the volume (fz_volume: made once per process by
+ * fscore's mkfs) and the open options (a tiny metadata cache or the default
+ * one); the rest is decoded into up to MAX_OPS operations, each an opcode
+ * byte and its arguments: create, mkdir, write, truncate, rename (plain,
+ * noreplace, exchange), unlink, rmdir, link, symlink, fallocate, setattr,
+ * open/close references (unlink while open makes orphans), many creates in
+ * one directory (inline -> block -> indexed directories), sync, tick, a
+ * close-and-reopen, and a crash point (a copy of the device as it is now).
+ * Inodes and directories are named by index into the ones made so far.
+ *
+ * Findings (abort):
+ *   - an operation fails with -EUCLEAN, -EIO or -EROFS, or an error the API
+ *     does not list (our own output rejected by our own checks);
+ *   - o2_fs_close fails, or after it a read-only open, o2_fs_walk, or a
+ *     second read-write open and close fail;
+ *   - the content of the first regular file created differs from a model
+ *     of it (writes, truncates, fallocate within its first 256 KiB);
+ *   - the crash copy cannot be recovered by a read-write open (replay) or
+ *     then fails the walk.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fuzz_common.h"
+
+#define MAX_OPS 48
+#define MAX_INODES 64
+#define MAX_CREATES 400
+#define MODEL_CAP (256u << 10)
+#define MAX_IO (64u << 10)
+
+enum op {
+	OP_CREATE,
+	OP_MKDIR,
+	OP_WRITE,
+	OP_TRUNCATE,
+	OP_RENAME,
+	OP_UNLINK,
+	OP_RMDIR,
+	OP_LINK,
+	OP_SYMLINK,
+	OP_FALLOCATE,
+	OP_SETATTR,
+	OP_REF,
+	OP_MANY,
+	OP_SYNC,
+	OP_TICK,
+	OP_REMOUNT,
+	OP_CRASH,
+	OP_WRITE2, /* writes are the most useful: a second opcode for them */
+	OP_COUNT
+};
+
+static const char *const op_names[OP_COUNT] = {
+	"create", "mkdir", "write", "truncate", "rename", "unlink", "rmdir", "link", "symlink",
+	"fallocate", "setattr", "ref", "many", "sync", "tick", "remount", "crash", "write",
+};
+
+struct state {
+	const struct fz_volume *vol;
+	struct fz_dev *fzdev;
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	struct o2_open_opts opts;
+	uint64_t clock;
+	uint64_t ino[MAX_INODES];
+	bool is_dir[MAX_INODES];
+	unsigned n;
+	uint64_t refs[16];
+	unsigned nrefs;
+	unsigned creates;
+	uint8_t *snap; /* the last crash point */
+	uint8_t *io;
+	/* the model of one regular file */
+	uint64_t model_ino;
+	uint32_t model_gen;
+	bool model_valid;
+	uint64_t model_size;
+	uint8_t *model;
+	unsigned opno;
+	const char *opname;
+};
+
+/* ---- findings ---- */
+
+static void check(struct state *s, long r, const char *what)
+{
+	static const int ok[] = { ENOSPC, EEXIST, ENOENT, ENOTDIR, EISDIR, ENOTEMPTY,
+				  ENAMETOOLONG, EMLINK, EINVAL, EPERM, EFBIG, EXDEV, EBUSY,
+				  ENODEV /* fallocate on a symlink, FIFO...: as fallocate(2) */ };
+
+	fz_debug("op %u %s: %s -> %ld %s", s->opno, s->opname, what, r, r < 0 ? o2_fs_error(s->fs) : "");
+	if (r >= 0)
+		return;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (r == -ok[i])
+			return;
+	fz_fail("op %u (%s): %s returned %ld (%s); message: %s", s->opno, s->opname, what, r,
+		strerror((int)-r), s->fs ? o2_fs_error(s->fs) : "");
+}
+
+static void open_rw(struct state *s, struct o2_blockdev *dev, struct o2_fs **ret, const char *why)
+{
+	char err[512] = "";
+	int r = o2_fs_open_opts(dev, &s->opts, ret, err, sizeof(err));
+
+	if (r < 0)
+		fz_fail("op %u: read-write open (%s) failed: %d %s", s->opno, why, r, err);
+}
+
+/* A read-only open of dev must work and the walk must accept the volume. */
+static void verify(struct state *s, struct o2_blockdev *dev, const char *why, bool full)
+{
+	struct o2_fs *fs;
+	struct o2_walk_stats st;
+	char err[512] = "";
+	int r = o2_fs_open(dev, O2_OPEN_RDONLY, &fs, err, sizeof(err));
+
+	if (r < 0)
+		fz_fail("op %u: read-only open (%s) failed: %d %s", s->opno, why, r, err);
+	r = full ? fz_exercise(fs) : o2_fs_walk(fs, &st);
+	if (r < 0)
+		fz_fail("op %u: o2_fs_walk (%s) rejects the volume: %d %s", s->opno, why, r,
+			o2_fs_error(fs));
+
+	/* the model file */
+	if (full && s->model_ino && s->model_valid) {
+		struct o2_inode *ino;
+
+		if (o2_inode_get(fs, s->model_ino, &ino) == 0) {
+			const struct o2_inode_info *in = o2_inode_info(ino);
+
+			if ((in->flags & O2_INODE_VALID) && in->generation == s->model_gen &&
+			    S_ISREG(in->mode)) {
+				if (in->size != s->model_size)
+					fz_fail("model file %llu (%s): size %llu, expected %llu",
+						(unsigned long long)s->model_ino, why,
+						(unsigned long long)in->size,
+						(unsigned long long)s->model_size);
+				uint8_t *buf = malloc(MODEL_CAP);
+				if (!buf)
+					fz_fail("out of memory");
+				ssize_t n = o2_inode_read(fs, ino, 0, buf, MODEL_CAP);
+				if (n != (ssize_t)s->model_size)
+					fz_fail("model file %llu (%s): read %zd of %llu bytes: %s",
+						(unsigned long long)s->model_ino, why, n,
+						(unsigned long long)s->model_size, o2_fs_error(fs));
+				for (uint64_t i = 0; i < s->model_size; i++)
+					if (buf[i] != s->model[i])
+						fz_fail("model file %llu (%s): byte %llu is %#x, expected "
+							"%#x",
+							(unsigned long long)s->model_ino, why,
+							(unsigned long long)i, buf[i], s->model[i]);
+				free(buf);
+			}
+			o2_inode_unref(ino);
+		}
+	}
+	o2_fs_close(fs);
+}
+
+/* ---- choosing arguments ---- */
+
+static uint64_t pick_ino(struct state *s, struct fz_reader *r)
+{
+	return s->ino[fz_u8(r) % s->n];
+}
+
+static uint64_t pick_dir(struct state *s, struct fz_reader *r)
+{
+	unsigned k = fz_u8(r), ndirs = 0;
+
+	if (s->is_dir[k % s->n])
+		return s->ino[k % s->n]; /* an index into the table that names a directory */
+	for (unsigned i = 0; i < s->n; i++)
+		ndirs += s->is_dir[i];
+	k %= ndirs;
+	for (unsigned i = 0; i < s->n; i++)
+		if (s->is_dir[i] && k-- == 0)
+			return s->ino[i];
+	return s->ino[0];
+}
+
+/* Whether ino is an inode in use (not freed by an unlink or rmdir). */
+static bool live(struct state *s, uint64_t ino)
+{
+	struct o2_inode *in;
+	bool ok;
+
+	if (o2_inode_get(s->fs, ino, &in) < 0)
+		return false;
+	ok = (o2_inode_info(in)->flags & O2_INODE_VALID) != 0;
+	o2_inode_unref(in);
+	return ok;
+}
+
+/* A name: mostly short ones from a small set, so that operations meet. */
+static size_t pick_name(struct fz_reader *r, char *buf)
+{
+	uint8_t k = fz_u8(r);
+
+	if (k < 224) {
+		return (size_t)snprintf(buf, 16, "%c%u", "fdsl"[k & 3], (k >> 2) % 16);
+	}
+	if (k == 224)
+		return (size_t)snprintf(buf, 4, ".");
+	if (k == 225)
+		return (size_t)snprintf(buf, 4, "..");
+	/* long names: 200..256 bytes */
+	size_t len = 200 + (size_t)(k - 226) * 2;
+	if (len > 256)
+		len = 256;
+	memset(buf, 'L', len);
+	buf[len - 1] = (char)('a' + (k & 15));
+	buf[len] = '\0';
+	return len;
+}
+
+static uint64_t pick_off(struct fz_reader *r)
+{
+	uint64_t v = fz_u16(r);
+
+	switch (fz_u8(r) & 7) {
+	case 0:
+	case 1:
+	case 2:
+		return v;		/* inline-data sizes, first clusters */
+	case 3:
+	case 4:
+		return v * 4;		/* the model's 256 KiB */
+	case 5:
+		return v * 512;		/* 32 MiB: sparse files, deeper trees */
+	case 6:
+		return v << 20;		/* 64 GiB */
+	default:
+		return v << 34;		/* 2^50: limits */
+	}
+}
+
+static void add_ino(struct state *s, uint64_t ino, bool dir)
+{
+	if (s->n < MAX_INODES) {
+		s->ino[s->n] = ino;
+		s->is_dir[s->n] = dir;
+		s->n++;
+	}
+}
+
+/* ---- the model file ---- */
+
+static void model_start(struct state *s, uint64_t ino)
+{
+	struct o2_inode *in;
+
+	if (s->model_ino || o2_inode_get(s->fs, ino, &in) < 0)
+		return;
+	s->model_ino = ino;
+	s->model_gen = o2_inode_info(in)->generation;
+	s->model_valid = true;
+	s->model_size = 0;
+	o2_inode_unref(in);
+}
+
+static void model_resize(struct state *s, uint64_t size)
+{
+	if (size > MODEL_CAP) {
+		s->model_valid = false;
+		return;
+	}
+	if (size > s->model_size)
+		memset(s->model + s->model_size, 0, size - s->model_size);
+	s->model_size = size;
+}
+
+/* ---- operations ---- */
+
+static void do_write(struct state *s, struct fz_reader *r)
+{
+	uint64_t ino = pick_ino(s, r), off = pick_off(r);
+	size_t len = fz_u16(r) % (MAX_IO + 1);
+	uint8_t pat = fz_u8(r);
+
+	if (!live(s, ino))
+		return;
+	for (size_t i = 0; i < len; i++)
+		s->io[i] = (uint8_t)(pat + i * 7 + (i >> 9));
+	ssize_t n = o2_write(s->fs, ino, off, s->io, len);
+	check(s, n, "o2_write");
+	if (n > (ssize_t)len)
+		fz_fail("op %u: o2_write of %zu bytes returned %zd", s->opno, len, n);
+	if (ino == s->model_ino && s->model_valid && n >= 0) {
+		if (off + (uint64_t)n > MODEL_CAP) {
+			s->model_valid = false;
+		} else {
+			/* a write of nothing changes nothing, the size included */
+			if (n > 0 && off + (uint64_t)n > s->model_size)
+				model_resize(s, off + (uint64_t)n);
+			memcpy(s->model + off, s->io, (size_t)n);
+		}
+		/* a failed or short write may still have grown the file: stop modelling */
+		if ((size_t)n != len)
+			s->model_valid = false;
+	}
+	if (n < 0 && ino == s->model_ino)
+		s->model_valid = false;
+}
+
+static void do_truncate(struct state *s, struct fz_reader *r, bool setattr)
+{
+	uint64_t ino = pick_ino(s, r), size = pick_off(r);
+	int ret;
+
+	if (!live(s, ino))
+		return;
+	if (setattr) {
+		struct o2_setattr a = { 0 };
+		uint8_t m = fz_u8(r);
+		unsigned mask = O2_SET_CTIME;
+
+		a.mode = (uint16_t)(fz_u16(r) & 07777);
+		a.uid = fz_u8(r);
+		a.gid = fz_u8(r);
+		a.size = size;
+		a.atime.sec = (int64_t)fz_u32(r) - 0x7fffffff;
+		a.atime.nsec = fz_u32(r) % 1000000000u;
+		a.mtime = a.atime;
+		a.ctime.sec = 1767225600;
+		if (m & 1)
+			mask |= O2_SET_MODE;
+		if (m & 2)
+			mask |= O2_SET_UID;
+		if (m & 4)
+			mask |= O2_SET_GID;
+		if (m & 8)
+			mask |= O2_SET_SIZE;
+		if (m & 16)
+			mask |= O2_SET_ATIME;
+		if (m & 32)
+			mask |= O2_SET_MTIME;
+		ret = o2_setattr(s->fs, ino, &a, mask);
+		check(s, ret, "o2_setattr");
+		if (!(mask & O2_SET_SIZE))
+			return;
+	} else {
+		ret = o2_truncate(s->fs, ino, size);
+		check(s, ret, "o2_truncate");
+	}
+	if (ino == s->model_ino && s->model_valid) {
+		if (ret == 0)
+			model_resize(s, size);
+		else
+			s->model_valid = false;
+	}
+}
+
+static void do_fallocate(struct state *s, struct fz_reader *r)
+{
+	uint64_t ino = pick_ino(s, r);
+	unsigned mode = fz_u8(r) & 1 ? O2_FALLOC_KEEP_SIZE : 0;
+	uint64_t off = pick_off(r), len = (uint64_t)fz_u16(r) * (fz_u8(r) & 1 ? 1 : 64);
+
+	if (!live(s, ino))
+		return;
+	int ret = o2_fallocate(s->fs, ino, mode, off, len);
+	check(s, ret, "o2_fallocate");
+	if (ino == s->model_ino && s->model_valid) {
+		if (ret < 0)
+			s->model_valid = false;
+		else if (!(mode & O2_FALLOC_KEEP_SIZE) && off + len > s->model_size)
+			model_resize(s, off + len);
+	}
+}
+
+static void do_ref(struct state *s, struct fz_reader *r)
+{
+	uint8_t k = fz_u8(r);
+
+	if ((k & 1) && s->nrefs) {
+		unsigned i = (k >> 1) % s->nrefs;
+		int ret = o2_inode_close_ref(s->fs, s->refs[i]);
+
+		check(s, ret, "o2_inode_close_ref");
+		s->refs[i] = s->refs[--s->nrefs];
+		return;
+	}
+	uint64_t ino = pick_ino(s, r);
+	if (s->nrefs >= 16 || !live(s, ino))
+		return;
+	int ret = o2_inode_open_ref(s->fs, ino);
+	check(s, ret, "o2_inode_open_ref");
+	if (ret == 0)
+		s->refs[s->nrefs++] = ino;
+}
+
+static void do_many(struct state *s, struct fz_reader *r)
+{
+	uint64_t dir = pick_dir(s, r);
+	unsigned count = fz_u8(r) % 128, base = fz_u8(r);
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	char name[32];
+
+	if (!live(s, dir))
+		return;
+	for (unsigned i = 0; i < count && s->creates < MAX_CREATES; i++) {
+		uint64_t ino;
+		size_t len = (size_t)snprintf(name, sizeof(name), "many-%u-%u", base, i);
+
+		s->creates++;
+		int ret = o2_create(s->fs, dir, name, len, &ni, &ino);
+		check(s, ret, "o2_create (many)");
+		if (ret == -ENOSPC)
+			break;
+	}
+}
+
+static void remount(struct state *s, const char *why)
+{
+	int r = o2_fs_close(s->fs);
+
+	s->fs = NULL;
+	s->nrefs = 0; /* references end with the mount; orphans wait for the next open */
+	if (r < 0)
+		fz_fail("op %u: o2_fs_close (%s) failed: %d", s->opno, why, r);
+	verify(s, s->dev, why, false);
+	open_rw(s, s->dev, &s->fs, why);
+}
+
+static void run_op(struct state *s, struct fz_reader *r)
+{
+	enum op op = (enum op)(fz_u8(r) % OP_COUNT);
+	struct o2_new_inode ni = { 0 };
+	char name[300], name2[300];
+	size_t len, len2;
+	uint64_t dir, dir2, ino;
+	int ret;
+
+	s->opname = op_names[op];
+	switch (op) {
+	case OP_CREATE: {
+		static const uint16_t types[] = { S_IFREG, S_IFREG, S_IFREG, S_IFIFO,
+						  S_IFCHR, S_IFBLK, S_IFSOCK, S_IFREG };
+		dir = pick_dir(s, r);
+		len = pick_name(r, name);
+		uint8_t t = fz_u8(r);
+		ni.mode = (uint16_t)(types[t & 7] | 0644);
+		ni.uid = t >> 3;
+		ni.rdev = t;
+		if (!live(s, dir))
+			return;
+		ret = o2_create(s->fs, dir, name, len, &ni, &ino);
+		check(s, ret, "o2_create");
+		if (ret == 0) {
+			add_ino(s, ino, false);
+			if (S_ISREG(ni.mode))
+				model_start(s, ino);
+		}
+		s->creates++;
+		break;
+	}
+	case OP_MKDIR:
+		dir = pick_dir(s, r);
+		len = pick_name(r, name);
+		ni.mode = S_IFDIR | 0755;
+		if (!live(s, dir))
+			return;
+		ret = o2_mkdir(s->fs, dir, name, len, &ni, &ino);
+		check(s, ret, "o2_mkdir");
+		if (ret == 0)
+			add_ino(s, ino, true);
+		s->creates++;
+		break;
+	case OP_WRITE:
+	case OP_WRITE2:
+		do_write(s, r);
+		break;
+	case OP_TRUNCATE:
+		do_truncate(s, r, false);
+		break;
+	case OP_SETATTR:
+		do_truncate(s, r, true);
+		break;
+	case OP_RENAME: {
+		static const unsigned flags[] = { 0, 0, O2_RENAME_NOREPLACE, O2_RENAME_EXCHANGE };
+		dir = pick_dir(s, r);
+		len = pick_name(r, name);
+		dir2 = pick_dir(s, r);
+		len2 = pick_name(r, name2);
+		unsigned f = flags[fz_u8(r) & 3];
+		if (!live(s, dir) || !live(s, dir2))
+			return;
+		ret = o2_rename(s->fs, dir, name, len, dir2, name2, len2, f);
+		check(s, ret, "o2_rename");
+		break;
+	}
+	case OP_UNLINK:
+		dir = pick_dir(s, r);
+		len = pick_name(r, name);
+		if (!live(s, dir))
+			return;
+		ret = o2_unlink(s->fs, dir, name, len);
+		check(s, ret, "o2_unlink");
+		break;
+	case OP_RMDIR:
+		dir = pick_dir(s, r);
+		len = pick_name(r, name);
+		if (!live(s, dir))
+			return;
+		ret = o2_rmdir(s->fs, dir, name, len);
+		check(s, ret, "o2_rmdir");
+		break;
+	case OP_LINK:
+		ino = pick_ino(s, r);
+		dir = pick_dir(s, r);
+		len = pick_name(r, name);
+		if (!live(s, dir) || !live(s, ino))
+			return;
+		ret = o2_link(s->fs, ino, dir, name, len);
+		check(s, ret, "o2_link");
+		break;
+	case OP_SYMLINK: {
+		char target[5000];
+		dir = pick_dir(s, r);
+		len = pick_name(r, name);
+		size_t tlen = fz_u16(r) % sizeof(target);
+		if (tlen == 0)
+			tlen = 1;
+		for (size_t i = 0; i < tlen; i++)
+			target[i] = (char)('a' + i % 26);
+		target[tlen] = '\0';
+		if (tlen >= sizeof(target))
+			target[sizeof(target) - 1] = '\0';
+		if (!live(s, dir))
+			return;
+		ret = o2_symlink(s->fs, dir, name, len, target, &ni, &ino);
+		check(s, ret, "o2_symlink");
+		if (ret == 0)
+			add_ino(s, ino, false);
+		s->creates++;
+		break;
+	}
+	case OP_FALLOCATE:
+		do_fallocate(s, r);
+		break;
+	case OP_REF:
+		do_ref(s, r);
+		break;
+	case OP_MANY:
+		do_many(s, r);
+		break;
+	case OP_SYNC:
+		check(s, o2_fs_sync(s->fs), "o2_fs_sync");
+		break;
+	case OP_TICK:
+		s->clock += (uint64_t)fz_u8(r) * 100000000ull; /* up to 25 s */
+		check(s, o2_fs_tick(s->fs), "o2_fs_tick");
+		break;
+	case OP_REMOUNT:
+		remount(s, "remount");
+		break;
+	case OP_CRASH:
+		if (!s->snap)
+			s->snap = malloc(s->vol->size);
+		if (!s->snap)
+			fz_fail("out of memory");
+		memcpy(s->snap, fz_dev_mem(s->fzdev), s->vol->size);
+		break;
+	case OP_COUNT:
+		break;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct fz_dev *devs[FZ_CFG_COUNT];
+	struct fz_reader r = { data, size };
+	struct state *s;
+	uint8_t cfg;
+
+	if (size < 1)
+		return 0;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		fz_fail("out of memory");
+	cfg = fz_u8(&r);
+	s->vol = fz_volume((enum fz_config)(cfg % FZ_CFG_COUNT));
+	s->opts.flags = O2_OPEN_RDWR;
+	s->opts.slot = 0;
+	s->opts.cache_blocks = (cfg & 0x80) ? 32 : 0;
+	s->opts.now_ns = fz_clock;
+	s->opts.clock_arg = &s->clock;
+	s->io = malloc(MAX_IO);
+	s->model = calloc(1, MODEL_CAP);
+	if (!s->io || !s->model)
+		fz_fail("out of memory");
+	if (!devs[cfg % FZ_CFG_COUNT])
+		devs[cfg % FZ_CFG_COUNT] = fz_dev_new(s->vol->data, s->vol->size);
+	s->fzdev = devs[cfg % FZ_CFG_COUNT];
+	fz_dev_reset(s->fzdev, NULL);
+	s->dev = fz_dev_blockdev(s->fzdev);
+	open_rw(s, s->dev, &s->fs, "first");
+
+	s->ino[0] = o2_fs_super(s->fs)->root_blkno;
+	s->is_dir[0] = true;
+	s->n = 1;
+	if (o2_path_lookup(s->fs, "/lost+found", &s->ino[1]) == 0) {
+		s->is_dir[1] = true;
+		s->n = 2;
+	}
+
+	for (s->opno = 0; s->opno < MAX_OPS && r.left; s->opno++)
+		run_op(s, &r);
+
+	s->opname = "end";
+	remount(s, "close at the end");
+	int ret = o2_fs_close(s->fs);
+	s->fs = NULL;
+	if (ret < 0)
+		fz_fail("o2_fs_close after the remount failed: %d", ret);
+	verify(s, s->dev, "after the last close", true);
+
+	/* the crash point: recovery must give a volume the walk accepts */
+	if (s->snap) {
+		struct o2_blockdev *cd;
+		struct o2_fs *fs;
+
+		s->model_valid = false;
+		if (o2_blockdev_new_memory_from(s->snap, s->vol->size, s->vol->size, &cd) < 0)
+			fz_fail("out of memory");
+		open_rw(s, cd, &fs, "crash copy: recovery");
+		ret = o2_fs_close(fs);
+		if (ret < 0)
+			fz_fail("crash copy: o2_fs_close after recovery failed: %d", ret);
+		verify(s, cd, "crash copy, after recovery", true);
+		o2_blockdev_free(cd);
+	}
+
+	free(s->snap);
+	free(s->io);
+	free(s->model);
+	free(s);
+	return 0;
+}

@@ -460,8 +460,28 @@ static int free_data(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, uint3
 	return o2_clusters_free(t, fs, (uint32_t)(blkno >> fs->bpc_bits), clusters);
 }
 
-/* Free every cluster at or past new_end clusters; loops over transactions. */
-int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end)
+struct extent_sum {
+	uint64_t clusters, end; /* clusters mapped; the end of the last extent */
+};
+
+static int sum_extents(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	struct extent_sum *s = arg;
+
+	if (ext) {
+		s->clusters += ext->clusters;
+		if ((uint64_t)ext->cpos + ext->clusters > s->end)
+			s->end = (uint64_t)ext->cpos + ext->clusters;
+	}
+	return 0;
+}
+
+/*
+ * Free every cluster at or past new_end clusters; loops over transactions.
+ * size (UINT64_MAX: leave it): the file's new, smaller size, lowered with
+ * the clusters in each transaction.
+ */
+int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end, uint64_t size)
 {
 	for (;;) {
 		struct o2_trans *t;
@@ -498,13 +518,28 @@ int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end)
 				}
 				if (r == 0) {
 					/* i_clusters follows what the tree holds */
-					uint64_t total = 0;
+					struct extent_sum sum = { 0, 0 };
 					struct o2_tree_root root = { ino, &di->id2.i_list,
 								     le16(di->id2.i_list.count) };
 
-					r = o2_tree_walk(fs, &root, o2_sum_clusters, &total);
+					r = o2_tree_walk(fs, &root, sum_extents, &sum);
 					if (r == 0)
-						di->i_clusters = cpu_le32((uint32_t)total);
+						di->i_clusters = cpu_le32((uint32_t)sum.clusters);
+					/*
+					 * The size comes down with the clusters, in the same
+					 * transaction: no commit holds clusters past i_size
+					 * (fsck INODE_SPARSE_SIZE after a crash), and a
+					 * truncate cut short leaves a prefix of the old file.
+					 */
+					if (r == 0 && size != UINT64_MAX) {
+						uint64_t cur = le64(di->i_size), want = size;
+						uint64_t end = sum.end << fs->cbits;
+
+						if (more && end > want)
+							want = end < cur ? end : cur;
+						if (want < cur)
+							di->i_size = cpu_le64(want);
+					}
 				}
 			}
 			o2_brelse(fs, ib);
@@ -610,9 +645,9 @@ int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 					return r;
 			}
 		}
-		r = set_size(fs, ino, size, false, true);
+		r = o2_free_from(fs, ino, keep, size);
 		if (r == 0)
-			r = o2_free_from(fs, ino, keep);
+			r = set_size(fs, ino, size, false, true);
 		return r;
 	}
 	if (size > old && !sparse(fs)) {

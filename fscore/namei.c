@@ -659,7 +659,7 @@ static int delete_inode(struct o2_fs *fs, uint64_t ino)
 	if (r == 0)
 		r = e;
 	if (r == 0)
-		r = o2_free_from(fs, ino, 0);
+		r = o2_free_from(fs, ino, 0, UINT64_MAX);
 	if (r < 0)
 		return r;
 	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);

@@ -13,7 +13,7 @@ void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o);
 /* Set mtime and/or ctime to now (the caller has logged the block). */
 void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime);
 /* Free every cluster of the inode from cluster new_end on (own transactions). */
-int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end);
+int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end, uint64_t size);
 int o2_sum_clusters(const struct o2_extent *ext, uint64_t eb_blkno, void *arg);
 /*
  * -EOPNOTSUPP (with a message) for inodes whose change would need what the

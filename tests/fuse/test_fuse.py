@@ -21,6 +21,7 @@ import os
 import re
 import struct
 import random
+import signal
 import socket
 import stat
 import subprocess
@@ -31,7 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuselib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,  # noqa: E402
                      RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW,
                      UTIME_OMIT, Failure, as_user, mount_entry, compare_snapshots, errno_of, fallocate,
-                     file_sha, log, main, renameat2, run, sanitizer_report, snapshot, utimensat)
+                     file_sha, lazy_umount, log, main, renameat2, run, sanitizer_report, snapshot,
+                     utimensat)
 
 
 def write_file(path, data, mode=0o644):
@@ -1420,10 +1422,19 @@ def case_crash(env, chk):
             writers.append(env.fork(crash_writer, os.path.join(root, sub), rnd_i * 10 + w, j))
         time.sleep(delay)
         log("crash round %d: SIGKILL after %.1fs" % (rnd_i, delay))
-        vol.kill(detach=rnd_i % 2 == 0)  # else the next ocfs2d must detach the dead mount
+        vol.kill(detach=False)
+        # the writers die with the daemon: a writer left running would carry
+        # on in the directory under a detached mount point
+        for pid in writers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for pid in writers:
             st = env.wait(pid, 60)
             chk.ok(st is not None, "writer stopped after the kill")
+        if rnd_i % 2 == 0:  # else the next ocfs2d must detach the dead mount
+            lazy_umount(vol.mnt)
         # the journal is dirty: fsck -n must not be clean-compared now; mount replays it
         vol.mount()
         if rnd_i % 2:

@@ -493,7 +493,9 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	reply_entry_or_err(req, note(v, "link", r), &e);
 }
 
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* Remove a name with o2_unlink or o2_rmdir (same signature). */
+static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, const char *op,
+			int (*fn)(struct o2_fs *, uint64_t, const char *, size_t))
 {
 	struct volume *v = vol_of(req);
 	int r;
@@ -503,24 +505,19 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	lock(v);
-	r = o2_unlink(v->fs, to_blk(v, parent), name, strlen(name));
+	r = fn(v->fs, to_blk(v, parent), name, strlen(name));
 	unlock(v);
-	fuse_reply_err(req, -note(v, "unlink", r));
+	fuse_reply_err(req, -note(v, op, r));
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, "unlink", o2_unlink);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct volume *v = vol_of(req);
-	int r;
-
-	if (!name_ok(name, &r)) {
-		fuse_reply_err(req, -r);
-		return;
-	}
-	lock(v);
-	r = o2_rmdir(v->fs, to_blk(v, parent), name, strlen(name));
-	unlock(v);
-	fuse_reply_err(req, -note(v, "rmdir", r));
+	remove_name(req, parent, name, "rmdir", o2_rmdir);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,

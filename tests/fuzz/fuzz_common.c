@@ -759,3 +759,20 @@ int fz_write_file(const char *path, const void *data, size_t len)
 	}
 	return close(fd) < 0 ? -errno : 0;
 }
+
+/* A failed open must give an error it may give, with a message (naming a block for -EUCLEAN). */
+void fz_check_open_failure(int r, const char *err, const char *what)
+{
+	static const int ok[] = { EUCLEAN, ENODATA, EOPNOTSUPP, EIO, EINVAL, ENOENT,
+				  ENOTDIR, ERANGE, ENOSPC, ENAMETOOLONG };
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (r == -ok[i]) {
+			if (!err[0])
+				fz_fail("%s failed (%d) with an empty message", what, r);
+			if (r == -EUCLEAN && !strstr(err, "block "))
+				fz_fail("%s gave -EUCLEAN; message names no block: \"%s\"", what, err);
+			return;
+		}
+	fz_fail("%s returned %d: not an error it may give; message: %s", what, r, err);
+}

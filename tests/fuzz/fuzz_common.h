@@ -133,4 +133,7 @@ int fz_exercise(struct o2_fs *fs);
 /* Write a file (used by make_seeds and the driver). 0 or -errno. */
 int fz_write_file(const char *path, const void *data, size_t len);
 
+/* A failed open must give an error it may give, with a message (naming a block for -EUCLEAN). */
+void fz_check_open_failure(int r, const char *err, const char *what);
+
 #endif

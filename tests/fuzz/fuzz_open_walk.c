@@ -19,22 +19,6 @@
 
 #include "fuzz_common.h"
 
-static void check_open_failure(int r, const char *err, const char *what)
-{
-	static const int ok[] = { EUCLEAN, ENODATA, EOPNOTSUPP, EIO, EINVAL, ENOENT,
-				  ENOTDIR, ERANGE, ENOSPC, ENAMETOOLONG };
-
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
-		if (r == -ok[i]) {
-			if (!err[0])
-				fz_fail("%s failed (%d) with an empty message", what, r);
-			if (r == -EUCLEAN && !strstr(err, "block "))
-				fz_fail("%s gave -EUCLEAN; message names no block: \"%s\"", what, err);
-			return;
-		}
-	fz_fail("%s returned %d: not an error it may give; message: %s", what, r, err);
-}
-
 static void debug_open(int r, const char *err, const char *what)
 {
 	fz_debug("%s: %d %s", what, r, err);
@@ -79,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		r = o2_fs_open_opts(fz_dev_blockdev(copy), &o, &fs, err, sizeof(err));
 		if (r < 0) {
 			debug_open(r, err, "read-write open");
-			check_open_failure(r, err, "read-write o2_fs_open_opts");
+			fz_check_open_failure(r, err, "read-write o2_fs_open_opts");
 		} else {
 			fz_exercise(fs);
 			o2_fs_close(fs);
@@ -91,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	r = o2_fs_open(fz_dev_blockdev(dev), O2_OPEN_RDONLY, &fs, err, sizeof(err));
 	if (r < 0) {
 		debug_open(r, err, "open");
-		check_open_failure(r, err, "o2_fs_open");
+		fz_check_open_failure(r, err, "o2_fs_open");
 	} else {
 		fz_exercise(fs);
 		o2_fs_close(fs);

@@ -476,72 +476,74 @@ static int sum_extents(const struct o2_extent *ext, uint64_t eb_blkno, void *arg
 	return 0;
 }
 
-/*
- * Free every cluster at or past new_end clusters; loops over transactions.
- * size (UINT64_MAX: leave it): the file's new, smaller size, lowered with
- * the clusters in each transaction.
- */
+int o2_free_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32_t new_end,
+		 uint64_t size, bool *ret_more)
+{
+	struct o2_dinode *di = o2_buf_dinode(ib);
+	uint16_t mode = le16(di->i_mode);
+	bool is_dir = S_ISDIR(mode);
+	/* a fast symlink's id2 holds its text, not an extent list */
+	bool fast_link = S_ISLNK(mode) && !le32(di->i_clusters);
+	struct o2_tree_owner o;
+	int r;
+
+	*ret_more = false;
+	if ((le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) || fast_link ||
+	    (le32(di->i_flags) & (O2_FL_CHAIN | O2_FL_LOCAL_ALLOC | O2_FL_DEALLOC)) ||
+	    !le16(di->id2.i_list.count))
+		return 0;
+	o2_inode_owner(ib, &o);
+	r = o2_tree_truncate(t, fs, &o, new_end, 16, free_data, &is_dir);
+	if (r < 0)
+		return r;
+	*ret_more = r > 0;
+	r = o2_trans_add(t, ib);
+	if (r < 0)
+		return r;
+	/* i_clusters follows what the tree holds */
+	struct extent_sum sum = { 0, 0 };
+	struct o2_tree_root root = { ib->blkno, &di->id2.i_list, le16(di->id2.i_list.count) };
+
+	r = o2_tree_walk(fs, &root, sum_extents, &sum);
+	if (r < 0)
+		return r;
+	di->i_clusters = cpu_le32((uint32_t)sum.clusters);
+	/*
+	 * The size comes down with the clusters, in the same transaction: no
+	 * commit holds clusters past i_size (fsck INODE_SPARSE_SIZE after a
+	 * crash), and a truncate cut short leaves a prefix of the old file.
+	 */
+	if (size != UINT64_MAX) {
+		uint64_t cur = le64(di->i_size), want = size;
+		uint64_t end = sum.end << fs->cbits;
+
+		if (*ret_more && end > want)
+			want = end < cur ? end : cur;
+		if (want < cur)
+			di->i_size = cpu_le64(want);
+	}
+	return 0;
+}
+
 int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end, uint64_t size)
 {
 	for (;;) {
 		struct o2_trans *t;
 		struct o2_buf *ib;
-		struct o2_tree_owner o;
-		bool is_dir;
-		int r, e, more = 0;
+		bool more = false;
+		int r, e;
 
 		if (o2_trunclog_needs_flush(fs)) {
 			r = o2_trunclog_flush(fs);
 			if (r < 0)
 				return r;
 		}
-		r = o2_trans_begin(fs, O2_TREE_CREDITS * 2 + 64, &t);
+		r = o2_trans_begin(fs, O2_FREE_STEP_CREDITS, &t);
 		if (r < 0)
 			return r;
 		r = o2_inode_buf(fs, ino, &ib);
 		if (r == 0) {
-			struct o2_dinode *di = o2_buf_dinode(ib);
-
-			is_dir = S_ISDIR(le16(di->i_mode));
-			uint16_t mode = le16(di->i_mode);
-			/* a fast symlink's id2 holds its text, not an extent list */
-			bool fast_link = S_ISLNK(mode) && !le32(di->i_clusters);
-
-			if (!(le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) && !fast_link &&
-			    !(le32(di->i_flags) & (O2_FL_CHAIN | O2_FL_LOCAL_ALLOC | O2_FL_DEALLOC)) &&
-			    le16(di->id2.i_list.count)) {
-				o2_inode_owner(ib, &o);
-				r = o2_tree_truncate(t, fs, &o, new_end, 16, free_data, &is_dir);
-				if (r >= 0) {
-					more = r;
-					r = o2_trans_add(t, ib);
-				}
-				if (r == 0) {
-					/* i_clusters follows what the tree holds */
-					struct extent_sum sum = { 0, 0 };
-					struct o2_tree_root root = { ino, &di->id2.i_list,
-								     le16(di->id2.i_list.count) };
-
-					r = o2_tree_walk(fs, &root, sum_extents, &sum);
-					if (r == 0)
-						di->i_clusters = cpu_le32((uint32_t)sum.clusters);
-					/*
-					 * The size comes down with the clusters, in the same
-					 * transaction: no commit holds clusters past i_size
-					 * (fsck INODE_SPARSE_SIZE after a crash), and a
-					 * truncate cut short leaves a prefix of the old file.
-					 */
-					if (r == 0 && size != UINT64_MAX) {
-						uint64_t cur = le64(di->i_size), want = size;
-						uint64_t end = sum.end << fs->cbits;
-
-						if (more && end > want)
-							want = end < cur ? end : cur;
-						if (want < cur)
-							di->i_size = cpu_le64(want);
-					}
-				}
-			}
+			r = o2_free_step(t, fs, ib, new_end, size, &more);
 			o2_brelse(fs, ib);
 		}
 		e = o2_trans_finish(t, r);

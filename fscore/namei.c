@@ -24,6 +24,8 @@
 #include "write.h"
 
 #define NAMEI_CREDITS (O2_TREE_CREDITS + 2 * O2_ALLOC_CREDITS + 16)
+/* ... and an inode freed in the same transaction (its extents in the inode) */
+#define UNLINK_CREDITS (NAMEI_CREDITS + 24)
 
 static uint8_t type_of(uint16_t mode)
 {
@@ -640,56 +642,26 @@ static int init_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uin
 	return 0;
 }
 
-/* Free an inode whose last link and reference are gone. */
-static int delete_inode(struct o2_fs *fs, uint64_t ino)
+/* Inside t: the inode (its data already freed) is no longer in use. */
+static int free_inode_bit(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib)
 {
-	struct o2_trans *t;
-	struct o2_buf *ib;
-	int r, e;
+	struct o2_dinode *di = o2_buf_dinode(ib);
+	uint16_t slot = le16(di->i_suballoc_slot), bit = le16(di->i_suballoc_bit);
+	uint64_t group = le64(di->i_suballoc_loc), alloc = fs->sys.inode_alloc;
+	int r = 0;
 
-	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
-	if (r < 0)
-		return r;
-	r = o2_inode_buf(fs, ino, &ib);
-	if (r == 0) {
-		r = o2_dx_destroy(t, fs, ib);
-		o2_brelse(fs, ib);
-	}
-	e = o2_trans_finish(t, r);
+	if (!group)
+		group = ib->blkno - bit;
+	if (slot != fs->opts.slot)
+		r = o2_sysfile_lookup(fs, O2_SYS_INODE_ALLOC, slot, &alloc);
 	if (r == 0)
-		r = e;
-	if (r == 0)
-		r = o2_free_from(fs, ino, 0, UINT64_MAX);
+		r = o2_trans_add(t, ib);
 	if (r < 0)
 		return r;
-	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
-	if (r < 0)
-		return r;
-	r = o2_inode_buf(fs, ino, &ib);
-	if (r == 0) {
-		struct o2_dinode *di = o2_buf_dinode(ib);
-		uint16_t slot = le16(di->i_suballoc_slot), bit = le16(di->i_suballoc_bit);
-		uint64_t group = le64(di->i_suballoc_loc), alloc = fs->sys.inode_alloc;
-
-		if (!group)
-			group = ino - bit;
-		if (slot != fs->opts.slot)
-			r = o2_sysfile_lookup(fs, O2_SYS_INODE_ALLOC, slot, &alloc);
-		if (r == 0)
-			r = o2_trans_add(t, ib);
-		if (r == 0) {
-			uint64_t now = o2_now_ns(fs);
-
-			di->i_flags = cpu_le32(le32(di->i_flags) &
-					       ~(uint32_t)(O2_FL_VALID | O2_FL_ORPHANED));
-			di->i_dtime = cpu_le64(now / 1000000000ull);
-			set_links(di, 0);
-			r = o2_suballoc_free(t, fs, alloc, group, bit);
-		}
-		o2_brelse(fs, ib);
-	}
-	e = o2_trans_finish(t, r);
-	return r < 0 ? r : e;
+	di->i_flags = cpu_le32(le32(di->i_flags) & ~(uint32_t)(O2_FL_VALID | O2_FL_ORPHANED));
+	di->i_dtime = cpu_le64(o2_now_ns(fs) / 1000000000ull);
+	set_links(di, 0);
+	return o2_suballoc_free(t, fs, alloc, group, bit);
 }
 
 /* ---- open references and orphans ---- */
@@ -782,30 +754,68 @@ static void orphan_name(uint64_t ino, char *buf)
 	snprintf(buf, 17, "%016llx", (unsigned long long)ino);
 }
 
-/* Take an orphan out of the orphan directory and free it. */
+/* Begin a transaction that may free clusters: the truncate log has room first. */
+static int begin_unlinking(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
+{
+	if (o2_trunclog_needs_flush(fs)) {
+		int r = o2_trunclog_flush(fs);
+
+		if (r < 0)
+			return r;
+	}
+	return o2_trans_begin(fs, credits, ret);
+}
+
+/*
+ * Free an orphan: its index and data in transactions of their own while it
+ * stays in the orphan directory, then - in one transaction - its orphan
+ * entry and its inode bit, so that a crash anywhere leaves either a
+ * reachable orphan or nothing.  An entry naming an inode no longer in use
+ * just goes.
+ */
 static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 {
 	struct o2_trans *t;
-	struct o2_buf *ob;
+	struct o2_buf *ob = NULL, *ib = NULL;
 	struct found f;
 	char name[17];
 	int r, e;
 
-	orphan_name(ino, name);
 	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
 	if (r < 0)
 		return r;
-	r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
-	if (r == 0) {
-		r = dir_find(fs, ob, name, 16, &f);
-		if (r == 0)
-			r = dir_remove(t, fs, ob, name, 16, &f);
-		o2_brelse(fs, ob);
-	}
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r == 0)
+		r = o2_dx_destroy(t, fs, ib);
+	o2_brelse(fs, ib);
+	ib = NULL;
 	e = o2_trans_finish(t, r);
 	if (r == 0)
 		r = e;
-	return r < 0 ? r : delete_inode(fs, ino);
+	if (r == 0)
+		r = o2_free_from(fs, ino, 0, UINT64_MAX);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
+	if (r < 0)
+		return r;
+	orphan_name(ino, name);
+	r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
+	if (r == 0)
+		r = dir_find(fs, ob, name, 16, &f);
+	if (r == 0)
+		r = dir_remove(t, fs, ob, name, 16, &f);
+	if (r == 0) {
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r == 0)
+			r = free_inode_bit(t, fs, ib);
+		else if (r == -ENOENT)
+			r = 0;
+	}
+	o2_brelse(fs, ob);
+	o2_brelse(fs, ib);
+	e = o2_trans_finish(t, r);
+	return r < 0 ? r : e;
 }
 
 int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino)
@@ -847,19 +857,36 @@ void o2_openrefs_free(struct o2_fs *fs)
 	fs->nrefs_buckets = fs->nrefs = 0;
 }
 
-/* The last link went: free the inode, or park it as an orphan while open. */
-static int drop_last_link(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, bool *ret_delete)
+/*
+ * The inode lost its last link inside t (of UNLINK_CREDITS).  Unless it is
+ * open, it is freed in t when its data goes in one bounded step.  Otherwise
+ * it moves to the orphan directory in t - a crash from here on leaves it
+ * where recovery looks - and *ret_reap says to free it once t ends (not
+ * while open: the last close does).
+ */
+static int drop_last_link(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, bool *ret_reap)
 {
 	struct o2_dinode *di = o2_buf_dinode(ib);
-	struct o2_openref *o = find_ref(fs, ib->blkno);
 	char name[17];
 	struct o2_buf *ob;
 	int r;
 
-	*ret_delete = false;
-	if (!o) {
-		*ret_delete = true;
-		return 0;
+	*ret_reap = false;
+	if (!find_ref(fs, ib->blkno)) {
+		/* data wholly in the inode's own list: freed here, in a bounded step */
+		if (!(le16(di->i_dyn_features) & O2_DYN_INDEXED_DIR) &&
+		    ((le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) ||
+		     (S_ISLNK(le16(di->i_mode)) && !le32(di->i_clusters)) ||
+		     !le16(di->id2.i_list.tree_depth))) {
+			bool more;
+
+			r = o2_free_step(t, fs, ib, 0, UINT64_MAX, &more);
+			if (r < 0)
+				return r;
+			if (!more)
+				return free_inode_bit(t, fs, ib);
+		}
+		*ret_reap = true;
 	}
 	orphan_name(ib->blkno, name);
 	r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
@@ -1189,7 +1216,7 @@ static int remove_name(struct o2_fs *fs, uint64_t dir, const char *name, size_t 
 		return want_dir ? -ENOTEMPTY : -EISDIR;
 	if (len > O2_MAX_NAME_LEN)
 		return -ENAMETOOLONG;
-	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
+	r = begin_unlinking(fs, UNLINK_CREDITS, &t);
 	if (r < 0)
 		return r;
 	r = o2_inode_buf(fs, dir, &dib);
@@ -1217,7 +1244,7 @@ rel:
 	if (r == 0)
 		r = e;
 	if (r == 0 && del)
-		r = delete_inode(fs, f.ino);
+		r = reap_orphan(fs, f.ino);
 	return r;
 }
 
@@ -1312,7 +1339,7 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 		r = -EBUSY; /* "." or ".." */
 	if (r < 0)
 		return r;
-	r = o2_trans_begin(fs, 2 * NAMEI_CREDITS, &t);
+	r = begin_unlinking(fs, 2 * NAMEI_CREDITS + 24, &t);
 	if (r < 0)
 		return r;
 	r = o2_inode_buf(fs, olddir, &odb);
@@ -1472,7 +1499,7 @@ rel:
 	if (r == 0)
 		r = e;
 	if (r == 0 && del)
-		r = delete_inode(fs, nf.ino);
+		r = reap_orphan(fs, nf.ino);
 	return r;
 }
 

@@ -12,7 +12,16 @@ struct o2_dinode *o2_buf_dinode(struct o2_buf *b);
 void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o);
 /* Set mtime and/or ctime to now (the caller has logged the block). */
 void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime);
-/* Free every cluster of the inode from cluster new_end on (own transactions). */
+/* Credits of one o2_free_step. */
+#define O2_FREE_STEP_CREDITS (O2_TREE_CREDITS * 2 + 64)
+/*
+ * Inside t, free up to a bounded number of the inode's extents from cluster
+ * new_end on (logging ib); *ret_more: some are left for another step.  size
+ * (UINT64_MAX: leave it): the file's new, smaller size, lowered with them.
+ */
+int o2_free_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32_t new_end,
+		 uint64_t size, bool *ret_more);
+/* The same until done, one transaction per step. */
 int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end, uint64_t size);
 int o2_sum_clusters(const struct o2_extent *ext, uint64_t eb_blkno, void *arg);
 /*

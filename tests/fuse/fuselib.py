@@ -237,14 +237,9 @@ class Volume:
         with open(self.logpath, "a") as lf:
             lf.write("=== (killed with SIGKILL)\n")
 
-    def fsck(self, chk, what="", tolerate=()):
-        """fsck.ocfs2 -fn must print what it printed for the fresh volume;
-        tolerate: problem codes (known open bugs) reported but let pass."""
+    def fsck(self, chk, what=""):
+        """fsck.ocfs2 -fn must print what it printed for the fresh volume."""
         rc, out = run([self.env.fsck, "-fn", self.img])
-        known = [line for line in out.splitlines(True) if any(line.startswith("[%s]" % c) for c in tolerate)]
-        if known:
-            print("KNOWN BUG (tolerated): fsck.ocfs2 -fn %s:\n%s" % (what, "".join(known)), end="", flush=True)
-            out = "".join(line for line in out.splitlines(True) if line not in known)
         good = chk.ok(rc == 0 and out == self.baseline,
                       "%s: fsck.ocfs2 -fn %s(exit %d) differs from the fresh volume's:\n%s" % (
                           self.name, what + " " if what else "", rc, out))

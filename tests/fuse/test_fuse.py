@@ -1400,12 +1400,6 @@ def case_crash(env, chk):
     vol = env.volume("crash", size="1G")
     root = vol.mnt
     journals = []
-    # Known open bug: the last name of an inode goes in one transaction and
-    # the inode is freed in later ones (unlink without open references, and
-    # reaping an orphan at last close), so a crash between them leaves an
-    # unconnected inode (fsck INODE_NOT_CONNECTED).  Tolerated (reported)
-    # unless FUSE_CRASH_STRICT=1 (the pending test fuse-crash-strict).
-    tolerate = () if os.environ.get("FUSE_CRASH_STRICT") == "1" else ("INODE_NOT_CONNECTED",)
     delays = [float(x) for x in os.environ.get("FUSE_CRASH_DELAYS", "1.5,4,0.7,7").split(",")]
     for rnd_i, delay in enumerate(delays):
         vol.mount("commit=%d" % (1 if rnd_i % 2 else 5))
@@ -1465,7 +1459,7 @@ def case_crash(env, chk):
                 read_file(os.path.join(dirpath, n))
         log("crash round %d: %d fsynced files intact" % (rnd_i, total))
         vol.umount()
-        vol.fsck(chk, "after crash round %d" % rnd_i, tolerate=tolerate)
+        vol.fsck(chk, "after crash round %d" % rnd_i)
 
 
 def case_cluster(env, chk):

@@ -121,28 +121,90 @@ static int data_write(struct o2_fs *fs, uint64_t dev_off, const uint8_t *buf, si
 	return r;
 }
 
-static int zero_clusters(struct o2_fs *fs, uint64_t blkno, uint32_t clusters)
+/* What a write puts into the file: len bytes of src at file offset off. */
+struct fill {
+	uint64_t off;
+	size_t len;
+	const uint8_t *src;
+};
+
+static const uint8_t zeros[256 << 10];
+
+static int dev_write(struct o2_fs *fs, const void *buf, size_t len, uint64_t dev_off)
 {
-	size_t chunk = (size_t)1 << 20;
-	uint8_t *z = calloc(1, chunk);
-	uint64_t off = blkno << fs->bits, left = (uint64_t)clusters << fs->cbits;
-	int r = 0;
+	int r = o2_blockdev_write(fs->dev, buf, len, dev_off);
 
-	if (!z)
-		return -ENOMEM;
-	while (left && r == 0) {
-		size_t n = left < chunk ? (size_t)left : chunk;
-
-		r = o2_blockdev_write(fs->dev, z, n, off);
-		off += n;
-		left -= n;
-	}
-	free(z);
-	return r < 0 ? o2_fs_abort(fs, r, "zeroing new clusters") : 0;
+	return r < 0 ? o2_fs_abort(fs, r, "writing file data") : 0;
 }
 
 /*
- * Make [cpos, cpos+len) of the file allocated and written (zeroed where new).
+ * Write whole new clusters: blkno holds file clusters cpos..cpos+n, which
+ * get the fill's bytes where it covers them and zeros elsewhere - each
+ * block written once, data straight from the caller's buffer where it
+ * covers whole blocks.
+ */
+static int fill_clusters(struct o2_fs *fs, uint64_t blkno, uint32_t cpos, uint32_t n,
+			 const struct fill *f)
+{
+	uint64_t cs = (uint64_t)cpos << fs->cbits, ce = cs + ((uint64_t)n << fs->cbits);
+	uint64_t fs_end = f ? f->off + f->len : 0, bs = fs->bs, pos = cs;
+	uint8_t *bounce = NULL;
+	int r = 0;
+
+	while (pos < ce && r == 0) {
+		uint64_t dev = (blkno << fs->bits) + (pos - cs);
+		uint64_t ds = f && f->off > pos ? f->off : pos, de = fs_end < ce ? fs_end : ce;
+
+		if (!f || ds >= de) { /* no data from here on */
+			uint64_t k = ce - pos < sizeof(zeros) ? ce - pos : sizeof(zeros);
+
+			r = dev_write(fs, zeros, (size_t)k, dev);
+			pos += k;
+		} else if ((ds & ~(bs - 1)) > pos) { /* zeros up to the data's first block */
+			uint64_t k = (ds & ~(bs - 1)) - pos;
+
+			if (k > sizeof(zeros))
+				k = sizeof(zeros);
+			r = dev_write(fs, zeros, (size_t)k, dev);
+			pos += k;
+		} else if (ds == pos && de - pos >= bs) { /* whole blocks of data */
+			uint64_t k = (de - pos) & ~(bs - 1);
+
+			r = dev_write(fs, f->src + (pos - f->off), (size_t)k, dev);
+			pos += k;
+		} else { /* a block part data, part zeros */
+			if (!bounce && !(bounce = malloc(bs)))
+				return -ENOMEM;
+			uint64_t e = de < pos + bs ? de : pos + bs;
+
+			memset(bounce, 0, bs);
+			memcpy(bounce + (ds - pos), f->src + (ds - f->off), (size_t)(e - ds));
+			r = dev_write(fs, bounce, (size_t)bs, dev);
+			pos += bs;
+		}
+	}
+	free(bounce);
+	return r;
+}
+
+/* The fill's bytes that fall in clusters cpos..cpos+n, already written, at blkno. */
+static int fill_existing(struct o2_fs *fs, uint64_t blkno, uint32_t cpos, uint32_t n,
+			 const struct fill *f)
+{
+	uint64_t cs = (uint64_t)cpos << fs->cbits, ce = cs + ((uint64_t)n << fs->cbits);
+	uint64_t ds = f->off > cs ? f->off : cs, de = f->off + f->len < ce ? f->off + f->len : ce;
+
+	if (ds >= de)
+		return 0;
+	return data_write(fs, (blkno << fs->bits) + (ds - cs), f->src + (ds - f->off),
+			  (size_t)(de - ds));
+}
+
+/*
+ * Make [cpos, cpos+len) of the file allocated and written: new clusters
+ * get the fill's data (if any) and zeros, existing ones the fill's data -
+ * written before the transaction that maps them ends, so no commit maps
+ * clusters whose content was never written.
  * size_to (0: leave the size): the size the caller is growing the file to.
  * Each transaction that allocates or converts clusters also raises i_size
  * over them (up to size_to), so no commit ever holds clusters past the end
@@ -150,7 +212,7 @@ static int zero_clusters(struct o2_fs *fs, uint64_t blkno, uint32_t clusters)
  * same by updating i_size in the handle that allocated.
  */
 static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
-			   bool unwritten, uint64_t size_to)
+			   bool unwritten, uint64_t size_to, const struct fill *fill)
 {
 	while (len) {
 		struct o2_trans *t;
@@ -172,10 +234,12 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 			goto rel;
 		if (ext.blkno && !(ext.flags & O2_EXTENT_UNWRITTEN)) {
 			got = ext.clusters < len ? ext.clusters : len; /* already there */
+			if (fill)
+				r = fill_existing(fs, ext.blkno, cpos, got, fill);
 		} else if (ext.blkno) {
 			got = ext.clusters < len ? ext.clusters : len;
 			if (!unwritten) {
-				r = zero_clusters(fs, ext.blkno, got);
+				r = fill_clusters(fs, ext.blkno, cpos, got, fill);
 				if (r == 0)
 					r = o2_tree_mark_written(t, fs, &o, cpos, got);
 			}
@@ -196,7 +260,7 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 			bool uw = unwritten && (fs->info.feature_ro_compat & O2_FEATURE_RO_COMPAT_UNWRITTEN);
 
 			if (!uw)
-				r = zero_clusters(fs, blk, got);
+				r = fill_clusters(fs, blk, cpos, got, fill);
 			if (r == 0)
 				r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ cpos, got, blk,
 										 uw ? O2_EXT_UNWRITTEN : 0 });
@@ -237,14 +301,14 @@ end:
  * ran out while freed clusters were still waiting there.
  */
 static int ensure_clusters_or_flush(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
-				    bool unwritten, uint64_t size_to)
+				    bool unwritten, uint64_t size_to, const struct fill *fill)
 {
-	int r = ensure_clusters(fs, ino, cpos, len, unwritten, size_to);
+	int r = ensure_clusters(fs, ino, cpos, len, unwritten, size_to, fill);
 
 	if (r == -ENOSPC && o2_trunclog_pending(fs)) {
 		r = o2_trunclog_flush(fs);
 		if (r == 0)
-			r = ensure_clusters(fs, ino, cpos, len, unwritten, size_to);
+			r = ensure_clusters(fs, ino, cpos, len, unwritten, size_to, fill);
 	}
 	return r;
 }
@@ -411,35 +475,12 @@ ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, 
 	uint32_t c0 = (uint32_t)(first >> fs->cbits);
 	uint32_t c1 = (uint32_t)((off + len - 1) >> fs->cbits);
 
-	r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, false, off + len);
+	/* allocation and data together: each new block is written once */
+	struct fill f = { off, len, src };
+
+	r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, false, off + len, &f);
 	if (r < 0)
 		return r;
-	/* the data, extent by extent */
-	for (size_t done = 0; done < len;) {
-		struct o2_extent ext;
-		uint64_t pos = off + done;
-
-		r = o2_inode_buf(fs, ino, &ib);
-		if (r < 0)
-			return r;
-		r = o2_tree_map(fs, &(struct o2_tree_root){ ino, &o2_buf_dinode(ib)->id2.i_list,
-							  le16(o2_buf_dinode(ib)->id2.i_list.count) },
-				(uint32_t)(pos >> fs->cbits), &ext);
-		o2_brelse(fs, ib);
-		if (r < 0)
-			return r;
-		if (!ext.blkno)
-			return o2_corrupt(fs, ino, "cluster %u vanished during a write",
-					  (uint32_t)(pos >> fs->cbits));
-		uint64_t in_ext = ((uint64_t)(ext.cpos + ext.clusters) << fs->cbits) - pos;
-		size_t n = len - done < in_ext ? len - done : (size_t)in_ext;
-		uint64_t dev_off = (ext.blkno << fs->bits) + (pos - ((uint64_t)ext.cpos << fs->cbits));
-
-		r = data_write(fs, dev_off, src + done, n);
-		if (r < 0)
-			return r;
-		done += n;
-	}
 	r = set_size(fs, ino, off + len, true, true);
 	return r < 0 ? r : (ssize_t)len;
 }
@@ -655,7 +696,7 @@ int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 	if (size > old && !sparse(fs)) {
 		uint32_t c0 = (uint32_t)(old >> fs->cbits), c1 = (uint32_t)((size - 1) >> fs->cbits);
 
-		r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, false, size);
+		r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, false, size, NULL);
 		if (r < 0)
 			return r;
 	}
@@ -698,7 +739,7 @@ int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, ui
 	uint32_t c0 = (uint32_t)(first >> fs->cbits), c1 = (uint32_t)((off + len - 1) >> fs->cbits);
 
 	r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, true,
-			    (mode & O2_FALLOC_KEEP_SIZE) ? 0 : off + len);
+				     (mode & O2_FALLOC_KEEP_SIZE) ? 0 : off + len, NULL);
 	if (r < 0)
 		return r;
 	if (!(mode & O2_FALLOC_KEEP_SIZE))

@@ -223,6 +223,8 @@ static bool name_ok(const char *name, int *r)
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
+	struct volume *v = userdata;
+
 	/* bigger requests: fewer round trips for sequential I/O */
 	conn->max_write = 1u << 20;
 	conn->max_readahead = 1u << 20;
@@ -231,6 +233,18 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->want |= conn->capable & FUSE_CAP_READDIRPLUS;
 	conn->want |= conn->capable & FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * Opening a file needs nothing from us (lookups hold the inode, page
+	 * caches are kept): let the kernel open and release files without a
+	 * round trip each.  O_TRUNC then reaches us as a setattr, as it must
+	 * once open is not ours.  Closing has nothing to flush either: flush
+	 * is left unimplemented, so the kernel stops sending it.
+	 */
+	if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
+		conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+		conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+		v->no_open = true;
+	}
 	conn->time_gran = 1;
 }
 
@@ -554,6 +568,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	uint64_t blk = to_blk(v, ino);
 	int r = 0;
 
+	if (v->no_open) {
+		fuse_reply_err(req, ENOSYS); /* the kernel stops asking (see op_init) */
+		return;
+	}
 	/* O_TRUNC truncates even with O_RDONLY, as on Linux's own filesystems
 	 * (the kernel has checked write permission) */
 	if (fi->flags & O_TRUNC) {
@@ -635,11 +653,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, -note(v, "write", (int)n));
 	else
 		fuse_reply_write(req, (size_t)n);
-}
-
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	fuse_reply_err(req, 0);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -997,7 +1010,6 @@ static const struct fuse_lowlevel_ops ops = {
 	.open = op_open,
 	.read = op_read,
 	.write = op_write,
-	.flush = op_flush,
 	.release = op_release,
 	.fsync = op_fsync,
 	.opendir = op_opendir,

@@ -32,6 +32,8 @@ struct mount_opts {
 	double attr_timeout;	/* seconds the kernel may cache attributes */
 	unsigned commit_s;	/* commit interval */
 	unsigned slot;		/* journal slot (single node: 0) */
+	unsigned poll_us;	/* spin this long for the next request (0: sleep at once) */
+	unsigned threads;	/* FUSE worker threads at most (1: one thread, no hand-offs) */
 };
 
 void mount_opts_default(struct mount_opts *o);
@@ -45,6 +47,7 @@ struct volume {
 	struct o2_fs *fs;
 	uint64_t root;		/* the root directory's inode (block) number */
 	uint32_t cluster_size, block_size;
+	bool no_open;		/* the kernel opens files without asking us */
 
 	GMutex lock;		/* guards fs and nodes */
 	GHashTable *nodes;	/* inode number -> lookup count (uint64_t *) */

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@
 
 void mount_opts_default(struct mount_opts *o)
 {
-	*o = (struct mount_opts){ .entry_timeout = 1.0, .attr_timeout = 1.0, .commit_s = 5 };
+	*o = (struct mount_opts){ .entry_timeout = 1.0, .attr_timeout = 1.0, .commit_s = 5, .poll_us = 200, .threads = 16 };
 }
 
 static bool parse_double(const char *s, double *ret)
@@ -83,6 +84,10 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 			ok = parse_double(val, &o->attr_timeout);
 		else if (!strcmp(key, "commit") && val)
 			ok = parse_uint(val, 3600, &o->commit_s) && o->commit_s > 0;
+		else if (!strcmp(key, "poll") && val)
+			ok = parse_uint(val, 100000, &o->poll_us);
+		else if (!strcmp(key, "threads") && val)
+			ok = parse_uint(val, 64, &o->threads) && o->threads > 0;
 		else if (!strcmp(key, "slot") && val)
 			ok = parse_uint(val, 254, &o->slot);
 		else if (!strcmp(key, "defaults") || !strcmp(key, "noatime") ||
@@ -91,7 +96,7 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 		else {
 			g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
 				    "unknown mount option \"%s%s%s\" (known: ro, rw, allow_other, "
-				    "entry_timeout=S, attr_timeout=S, commit=S, slot=N, debug)",
+				    "entry_timeout=S, attr_timeout=S, commit=S, slot=N, poll=USEC, threads=N, debug)",
 				    key, val ? "=" : "", val ? val : "");
 			return false;
 		}
@@ -282,17 +287,64 @@ static int close_fs(struct volume *v)
 	return r;
 }
 
+/*
+ * One thread serving requests, spinning for a short while (poll_us) after
+ * each before it sleeps: a client issuing requests back to back finds this
+ * thread awake, so no request pays for waking it - on virtual machines a
+ * cross-CPU wakeup of an idle CPU is most of a round trip.
+ */
+static int polling_loop(struct volume *v)
+{
+	struct fuse_session *se = v->se;
+	struct fuse_buf buf = { 0 };
+	int fd = fuse_session_fd(se), fl = fcntl(fd, F_GETFL), r = 0;
+	gint64 spin_until = 0;
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	while (!fuse_session_exited(se)) {
+		r = fuse_session_receive_buf(se, &buf);
+		if (r == -EAGAIN) {
+			if (g_get_monotonic_time() < spin_until)
+				continue;
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+
+			if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+				r = -errno;
+				break;
+			}
+			continue;
+		}
+		if (r == -EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		fuse_session_process_buf(se, &buf);
+		spin_until = g_get_monotonic_time() + v->opts.poll_us;
+	}
+	free(buf.mem);
+	fuse_session_reset(se);
+	return r < 0 ? r : 0;
+}
+
 static gpointer fuse_main(gpointer arg)
 {
 	struct volume *v = arg;
-	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
+	int r;
 
-	fuse_loop_cfg_set_clone_fd(cfg, 1);
-	fuse_loop_cfg_set_max_threads(cfg, 16);
-	fuse_loop_cfg_set_idle_threads(cfg, 4);
-	int r = fuse_session_loop_mt(v->se, cfg);
+	if (v->opts.poll_us) {
+		r = polling_loop(v);
+	} else if (v->opts.threads > 1) {
+		struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 
-	fuse_loop_cfg_destroy(cfg);
+		fuse_loop_cfg_set_clone_fd(cfg, 1);
+		fuse_loop_cfg_set_max_threads(cfg, v->opts.threads);
+		fuse_loop_cfg_set_idle_threads(cfg, MIN(v->opts.threads, 4u));
+		r = fuse_session_loop_mt(v->se, cfg);
+		fuse_loop_cfg_destroy(cfg);
+	} else {
+		r = fuse_session_loop(v->se);
+	}
 	if (r < 0 && r != -ENODEV && r != -ECONNABORTED)
 		g_warning("%s: FUSE session ended: %s", v->mountpoint, g_strerror(-r));
 	/* the kernel side is gone (or going): no request can reach us now */

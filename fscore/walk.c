@@ -105,29 +105,48 @@ static int count_group(unsigned chain, const struct o2_group_info *g, void *arg)
 	return 0;
 }
 
-static int read_all_data(struct walk *w, struct o2_inode *ino)
+struct data_reader {
+	struct walk *w;
+	struct o2_inode *ino;
+	uint8_t *buf;
+};
+
+#define READ_ALL_CHUNK (1u << 20)
+
+/* Read one extent's data below i_size (holes are not read: a damaged size or
+ * cluster count cannot make the walk read terabytes of zeros). */
+static int read_extent(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
 {
-	const size_t chunk = 1u << 20;
-	uint8_t *buf = malloc(chunk);
-	int r = 0;
+	struct data_reader *d = arg;
+	struct o2_fs *fs = d->w->fs;
 
-	if (!buf)
-		return -ENOMEM;
-	/* past its clusters a file is a hole: no need to read zeros up to a huge i_size */
-	uint64_t end = (uint64_t)ino->info.clusters << w->fs->cbits;
+	if (!ext || (ext->flags & O2_EXTENT_UNWRITTEN))
+		return 0;
+	uint64_t off = (uint64_t)ext->cpos << fs->cbits;
+	uint64_t end = off + ((uint64_t)ext->clusters << fs->cbits);
 
-	if (end > ino->info.size)
-		end = ino->info.size;
-	for (uint64_t off = 0; off < end;) {
-		ssize_t n = o2_inode_read(w->fs, ino, off, buf, chunk);
+	if (end > d->ino->info.size)
+		end = d->ino->info.size;
+	while (off < end) {
+		size_t want = end - off < READ_ALL_CHUNK ? (size_t)(end - off) : READ_ALL_CHUNK;
+		ssize_t n = o2_inode_read(fs, d->ino, off, d->buf, want);
 
-		if (n <= 0) {
-			r = n < 0 ? (int)n : o2_corrupt(w->fs, ino->info.blkno, "short read");
-			break;
-		}
+		if (n <= 0)
+			return n < 0 ? (int)n : o2_corrupt(fs, d->ino->info.blkno, "short read");
 		off += (uint64_t)n;
 	}
-	free(buf);
+	return 0;
+}
+
+static int read_all_data(struct walk *w, struct o2_inode *ino)
+{
+	struct data_reader d = { w, ino, malloc(READ_ALL_CHUNK) };
+	int r;
+
+	if (!d.buf)
+		return -ENOMEM;
+	r = o2_inode_walk_extents(w->fs, ino, read_extent, &d);
+	free(d.buf);
 	return r;
 }
 

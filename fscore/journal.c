@@ -528,6 +528,13 @@ static bool commit_due(const struct o2_fs *fs, const struct o2_journal *j)
 	return j->nrunning && o2_now_ns(fs) - j->started_ns >= interval;
 }
 
+bool o2_journal_pending(const struct o2_fs *fs)
+{
+	const struct o2_journal *j = fs->journal;
+
+	return j && (j->nrunning || j->nrevokes);
+}
+
 bool o2_journal_idle_or_due(const struct o2_fs *fs)
 {
 	const struct o2_journal *j = fs->journal;

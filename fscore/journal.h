@@ -32,6 +32,8 @@ int o2_journal_close(struct o2_fs *fs);
 void o2_journal_abandon(struct o2_fs *fs);
 
 /* -EROFS once the volume turned read-only; -ENOSPC if credits exceed a transaction. */
+/* Transactions (or revokes) wait in the running transaction. */
+bool o2_journal_pending(const struct o2_fs *fs);
 /* No handle open, and nothing running or the running transaction due for commit. */
 bool o2_journal_idle_or_due(const struct o2_fs *fs);
 int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret);

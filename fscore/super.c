@@ -520,11 +520,15 @@ int o2_fs_sync(struct o2_fs *fs)
 		return -EROFS;
 	/* space freed before the sync is free after it (statfs shows it) */
 	r = o2_trunclog_pending(fs) ? o2_trunclog_flush(fs) : 0;
-	/* each commit ends with a flush: committed means durable */
-	if (r == 0)
+	/* a commit ends with a flush (committed means durable); without one,
+	 * data written in place still needs its own */
+	if (r == 0) {
+		bool commit = o2_journal_pending(fs);
+
 		r = o2_journal_commit(fs);
-	if (r == 0)
-		r = o2_blockdev_flush(fs->dev);
+		if (r == 0 && !commit)
+			r = o2_blockdev_flush(fs->dev);
+	}
 	if (r < 0)
 		return o2_fs_abort(fs, r, "sync");
 	return 0;

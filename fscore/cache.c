@@ -5,6 +5,7 @@
  * and cannot be evicted; trimming runs whenever a buffer is added.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "blockcheck.h"
 #include "cache.h"
@@ -184,6 +185,50 @@ static int verify(struct o2_fs *fs, struct o2_buf *b, uint8_t kind)
 	return 0;
 }
 
+/*
+ * Inodes are read in runs: a group's inodes sit in consecutive blocks and
+ * are usually wanted together (a directory listed, a tree walked), so a
+ * missed inode block brings the uncached blocks after it in the same
+ * device read.  Those wait unchecked (O2_META_PLAIN) on the LRU list and
+ * are checked as what they are when first read as such.  Only uncached
+ * blocks are read: a cached one may be newer than the disk.  Returns 1 when
+ * b->data was filled, 0 when there is nothing to read ahead (or that read
+ * failed: the caller reads the block alone and reports its own error).
+ */
+#define READ_AHEAD_BLOCKS 16
+
+static int read_ahead(struct o2_fs *fs, struct o2_buf *b)
+{
+	struct o2_cache *c = fs->cache;
+	unsigned n = 1;
+	uint8_t *tmp;
+
+	while (n < READ_AHEAD_BLOCKS && b->blkno + n < fs->nblocks &&
+	       !o2_cache_peek(fs, b->blkno + n))
+		n++;
+	if (n == 1 || !(tmp = malloc((size_t)n << fs->bits)))
+		return 0;
+	if (o2_blockdev_read(fs->dev, tmp, (size_t)n << fs->bits, b->blkno << fs->bits) < 0) {
+		free(tmp);
+		return 0;
+	}
+	memcpy(b->data, tmp, fs->bs);
+	for (unsigned i = 1; i < n; i++) {
+		struct o2_buf *a;
+
+		if (alloc_buf(fs, b->blkno + i, O2_META_PLAIN, &a) < 0)
+			break;
+		memcpy(a->data, tmp + ((size_t)i << fs->bits), fs->bs);
+		insert(c, a);
+		o2_list_add_tail(&c->lru, &a->lru);
+		c->nclean_lru++;
+		c->st.readahead++;
+	}
+	free(tmp);
+	trim(c);
+	return 1;
+}
+
 int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
 {
 	struct o2_cache *c = fs->cache;
@@ -211,7 +256,8 @@ int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret
 	r = alloc_buf(fs, blkno, kind, &b);
 	if (r < 0)
 		return r;
-	r = o2_blockdev_read(fs->dev, b->data, fs->bs, blkno << fs->bits);
+	if (kind != O2_META_INODE || read_ahead(fs, b) <= 0)
+		r = o2_blockdev_read(fs->dev, b->data, fs->bs, blkno << fs->bits);
 	if (r < 0) {
 		free_buf(b);
 		return o2_fail(fs, r, "block %llu: read failed: %s", (unsigned long long)blkno,

@@ -35,7 +35,7 @@ struct o2_buf {
 };
 
 struct o2_cache_stats {
-	uint64_t hits, misses, evictions;
+	uint64_t hits, misses, evictions, readahead;
 	size_t buffers, dirty;
 };
 

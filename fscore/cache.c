@@ -32,12 +32,12 @@ static size_t bucket(const struct o2_cache *c, uint64_t blkno)
 
 int o2_cache_init(struct o2_fs *fs, size_t max_clean)
 {
-	struct o2_cache *c = calloc(1, sizeof(*c));
+	struct o2_cache *c = o2_calloc(1, sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
 	c->nbuckets = 1024;
-	c->table = calloc(c->nbuckets, sizeof(*c->table));
+	c->table = o2_calloc(c->nbuckets, sizeof(*c->table));
 	if (!c->table) {
 		free(c);
 		return -ENOMEM;
@@ -77,7 +77,7 @@ void o2_cache_destroy(struct o2_fs *fs)
 static void grow_table(struct o2_cache *c)
 {
 	size_t nb = c->nbuckets * 2;
-	struct o2_buf **nt = calloc(nb, sizeof(*nt));
+	struct o2_buf **nt = o2_calloc(nb, sizeof(*nt));
 
 	if (!nt)
 		return; /* keep the longer chains */
@@ -145,11 +145,11 @@ static void trim(struct o2_cache *c)
 
 static int alloc_buf(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
 {
-	struct o2_buf *b = calloc(1, sizeof(*b));
+	struct o2_buf *b = o2_calloc(1, sizeof(*b));
 
 	if (!b)
 		return -ENOMEM;
-	b->data = malloc(fs->bs);
+	b->data = o2_malloc(fs->bs);
 	if (!b->data) {
 		free(b);
 		return -ENOMEM;
@@ -240,7 +240,7 @@ int o2_bnew(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
 	if (b) {
 		/* a logged block keeps its committed content for the checkpoint */
 		if (b->in_log && !b->in_running && !b->frozen) {
-			b->frozen = malloc(fs->bs);
+			b->frozen = o2_malloc(fs->bs);
 			if (!b->frozen)
 				return -ENOMEM;
 			memcpy(b->frozen, b->data, fs->bs);

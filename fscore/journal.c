@@ -107,7 +107,7 @@ static int push_blkno(uint64_t **v, unsigned *n, unsigned *cap, uint64_t blkno)
 {
 	if (*n == *cap) {
 		unsigned ncap = *cap ? *cap * 2 : 64;
-		uint64_t *nv = realloc(*v, ncap * sizeof(*nv));
+		uint64_t *nv = o2_realloc(*v, ncap * sizeof(*nv));
 
 		if (!nv)
 			return -ENOMEM;
@@ -460,7 +460,7 @@ static int checkpoint_committed(struct o2_fs *fs)
 	if (!j->ncheckpoint && !j->tail && !j->sb_dirty)
 		return 0;
 	if (j->ncheckpoint) {
-		v = malloc(j->ncheckpoint * sizeof(*v));
+		v = o2_malloc(j->ncheckpoint * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		o2_list_for_each_safe(pos, tmp, &j->checkpoint)
@@ -560,7 +560,7 @@ int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 			return r;
 	}
 	fs->err[0] = '\0'; /* a failure inside says its own cause */
-	t = calloc(1, sizeof(*t));
+	t = o2_calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	t->fs = fs;
@@ -601,7 +601,7 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 			return r;
 	}
 	if (b->in_log && !b->frozen) {
-		b->frozen = malloc(fs->bs);
+		b->frozen = o2_malloc(fs->bs);
 		if (!b->frozen)
 			return -ENOMEM;
 		memcpy(b->frozen, b->data, fs->bs);
@@ -641,7 +641,7 @@ int o2_trans_revoke(struct o2_trans *t, uint64_t blkno)
 			logged = true;
 			b->revoked = true;
 			if (!b->frozen) {
-				b->frozen = malloc(fs->bs);
+				b->frozen = o2_malloc(fs->bs);
 				if (!b->frozen)
 					return -ENOMEM;
 				memcpy(b->frozen, b->data, fs->bs);
@@ -739,15 +739,15 @@ int o2_journal_open(struct o2_fs *fs, unsigned slot)
 	r = o2_journal_recover(fs, slot, NULL);
 	if (r < 0)
 		return r;
-	j = calloc(1, sizeof(*j));
+	j = o2_calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
 	r = o2_jmap_load(fs, slot, &j->map);
 	if (r < 0)
 		goto out_free;
-	j->scratch = malloc(fs->bs);
+	j->scratch = o2_malloc(fs->bs);
 	j->batch_cap = BATCH_BLOCKS;
-	j->batch = malloc((size_t)j->batch_cap << fs->bits);
+	j->batch = o2_malloc((size_t)j->batch_cap << fs->bits);
 	if (!j->scratch || !j->batch) {
 		r = -ENOMEM;
 		goto out_free;

@@ -813,8 +813,8 @@ void judge_end(const char *what, struct o2_blockdev *crash, const struct model *
 			      "%llu): %s", what, (unsigned long long)seed, msg);
 		if (o->walk) {
 			r = o2_fs_walk(fs, &ws);
-			ck_assert_msg(r == 0, "%s, then a crash (seed %llu): walk failed: %d %s", what,
-				      (unsigned long long)seed, r, o2_fs_error(fs));
+			ck_assert_msg(r == 0, "%s, then a crash (seed %llu): walk failed: %d %s",
+				      what, (unsigned long long)seed, r, o2_fs_error(fs));
 		}
 		ck_assert_int_eq(o2_fs_close(fs), 0);
 		if (o->fsck && k == 0)
@@ -845,7 +845,8 @@ void judge_fsck(const char *what, struct o2_blockdev *dev)
 		size_t n = dev->size - off < chunk ? (size_t)(dev->size - off) : chunk;
 
 		ck_assert_int_eq(o2_blockdev_read(dev, buf, n, off), 0);
-		ck_assert_msg(pwrite(fd, buf, n, (off_t)off) == (ssize_t)n, "%s: write failed", path);
+		ck_assert_msg(pwrite(fd, buf, n, (off_t)off) == (ssize_t)n, "%s: write failed",
+			      path);
 	}
 	close(fd);
 	free(buf);

@@ -729,7 +729,7 @@ static int plan_group(struct o2_fs *fs, uint32_t need, unsigned maxrecs, struct 
 	unsigned ngroups = 0, n = 0;
 	int r;
 
-	rs.v = calloc(rs.cap, sizeof(*rs.v));
+	rs.v = o2_calloc(rs.cap, sizeof(*rs.v));
 	if (!rs.v)
 		return -ENOMEM;
 	r = runs_collect(fs, &rs);
@@ -820,7 +820,7 @@ static int grow_suballoc(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab
 	if (!cpg || bpc != 1u << fs->bpc_bits || bits > size * 8 || bits > 0xffff)
 		return o2_corrupt(fs, ab->blkno, "allocator groups of %u clusters of %u blocks do "
 				  "not fit a descriptor", cpg, bpc);
-	runs = calloc(o2_extent_recs_per_gd(fs->bs), sizeof(*runs));
+	runs = o2_calloc(o2_extent_recs_per_gd(fs->bs), sizeof(*runs));
 	if (!runs)
 		return -ENOMEM;
 	r = claim_group(t, fs, cpg, runs, &nruns);

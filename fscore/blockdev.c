@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "mem.h"
 #include "o2fs/blockdev.h"
 
 #define SECTOR 512u
@@ -76,7 +77,7 @@ static int bounce_io(struct file_dev *f, void *buf, const void *wbuf, size_t len
 	ssize_t n;
 	int r = 0;
 
-	if (posix_memalign(&tmp, 4096, len))
+	if (o2_memalign(&tmp, 4096, len))
 		return -ENOMEM;
 	if (wbuf)
 		memcpy(tmp, wbuf, len);
@@ -196,7 +197,7 @@ int o2_blockdev_open_file(const char *path, unsigned flags, struct o2_blockdev *
 		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		goto out_close;
 	}
-	f = calloc(1, sizeof(*f));
+	f = o2_calloc(1, sizeof(*f));
 	if (!f) {
 		r = -ENOMEM;
 		goto out_close;
@@ -255,10 +256,10 @@ int o2_blockdev_new_memory_from(const void *data, size_t len, uint64_t size,
 	size = size / SECTOR * SECTOR;
 	if (size > SIZE_MAX)
 		return -ENOMEM;
-	m = calloc(1, sizeof(*m));
+	m = o2_calloc(1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
-	m->data = calloc(1, size ? (size_t)size : 1);
+	m->data = o2_calloc(1, size ? (size_t)size : 1);
 	if (!m->data) {
 		free(m);
 		return -ENOMEM;

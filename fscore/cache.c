@@ -33,12 +33,12 @@ static size_t bucket(const struct o2_cache *c, uint64_t blkno)
 
 int o2_cache_init(struct o2_fs *fs, size_t max_clean)
 {
-	struct o2_cache *c = calloc(1, sizeof(*c));
+	struct o2_cache *c = o2_calloc(1, sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
 	c->nbuckets = 1024;
-	c->table = calloc(c->nbuckets, sizeof(*c->table));
+	c->table = o2_calloc(c->nbuckets, sizeof(*c->table));
 	if (!c->table) {
 		free(c);
 		return -ENOMEM;
@@ -78,7 +78,7 @@ void o2_cache_destroy(struct o2_fs *fs)
 static void grow_table(struct o2_cache *c)
 {
 	size_t nb = c->nbuckets * 2;
-	struct o2_buf **nt = calloc(nb, sizeof(*nt));
+	struct o2_buf **nt = o2_calloc(nb, sizeof(*nt));
 
 	if (!nt)
 		return; /* keep the longer chains */
@@ -146,11 +146,11 @@ static void trim(struct o2_cache *c)
 
 static int alloc_buf(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
 {
-	struct o2_buf *b = calloc(1, sizeof(*b));
+	struct o2_buf *b = o2_calloc(1, sizeof(*b));
 
 	if (!b)
 		return -ENOMEM;
-	b->data = malloc(fs->bs);
+	b->data = o2_malloc(fs->bs);
 	if (!b->data) {
 		free(b);
 		return -ENOMEM;
@@ -206,7 +206,7 @@ static int read_ahead(struct o2_fs *fs, struct o2_buf *b)
 	while (n < READ_AHEAD_BLOCKS && b->blkno + n < fs->nblocks &&
 	       !o2_cache_peek(fs, b->blkno + n))
 		n++;
-	if (n == 1 || !(tmp = malloc((size_t)n << fs->bits)))
+	if (n == 1 || !(tmp = o2_malloc((size_t)n << fs->bits)))
 		return 0;
 	if (o2_blockdev_read(fs->dev, tmp, (size_t)n << fs->bits, b->blkno << fs->bits) < 0) {
 		free(tmp);
@@ -286,7 +286,7 @@ int o2_bnew(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
 	if (b) {
 		/* a logged block keeps its committed content for the checkpoint */
 		if (b->in_log && !b->in_running && !b->frozen) {
-			b->frozen = malloc(fs->bs);
+			b->frozen = o2_malloc(fs->bs);
 			if (!b->frozen)
 				return -ENOMEM;
 			memcpy(b->frozen, b->data, fs->bs);

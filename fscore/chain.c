@@ -109,7 +109,7 @@ int o2_chain_walk(struct o2_fs *fs, struct o2_inode *alloc, o2_group_fn fn, void
 			       (unsigned long long)in->blkno);
 	/* each group covers at least one cluster of the device */
 	max_groups = (fs->nblocks >> fs->bpc_bits) + 1;
-	buf = malloc(fs->bs);
+	buf = o2_malloc(fs->bs);
 	if (!buf)
 		return -ENOMEM;
 	for (unsigned c = 0; c < in->chain_next_free && r == 0; c++) {

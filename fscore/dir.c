@@ -144,7 +144,7 @@ typedef int (*block_fn)(uint64_t blk, const uint8_t *data, unsigned size, void *
 static int for_each_dir_block(struct o2_fs *fs, struct o2_inode *dir, block_fn fn, void *arg)
 {
 	uint64_t nblocks = (dir->info.size + fs->bs - 1) >> fs->bits;
-	uint8_t *buf = malloc(fs->bs);
+	uint8_t *buf = o2_malloc(fs->bs);
 	int r = 0;
 
 	if (!buf)
@@ -207,7 +207,7 @@ int o2_dir_iterate(struct o2_fs *fs, struct o2_inode *dir, o2_dirent_fn fn, void
 
 	if (r < 0)
 		return r;
-	c = malloc(sizeof(*c));
+	c = o2_malloc(sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	*c = (struct iter_ctx){ .fs = fs, .fn = fn, .arg = arg };
@@ -251,7 +251,7 @@ static int find_in_block(uint64_t blk, const uint8_t *data, unsigned size, void 
 static int search_block(struct o2_fs *fs, struct o2_inode *dir, uint64_t blk,
 			struct find_ctx *c)
 {
-	uint8_t *buf = malloc(fs->bs);
+	uint8_t *buf = o2_malloc(fs->bs);
 	int size, r;
 
 	if (!buf)
@@ -366,7 +366,7 @@ int o2_dx_leaf_for_hash(struct o2_fs *fs, uint64_t dx_root, const uint8_t *root_
 
 static int dx_lookup(struct o2_fs *fs, struct o2_inode *dir, struct find_ctx *c)
 {
-	uint8_t *root = malloc(fs->bs), *leaf = malloc(fs->bs);
+	uint8_t *root = o2_malloc(fs->bs), *leaf = o2_malloc(fs->bs);
 	const struct o2_dx_root_block *dr = (const struct o2_dx_root_block *)root;
 	uint32_t major, minor;
 	uint64_t leaf_blk;
@@ -407,7 +407,7 @@ int o2_dir_lookup(struct o2_fs *fs, struct o2_inode *dir, const char *name, size
 		return r;
 	if (len == 0 || len > O2_MAX_NAME_LEN)
 		return len ? -ENAMETOOLONG : -ENOENT;
-	c = calloc(1, sizeof(*c));
+	c = o2_calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	*c = (struct find_ctx){ .fs = fs, .name = name, .len = len, .ret = ret };

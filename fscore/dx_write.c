@@ -153,7 +153,7 @@ static int collect_ent(const struct o2_dirent *de, void *arg)
 
 	if (c->n == c->cap) {
 		size_t ncap = c->cap ? c->cap * 2 : 256;
-		struct dx_ent *nv = realloc(c->v, ncap * sizeof(*nv));
+		struct dx_ent *nv = o2_realloc(c->v, ncap * sizeof(*nv));
 
 		if (!nv)
 			return -ENOMEM;
@@ -332,8 +332,8 @@ static int rebuild(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, uns
 	for (;; k *= 2) {
 		free(cpos);
 		free(fill);
-		cpos = malloc(k * sizeof(*cpos));
-		fill = malloc((size_t)k * bpc * sizeof(*fill));
+		cpos = o2_malloc(k * sizeof(*cpos));
+		fill = o2_malloc((size_t)k * bpc * sizeof(*fill));
 		if (!cpos || !fill) {
 			r = -ENOMEM;
 			goto out;

@@ -132,7 +132,7 @@ int o2_tree_map(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t cpos
 	const struct o2_extent_list *el;
 	uint64_t owner, end;
 	bool before_all;
-	uint8_t *buf = malloc(fs->bs);
+	uint8_t *buf = o2_malloc(fs->bs);
 	int r;
 
 	if (!buf)
@@ -184,7 +184,7 @@ int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_
 	const struct o2_extent_list *el;
 	uint64_t owner, end;
 	bool before_all;
-	uint8_t *buf = malloc(fs->bs);
+	uint8_t *buf = o2_malloc(fs->bs);
 	int r, i;
 
 	if (!buf)
@@ -242,7 +242,7 @@ static int walk_list(struct o2_fs *fs, uint64_t owner, const struct o2_extent_li
 				return r;
 			continue;
 		}
-		uint8_t *buf = malloc(fs->bs);
+		uint8_t *buf = o2_malloc(fs->bs);
 		const struct o2_extent_list *child;
 		uint64_t blkno = le64(rec->blkno);
 

@@ -105,7 +105,7 @@ static int data_write(struct o2_fs *fs, uint64_t dev_off, const uint8_t *buf, si
 		r = o2_blockdev_write(fs->dev, buf, len, dev_off);
 		return r < 0 ? o2_fs_abort(fs, r, "writing file data") : 0;
 	}
-	tmp = malloc(span);
+	tmp = o2_malloc(span);
 	if (!tmp)
 		return -ENOMEM;
 	r = o2_blockdev_read(fs->dev, tmp, bs, first);
@@ -173,7 +173,7 @@ static int fill_clusters(struct o2_fs *fs, uint64_t blkno, uint32_t cpos, uint32
 			r = dev_write(fs, f->src + (pos - f->off), (size_t)k, dev);
 			pos += k;
 		} else { /* a block part data, part zeros */
-			if (!bounce && !(bounce = malloc(bs)))
+			if (!bounce && !(bounce = o2_malloc(bs)))
 				return -ENOMEM;
 			uint64_t e = de < pos + bs ? de : pos + bs;
 
@@ -333,7 +333,7 @@ static int uninline(struct o2_fs *fs, uint64_t ino)
 	if (!(le16(di->i_dyn_features) & O2_DYN_INLINE_DATA))
 		goto rel;
 	size = le64(di->i_size);
-	copy = malloc(fs->cs);
+	copy = o2_malloc(fs->cs);
 	if (!copy) {
 		r = -ENOMEM;
 		goto rel;
@@ -678,7 +678,7 @@ int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 				return r;
 			if (ext.blkno && !(ext.flags & O2_EXTENT_UNWRITTEN)) {
 				size_t tail = fs->cs - (size_t)(size % fs->cs);
-				uint8_t *z = calloc(1, tail);
+				uint8_t *z = o2_calloc(1, tail);
 
 				if (!z)
 					return -ENOMEM;

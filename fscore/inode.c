@@ -184,10 +184,10 @@ int o2_inode_get(struct o2_fs *fs, uint64_t blkno, struct o2_inode **ret_inode)
 	if (blkno < O2_SUPER_BLKNO || blkno >= fs->nblocks)
 		return o2_fail(fs, -ERANGE, "inode %llu lies outside the volume (%llu blocks)",
 			       (unsigned long long)blkno, (unsigned long long)fs->nblocks);
-	ino = calloc(1, sizeof(*ino));
+	ino = o2_calloc(1, sizeof(*ino));
 	if (!ino)
 		return -ENOMEM;
-	ino->buf = malloc(fs->bs);
+	ino->buf = o2_malloc(fs->bs);
 	if (!ino->buf) {
 		free(ino);
 		return -ENOMEM;
@@ -378,7 +378,7 @@ ssize_t o2_inode_read(struct o2_fs *fs, struct o2_inode *inode, uint64_t off, vo
 			       (unsigned long long)in->blkno);
 	}
 
-	tmp = malloc(READ_CHUNK);
+	tmp = o2_malloc(READ_CHUNK);
 	if (!tmp)
 		return -ENOMEM;
 	while (done < len) {

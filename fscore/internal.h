@@ -11,6 +11,7 @@
 
 #include "format.h"
 #include "cache.h"
+#include "mem.h"
 #include "o2fs/o2fs.h"
 
 struct o2_fs {

@@ -22,7 +22,7 @@ static int collect_ext(const struct o2_extent *ext, uint64_t eb_blkno, void *arg
 		return 0;
 	if (m->next == c->cap) {
 		unsigned ncap = c->cap ? c->cap * 2 : 8;
-		struct o2_jmap_ext *ne = realloc(m->ext, ncap * sizeof(*ne));
+		struct o2_jmap_ext *ne = o2_realloc(m->ext, ncap * sizeof(*ne));
 
 		if (!ne) {
 			c->err = -ENOMEM;
@@ -99,7 +99,7 @@ int o2_jmap_load(struct o2_fs *fs, unsigned slot, struct o2_jmap *ret)
 		r = o2_corrupt(fs, blkno, "journal has no block 0");
 		goto out;
 	}
-	buf = malloc(fs->bs);
+	buf = o2_malloc(fs->bs);
 	if (!buf) {
 		r = -ENOMEM;
 		goto out;

@@ -103,17 +103,27 @@ int o2_write_meta_direct(struct o2_fs *fs, struct o2_buf *b)
 	return 0;
 }
 
-static int push_blkno(uint64_t **v, unsigned *n, unsigned *cap, uint64_t blkno)
+/* Room for one more entry in *v (n used of *cap). */
+static int reserve_blkno(uint64_t **v, unsigned n, unsigned *cap)
 {
-	if (*n == *cap) {
+	if (n == *cap) {
 		unsigned ncap = *cap ? *cap * 2 : 64;
-		uint64_t *nv = realloc(*v, ncap * sizeof(*nv));
+		uint64_t *nv = o2_realloc(*v, ncap * sizeof(*nv));
 
 		if (!nv)
 			return -ENOMEM;
 		*v = nv;
 		*cap = ncap;
 	}
+	return 0;
+}
+
+static int push_blkno(uint64_t **v, unsigned *n, unsigned *cap, uint64_t blkno)
+{
+	int r = reserve_blkno(v, *n, cap);
+
+	if (r < 0)
+		return r;
 	(*v)[(*n)++] = blkno;
 	return 0;
 }
@@ -460,7 +470,7 @@ static int checkpoint_committed(struct o2_fs *fs)
 	if (!j->ncheckpoint && !j->tail && !j->sb_dirty)
 		return 0;
 	if (j->ncheckpoint) {
-		v = malloc(j->ncheckpoint * sizeof(*v));
+		v = o2_malloc(j->ncheckpoint * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		o2_list_for_each_safe(pos, tmp, &j->checkpoint)
@@ -567,7 +577,7 @@ int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 			return r;
 	}
 	fs->err[0] = '\0'; /* a failure inside says its own cause */
-	t = calloc(1, sizeof(*t));
+	t = o2_calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	t->fs = fs;
@@ -608,7 +618,7 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 			return r;
 	}
 	if (b->in_log && !b->frozen) {
-		b->frozen = malloc(fs->bs);
+		b->frozen = o2_malloc(fs->bs);
 		if (!b->frozen)
 			return -ENOMEM;
 		memcpy(b->frozen, b->data, fs->bs);
@@ -629,39 +639,50 @@ int o2_trans_revoke(struct o2_trans *t, uint64_t blkno)
 	struct o2_fs *fs = t->fs;
 	struct o2_journal *j = fs->journal;
 	struct o2_buf *b = o2_cache_peek(fs, blkno);
-	bool logged = false;
+	uint8_t *frozen = NULL;
 
 	if (fs->ro_reason)
 		return -EROFS;
-	if (b) {
-		if (b->in_running) {
-			o2_list_del(&b->tlink);
-			b->in_running = false;
-			j->nrunning--;
-			o2_brelse(fs, b);
-		}
-		if (b->in_log) {
-			/*
-			 * Until this revoke commits, a checkpoint must still write
-			 * the block's committed content home: keep it queued.
-			 */
-			logged = true;
-			b->revoked = true;
-			if (!b->frozen) {
-				b->frozen = malloc(fs->bs);
-				if (!b->frozen)
-					return -ENOMEM;
-				memcpy(b->frozen, b->data, fs->bs);
-			}
-		} else {
-			o2_cache_mark_clean(fs, b);
-			o2_cache_forget(fs, blkno);
+	if (!b)
+		return 0; /* not cached, so not in the log: nothing to revoke */
+	/*
+	 * Allocate before changing anything: running out of memory must leave
+	 * the block in the transaction as it was, not dropped from it with no
+	 * revoke recorded.
+	 */
+	if (b->in_log) {
+		if (!b->frozen && !(frozen = o2_malloc(fs->bs)))
+			return -ENOMEM;
+		if (!has_blkno(j->revokes, j->nrevokes, blkno) &&
+		    reserve_blkno(&j->revokes, j->nrevokes, &j->revokes_cap) < 0) {
+			free(frozen);
+			return -ENOMEM;
 		}
 	}
-	if (!logged)
-		return 0; /* no live log copy: nothing to revoke */
+	if (b->in_running) {
+		o2_list_del(&b->tlink);
+		b->in_running = false;
+		j->nrunning--;
+		o2_brelse(fs, b);
+	}
+	if (!b->in_log) {
+		/* no live log copy: nothing to revoke */
+		o2_cache_mark_clean(fs, b);
+		o2_cache_forget(fs, blkno);
+		return 0;
+	}
+	/*
+	 * Until this revoke commits, a checkpoint must still write the block's
+	 * committed content home: keep it queued.
+	 */
+	b->revoked = true;
+	if (frozen) {
+		memcpy(frozen, b->data, fs->bs);
+		b->frozen = frozen;
+	}
 	if (has_blkno(j->revokes, j->nrevokes, blkno))
 		return 0;
+	/* room was reserved above: this cannot fail */
 	return push_blkno(&j->revokes, &j->nrevokes, &j->revokes_cap, blkno);
 }
 
@@ -746,15 +767,15 @@ int o2_journal_open(struct o2_fs *fs, unsigned slot)
 	r = o2_journal_recover(fs, slot, NULL);
 	if (r < 0)
 		return r;
-	j = calloc(1, sizeof(*j));
+	j = o2_calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
 	r = o2_jmap_load(fs, slot, &j->map);
 	if (r < 0)
 		goto out_free;
-	j->scratch = malloc(fs->bs);
+	j->scratch = o2_malloc(fs->bs);
 	j->batch_cap = BATCH_BLOCKS;
-	j->batch = malloc((size_t)j->batch_cap << fs->bits);
+	j->batch = o2_malloc((size_t)j->batch_cap << fs->bits);
 	if (!j->scratch || !j->batch) {
 		r = -ENOMEM;
 		goto out_free;

@@ -30,7 +30,7 @@ int o2_journal_info(struct o2_fs *fs, unsigned slot, struct o2_journal_info *ret
 		r = o2_corrupt(fs, blkno, "journal has no block 0");
 		goto out;
 	}
-	buf = malloc(fs->bs);
+	buf = o2_malloc(fs->bs);
 	if (!buf) {
 		r = -ENOMEM;
 		goto out;

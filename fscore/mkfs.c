@@ -436,7 +436,7 @@ static uint8_t *gg_map(struct mk *m, uint32_t g)
 	struct mk_ggroup *gr = &m->gg[g];
 
 	if (!gr->map) {
-		gr->map = calloc(1, gbitmap_bytes(m));
+		gr->map = o2_calloc(1, gbitmap_bytes(m));
 		if (!gr->map)
 			return NULL;
 		bit_set(gr->map, 0);
@@ -448,7 +448,7 @@ static int gg_init(struct mk *m)
 {
 	unsigned cbb = m->cbits - m->bits;
 
-	m->gg = calloc(m->ngroups, sizeof(*m->gg));
+	m->gg = o2_calloc(m->ngroups, sizeof(*m->gg));
 	if (!m->gg)
 		return fail(m, -ENOMEM, "out of memory");
 	m->fcg = (O2_SUPER_BLKNO + 1 + (1u << cbb) - 1) >> cbb;
@@ -590,7 +590,7 @@ static int ino_add_ext(struct mk *m, struct mk_inode *in, uint64_t blkno, uint32
 				    (unsigned long long)in->blkno, in->next);
 		if (in->next == in->cap) {
 			unsigned ncap = in->cap ? in->cap * 2 : 4;
-			struct mk_ext *n = realloc(in->ext, ncap * sizeof(*n));
+			struct mk_ext *n = o2_realloc(in->ext, ncap * sizeof(*n));
 
 			if (!n)
 				return fail(m, -ENOMEM, "out of memory");
@@ -668,7 +668,7 @@ static struct mk_sgroup *sg_new(struct mk *m, uint64_t blkno, uint16_t bits, uin
 				uint16_t size)
 {
 	/* the bitmap is at most blocksize - 64 bytes */
-	struct mk_sgroup *g = calloc(1, sizeof(*g) + m->bs);
+	struct mk_sgroup *g = o2_calloc(1, sizeof(*g) + m->bs);
 
 	if (!g)
 		return NULL;
@@ -683,7 +683,7 @@ static struct mk_sgroup *sg_new(struct mk *m, uint64_t blkno, uint16_t bits, uin
 
 static int chain_push(struct mk *m, struct mk_chain *ch, struct mk_sgroup *g)
 {
-	struct mk_sgroup **n = realloc(ch->groups, (ch->ngroups + 1) * sizeof(*n));
+	struct mk_sgroup **n = o2_realloc(ch->groups, (ch->ngroups + 1) * sizeof(*n));
 
 	if (!n) {
 		free(g);
@@ -844,7 +844,7 @@ static int dir_init(struct mk *m, struct mk_dir *d, struct mk_inode *in, bool in
 	in->dir = d;
 	if (inl) {
 		d->cap = o2_inline_max(m->bs);
-		d->buf = calloc(1, d->cap);
+		d->buf = o2_calloc(1, d->cap);
 		if (!d->buf)
 			return fail(m, -ENOMEM, "out of memory");
 		de_at(d->buf)->rec_len = cpu_le16((uint16_t)d->cap);
@@ -855,7 +855,7 @@ static int dir_init(struct mk *m, struct mk_dir *d, struct mk_inode *in, bool in
 	}
 	d->trailer = m->trailers;
 	d->maxblocks = maxblocks;
-	d->buf = calloc(maxblocks, m->bs);
+	d->buf = o2_calloc(maxblocks, m->bs);
 	if (!d->buf)
 		return fail(m, -ENOMEM, "out of memory");
 	return dir_new_block(m, d);
@@ -867,7 +867,7 @@ static int dx_note(struct mk *m, struct mk_dir *d, const char *name, size_t len,
 
 	if (d->ndx == d->dx_cap) {
 		unsigned ncap = d->dx_cap ? d->dx_cap * 2 : 16;
-		struct mk_dxent *n = realloc(d->dx, ncap * sizeof(*n));
+		struct mk_dxent *n = o2_realloc(d->dx, ncap * sizeof(*n));
 
 		if (!n)
 			return fail(m, -ENOMEM, "out of memory");
@@ -1022,8 +1022,8 @@ static int dx_finish(struct mk *m, struct mk_dir *d)
 	if (!d->indexed || d->ndx <= o2_dx_entries_per_root(m->bs))
 		return 0;
 	qsort(d->dx, d->ndx, sizeof(*d->dx), dxent_cmp);
-	fill = calloc(m->bpc, sizeof(*fill));
-	d->dxc = calloc(maxrec, sizeof(*d->dxc));
+	fill = o2_calloc(m->bpc, sizeof(*fill));
+	d->dxc = o2_calloc(maxrec, sizeof(*d->dxc));
 	if (!fill || !d->dxc) {
 		free(fill);
 		return fail(m, -ENOMEM, "out of memory");
@@ -1465,7 +1465,7 @@ static int build_raw(struct mk *m)
 	for (unsigned t = 0; t < O2_SYS_COUNT; t++) {
 		unsigned n = sys_count(m, (enum o2_sysfile)t);
 
-		m->sys[t] = calloc(n, sizeof(struct mk_inode));
+		m->sys[t] = o2_calloc(n, sizeof(struct mk_inode));
 		if (!m->sys[t])
 			return fail(m, -ENOMEM, "out of memory");
 		for (unsigned j = 0; j < n; j++) {
@@ -1496,7 +1496,7 @@ static int build_raw(struct mk *m)
 			}
 		}
 	}
-	m->orphand = calloc(m->slots, sizeof(*m->orphand));
+	m->orphand = o2_calloc(m->slots, sizeof(*m->orphand));
 	if (!m->orphand)
 		return fail(m, -ENOMEM, "out of memory");
 
@@ -1655,7 +1655,7 @@ static int qglobal_grow(struct mk *m, struct mk_quota *q, struct mk_inode *gi, u
 		if (r < 0)
 			return r;
 	}
-	n = realloc(q->blocks, (size_t)(q->nblocks + 1) * m->bs);
+	n = o2_realloc(q->blocks, (size_t)(q->nblocks + 1) * m->bs);
 	if (!n)
 		return fail(m, -ENOMEM, "out of memory");
 	q->blocks = n;
@@ -1688,7 +1688,7 @@ static int build_quota(struct mk *m)
 		if (r < 0)
 			return r;
 		gi->size = (uint64_t)MK_GLOBAL_QF_BLOCKS << m->bits;
-		q->blocks = calloc(MK_GLOBAL_QF_BLOCKS, m->bs);
+		q->blocks = o2_calloc(MK_GLOBAL_QF_BLOCKS, m->bs);
 		if (!q->blocks)
 			return fail(m, -ENOMEM, "out of memory");
 		q->nblocks = MK_GLOBAL_QF_BLOCKS;
@@ -1699,7 +1699,7 @@ static int build_quota(struct mk *m)
 			if (r < 0)
 				return r;
 			li->size = (uint64_t)MK_LOCAL_QF_BLOCKS << m->bits;
-			li->data = calloc(MK_LOCAL_QF_BLOCKS, m->bs);
+			li->data = o2_calloc(MK_LOCAL_QF_BLOCKS, m->bs);
 			if (!li->data)
 				return fail(m, -ENOMEM, "out of memory");
 			li->data_len = (size_t)MK_LOCAL_QF_BLOCKS * m->bs;
@@ -1846,7 +1846,7 @@ static int build_lib(struct mk *m)
 			return r;
 		sm->size = (uint64_t)sm->clusters << m->cbits;
 		sm->data_len = sm->size;
-		sm->data = malloc(sm->data_len);
+		sm->data = o2_malloc(sm->data_len);
 		if (!sm->data)
 			return fail(m, -ENOMEM, "out of memory");
 		/* an empty map over the whole allocation: legacy slots say 0xFFFF */
@@ -2317,7 +2317,7 @@ static void build_super(struct mk *m, uint8_t *b, uint64_t blkno)
 static int wr_decoy(struct mk *m)
 {
 	size_t len = (size_t)2 << m->bits;
-	uint8_t *b = malloc(len);
+	uint8_t *b = o2_malloc(len);
 	static const char msg[] = "this is an ocfs2 volume";
 	int r;
 
@@ -2579,8 +2579,8 @@ static int mk_run(struct mk *m, struct o2_blockdev *dev, uint64_t dev_bytes)
 		return 0;
 
 	m->dev = dev;
-	m->zero = calloc(1, MK_CLEAR_CHUNK);
-	m->blk = malloc(m->bs);
+	m->zero = o2_calloc(1, MK_CLEAR_CHUNK);
+	m->blk = o2_malloc(m->bs);
 	if (!m->zero || !m->blk)
 		return fail(m, -ENOMEM, "out of memory");
 	m->dry = true;

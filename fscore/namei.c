@@ -363,7 +363,7 @@ static int dir_add(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, con
 			if (r < 0)
 				return r;
 			/* look before logging, to log only the block that changes */
-			uint8_t *copy = malloc(fs->bs);
+			uint8_t *copy = o2_malloc(fs->bs);
 
 			if (!copy) {
 				o2_brelse(fs, b);
@@ -693,7 +693,7 @@ static struct o2_openref *find_ref(struct o2_fs *fs, uint64_t ino)
 static int refs_grow(struct o2_fs *fs)
 {
 	unsigned n = fs->nrefs_buckets ? fs->nrefs_buckets * 2 : 256, old = fs->nrefs_buckets;
-	struct o2_openref **nb = calloc(n, sizeof(*nb)), **ob = fs->refs;
+	struct o2_openref **nb = o2_calloc(n, sizeof(*nb)), **ob = fs->refs;
 
 	if (!nb)
 		return -ENOMEM;
@@ -723,7 +723,7 @@ int o2_inode_open_ref(struct o2_fs *fs, uint64_t ino)
 			if (r < 0)
 				return r;
 		}
-		o = calloc(1, sizeof(*o));
+		o = o2_calloc(1, sizeof(*o));
 		if (!o)
 			return -ENOMEM;
 		unsigned b = ref_bucket(fs, ino);
@@ -915,7 +915,7 @@ static int collect_orphan(const struct o2_dirent *de, void *arg)
 		return 0;
 	if (l->n == l->cap) {
 		size_t ncap = l->cap ? l->cap * 2 : 16;
-		uint64_t *nv = realloc(l->v, ncap * sizeof(*nv));
+		uint64_t *nv = o2_realloc(l->v, ncap * sizeof(*nv));
 
 		if (!nv)
 			return -ENOMEM;
@@ -1017,7 +1017,7 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 			r = o2_clusters_alloc(t, fs, need, need, &start, &got);
 			if (r == 0) {
 				uint64_t blk = (uint64_t)start << fs->bpc_bits;
-				uint8_t *buf = calloc(1, (size_t)got << fs->cbits);
+				uint8_t *buf = o2_calloc(1, (size_t)got << fs->cbits);
 
 				if (!buf) {
 					r = -ENOMEM;

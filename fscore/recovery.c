@@ -43,8 +43,8 @@ static int revoke_set(struct revoke_map *m, uint64_t blk, uint32_t seq)
 
 	if ((m->n + 1) * 2 > m->cap) {
 		size_t ncap = m->cap ? m->cap * 2 : 256;
-		uint64_t *nk = calloc(ncap, sizeof(*nk));
-		uint32_t *ns = calloc(ncap, sizeof(*ns));
+		uint64_t *nk = o2_calloc(ncap, sizeof(*nk));
+		uint32_t *ns = o2_calloc(ncap, sizeof(*ns));
 
 		if (!nk || !ns) {
 			free(nk);
@@ -300,8 +300,8 @@ int o2_journal_recover(struct o2_fs *fs, unsigned slot, struct o2_replay_stats *
 	rp.st.first_seq = rp.st.next_seq = m.tail_seq;
 	if (!(m.ij_flags & O2_JOURNAL_DIRTY))
 		goto out_done; /* cleanly closed: nothing to do */
-	rp.buf = malloc(fs->bs);
-	rp.data = malloc(fs->bs);
+	rp.buf = o2_malloc(fs->bs);
+	rp.data = o2_malloc(fs->bs);
 	if (!rp.buf || !rp.data) {
 		r = -ENOMEM;
 		goto out;

@@ -30,7 +30,7 @@ int o2_slotmap_read(struct o2_fs *fs, struct o2_slotmap_info *ret)
 			       (unsigned long long)ino->info.size, n);
 		goto out;
 	}
-	data = malloc(need);
+	data = o2_malloc(need);
 	if (!data) {
 		r = -ENOMEM;
 		goto out;

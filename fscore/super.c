@@ -176,7 +176,7 @@ static int errbuf_set(char *errbuf, size_t errlen, int err, const char *fmt, ...
  */
 static int probe(struct o2_blockdev *dev, uint8_t **ret_buf, uint32_t *ret_bits)
 {
-	uint8_t *buf = malloc(1u << O2_MAX_BLOCK_BITS);
+	uint8_t *buf = o2_malloc(1u << O2_MAX_BLOCK_BITS);
 	int last = -ENODATA;
 
 	if (!buf)
@@ -411,10 +411,10 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 	if (r < 0)
 		return errbuf_set(errbuf, errlen, r, "reading the superblock failed: %s",
 				  strerror(-r));
-	fs = calloc(1, sizeof(*fs));
+	fs = o2_calloc(1, sizeof(*fs));
 	if (!fs) {
 		free(sb);
-		return -ENOMEM;
+		return errbuf_set(errbuf, errlen, -ENOMEM, "no memory for the volume handle");
 	}
 	fs->dev = dev;
 	fs->opts = *opts;
@@ -443,8 +443,10 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 	if (r < 0)
 		goto out_free;
 	r = o2_cache_init(fs, opts->cache_blocks ? opts->cache_blocks : 8192);
-	if (r < 0)
+	if (r < 0) {
+		errbuf_set(errbuf, errlen, r, "block cache: %s", strerror(-r));
 		goto out_free;
+	}
 	r = check_top_dirs(fs);
 	if (r == 0)
 		r = read_cluster_counts(fs);

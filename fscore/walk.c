@@ -30,7 +30,7 @@ static int blkset_add(struct blkset *s, uint64_t v)
 {
 	if ((s->n + 1) * 2 > s->cap) {
 		size_t ncap = s->cap ? s->cap * 2 : 64;
-		uint64_t *ns = calloc(ncap, sizeof(*ns));
+		uint64_t *ns = o2_calloc(ncap, sizeof(*ns));
 
 		if (!ns)
 			return -ENOMEM;
@@ -77,7 +77,7 @@ static int push_dir(struct walk *w, uint64_t ino)
 		return r;
 	if (w->depth == w->stack_cap) {
 		size_t ncap = w->stack_cap ? w->stack_cap * 2 : 64;
-		uint64_t *ns = realloc(w->stack, ncap * sizeof(*ns));
+		uint64_t *ns = o2_realloc(w->stack, ncap * sizeof(*ns));
 
 		if (!ns)
 			return -ENOMEM;
@@ -140,7 +140,7 @@ static int read_extent(const struct o2_extent *ext, uint64_t eb_blkno, void *arg
 
 static int read_all_data(struct walk *w, struct o2_inode *ino)
 {
-	struct data_reader d = { w, ino, malloc(READ_ALL_CHUNK) };
+	struct data_reader d = { w, ino, o2_malloc(READ_ALL_CHUNK) };
 	int r;
 
 	if (!d.buf)
@@ -206,7 +206,7 @@ static int count_dx_leaf(const struct o2_extent *ext, uint64_t eb_blkno, void *a
 
 static int walk_index(struct walk *w, struct o2_inode *dir)
 {
-	uint8_t *root = malloc(w->fs->bs);
+	uint8_t *root = o2_malloc(w->fs->bs);
 	struct dx_check c = { w, dir };
 	int r;
 
@@ -312,7 +312,7 @@ int o2_fs_walk(struct o2_fs *fs, struct o2_walk_stats *ret)
 	struct walk w = { .fs = fs };
 	int r;
 
-	w.buf = malloc(fs->bs);
+	w.buf = o2_malloc(fs->bs);
 	if (!w.buf)
 		return -ENOMEM;
 	/* the system directory and everything in it, data included */
@@ -325,7 +325,7 @@ int o2_fs_walk(struct o2_fs *fs, struct o2_walk_stats *ret)
 		r = o2_journal_info(fs, s, &j);
 	}
 	if (r == 0) {
-		struct o2_slotmap_info *sm = malloc(sizeof(*sm));
+		struct o2_slotmap_info *sm = o2_malloc(sizeof(*sm));
 
 		r = sm ? o2_slotmap_read(fs, sm) : -ENOMEM;
 		free(sm);

@@ -567,6 +567,7 @@ static void fill_block(uint8_t *p, uint32_t bs, uint32_t h, uint64_t blkno, bool
 struct pre_call {
 	uint32_t commits;
 	uint64_t failed;
+	uint64_t alloc_failed;
 	size_t nops;
 };
 
@@ -580,6 +581,7 @@ static void pre(struct wl_run *run, struct pre_call *pc)
 		o2_faultdev_counts(run->fault, &fc);
 	pc->commits = js.commits;
 	pc->failed = fc.failed;
+	pc->alloc_failed = o2_alloc_failed();
 	pc->nops = o2_crashdev_nops(run->crash);
 }
 
@@ -595,6 +597,17 @@ static int post(struct wl_run *run, const struct pre_call *pc, const char *name,
 	ck_assert_msg(!(fc.failed > pc->failed && r >= 0),
 		      "step %zu: %s returned %d although the device failed during it", run->step,
 		      name, r);
+	if (run->alloc_faults) {
+		ck_assert_msg(!(o2_alloc_failed() > pc->alloc_failed && r >= 0),
+			      "step %zu: %s returned %d although an allocation failed during it",
+			      run->step, name, r);
+		ck_assert_msg(r >= 0 || r == -ENOMEM || (r == -EROFS && run->fs->ro_reason),
+			      "step %zu: %s returned %d (%s) after an allocation failed", run->step,
+			      name, r, o2_fs_error(run->fs));
+		ck_assert_msg(r >= 0 || o2_alloc_failed() > 0,
+			      "step %zu: %s failed with %d (%s) although no allocation failed",
+			      run->step, name, r, o2_fs_error(run->fs));
+	}
 	if (r == 0 && js.commits != pc->commits)
 		model_durable_now(run->m, run->crash);
 	if (r < 0 && !run->err) {
@@ -744,10 +757,117 @@ int wl_execute(struct wl_run *run, const struct workload *w)
 		if (r < 0)
 			break;
 	}
-	if (run->err) {
+	if (run->err && !(run->alloc_faults && !fs->ro_reason)) {
 		ck_assert_msg(fs->ro_reason, "step %zu: %s failed with %d (%s) without an I/O fault",
 			      run->step, run->failed_call, run->err, o2_fs_error(fs));
 		check_aborted(run, run->err);
 	}
 	return run->err;
+}
+
+/* ---- judging what a run left behind ---- */
+
+void model_for(const struct vol_image *v, struct model *m, unsigned pool)
+{
+	struct o2_blockdev *dev = vol_image_dev(v);
+	struct o2_fs *fs;
+	char err[256];
+
+	ck_assert_int_eq(o2_fs_open(dev, O2_OPEN_RDONLY, &fs, err, sizeof(err)), 0);
+	model_init(m, fs, pool);
+	o2_fs_close(fs);
+	o2_blockdev_free(dev);
+}
+
+uint64_t crash_seed(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xFF51AFD7ED558CCDull;
+	x ^= x >> 33;
+	return x | 1;
+}
+
+void judge_end(const char *what, struct o2_blockdev *crash, const struct model *m, uint64_t salt,
+	       const struct judge_opts *o, size_t *points)
+{
+	size_t p = o2_crashdev_nops(crash);
+
+	for (unsigned k = 0; k <= o->crashes; k++) {
+		uint64_t seed = k ? crash_seed(salt * 3 + k) : 0;
+		struct fake_clock clk = { 1800000000ull * 1000000000ull };
+		struct o2_walk_stats ws;
+		struct o2_blockdev *dev;
+		struct o2_inode *root;
+		struct o2_fs *fs;
+		char err[256], msg[2048];
+		uint32_t h;
+		int r;
+
+		ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
+		r = open_rw(dev, &clk, &fs, err, sizeof(err));
+		ck_assert_msg(r == 0, "%s, then a crash (seed %llu): open failed: %d %s", what,
+			      (unsigned long long)seed, r, err);
+		ck_assert_int_eq(o2_inode_get(fs, m->t[0].blkno, &root), 0);
+		o2_inode_unref(root);
+		ck_assert_msg(model_judge(m, dev, p, &h, msg, sizeof(msg)), "%s, then a crash (seed "
+			      "%llu): %s", what, (unsigned long long)seed, msg);
+		if (o->walk) {
+			r = o2_fs_walk(fs, &ws);
+			ck_assert_msg(r == 0, "%s, then a crash (seed %llu): walk failed: %d %s",
+				      what, (unsigned long long)seed, r, o2_fs_error(fs));
+		}
+		ck_assert_int_eq(o2_fs_close(fs), 0);
+		if (o->fsck && k == 0)
+			judge_fsck(what, dev);
+		o2_blockdev_free(dev);
+		(*points)++;
+	}
+}
+
+bool have_fsck(void)
+{
+	return system(TOOL_PATH "command -v fsck.ocfs2 >/dev/null 2>&1") == 0;
+}
+
+void judge_fsck(const char *what, struct o2_blockdev *dev)
+{
+	char dir[] = "/tmp/o2fsck-XXXXXX", path[64], cmd[256], out[16384];
+	size_t len = 0, chunk = 1u << 20;
+	uint8_t *buf = malloc(chunk);
+	FILE *p;
+	int fd, st;
+
+	ck_assert(buf && mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/vol.img", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ck_assert_msg(fd >= 0, "%s: cannot create", path);
+	for (uint64_t off = 0; off < dev->size; off += chunk) {
+		size_t n = dev->size - off < chunk ? (size_t)(dev->size - off) : chunk;
+
+		ck_assert_int_eq(o2_blockdev_read(dev, buf, n, off), 0);
+		ck_assert_msg(pwrite(fd, buf, n, (off_t)off) == (ssize_t)n, "%s: write failed",
+			      path);
+	}
+	close(fd);
+	free(buf);
+	/* as tests/model judges: exit status 0 and every pass succeeded */
+	snprintf(cmd, sizeof(cmd), TOOL_PATH "fsck.ocfs2 -fn %s </dev/null 2>&1", path);
+	p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	while (len + 1 < sizeof(out)) {
+		size_t n = fread(out + len, 1, sizeof(out) - 1 - len, p);
+
+		if (n == 0)
+			break;
+		len += n;
+	}
+	out[len] = '\0';
+	while (fgetc(p) != EOF)
+		; /* the rest, unread, must not block fsck */
+	st = pclose(p);
+	unlink(path);
+	rmdir(dir);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "All passes succeeded."),
+		      "%s: fsck.ocfs2 -fn: exit status %d:\n%s", what,
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
 }

@@ -159,6 +159,7 @@ struct wl_run {
 	struct o2_blockdev *crash;    /* ops are counted here */
 	struct o2_blockdev *datadev;  /* data steps write here */
 	struct o2_blockdev *fault;    /* NULL, or a fault device to watch */
+	bool alloc_faults;	      /* an allocation plan is set (o2_alloc_fail_plan) */
 	struct fake_clock *clk;
 	struct model *m;
 	/* results */
@@ -173,11 +174,42 @@ struct wl_run {
  * volume read-only, after checking that the failing call said so and that
  * later calls give -EROFS.  A failed block read (no abort) skips that block.
  * Any fault the fault device reports must show as an error of the call
- * during which it happened.  Returns run->err.
+ * during which it happened.  With alloc_faults, a failed allocation must
+ * likewise show as an error of its call, which must be -ENOMEM or (the
+ * volume turned read-only) -EROFS; the run stops there, and only a volume
+ * that turned read-only is checked to stay so.  Returns run->err.
  */
 int wl_execute(struct wl_run *run, const struct workload *w);
 
 /* Record a durability point: everything up to handle m->h_ended, ops so far. */
 void model_durable_now(struct model *m, struct o2_blockdev *crash);
+
+/* ---- judging what a run left behind ---- */
+
+/* The targets of a fresh volume v, for a model. */
+void model_for(const struct vol_image *v, struct model *m, unsigned pool);
+
+/* A crash seed made from x (never 0, which means no crash). */
+uint64_t crash_seed(uint64_t x);
+
+struct judge_opts {
+	unsigned crashes; /* besides the disk as it is, this many crashes at its end */
+	bool walk;	  /* also o2_fs_walk the replayed volume */
+	bool fsck;	  /* also fsck.ocfs2 -fn the disk as it is, once closed */
+};
+
+/*
+ * Replay the crash device's disk, as it is and as crashes at its end could
+ * leave it, and judge each: it must open read-write (replaying the
+ * journal), hold a committed prefix that includes every durability point,
+ * and close.  Adds the disks judged to *points.
+ */
+void judge_end(const char *what, struct o2_blockdev *crash, const struct model *m, uint64_t salt,
+	       const struct judge_opts *o, size_t *points);
+
+/* Whether fsck.ocfs2 can be run. */
+bool have_fsck(void);
+/* fsck.ocfs2 -fn on a copy of dev's content must find nothing to fix. */
+void judge_fsck(const char *what, struct o2_blockdev *dev);
 
 #endif

@@ -37,14 +37,6 @@ struct fault_totals {
 	size_t runs, fired, points;
 };
 
-static uint64_t mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xFF51AFD7ED558CCDull;
-	x ^= x >> 33;
-	return x | 1;
-}
-
 static struct wl_params fault_params(const struct vol_image *v)
 {
 	return (struct wl_params){
@@ -57,49 +49,6 @@ static struct wl_params fault_params(const struct vol_image *v)
 		.revoke_pct = 12,
 		.sync_pct = 25,
 	};
-}
-
-/* The targets of a fresh volume, for a model. */
-static void model_for(const struct vol_image *v, struct model *m, unsigned pool)
-{
-	struct o2_blockdev *dev = vol_image_dev(v);
-	struct o2_fs *fs;
-	char err[256];
-
-	ck_assert_int_eq(o2_fs_open(dev, O2_OPEN_RDONLY, &fs, err, sizeof(err)), 0);
-	model_init(m, fs, pool);
-	o2_fs_close(fs);
-	o2_blockdev_free(dev);
-}
-
-/* Replay the crash device's disk as crashes at its end could leave it, and judge it. */
-static void judge_end(const char *what, struct o2_blockdev *crash, const struct model *m,
-		      uint64_t salt, struct fault_totals *tot)
-{
-	size_t p = o2_crashdev_nops(crash);
-
-	for (unsigned k = 0; k < 3; k++) {
-		uint64_t seed = k ? mix(salt * 3 + k) : 0;
-		struct fake_clock clk = { 1800000000ull * 1000000000ull };
-		struct o2_blockdev *dev;
-		struct o2_inode *root;
-		struct o2_fs *fs;
-		char err[256], msg[2048];
-		uint32_t h;
-		int r;
-
-		ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
-		r = open_rw(dev, &clk, &fs, err, sizeof(err));
-		ck_assert_msg(r == 0, "%s, then a crash (seed %llu): open failed: %d %s", what,
-			      (unsigned long long)seed, r, err);
-		ck_assert_int_eq(o2_inode_get(fs, m->t[0].blkno, &root), 0);
-		o2_inode_unref(root);
-		ck_assert_msg(model_judge(m, dev, p, &h, msg, sizeof(msg)), "%s, then a crash (seed "
-			      "%llu): %s", what, (unsigned long long)seed, msg);
-		ck_assert_int_eq(o2_fs_close(fs), 0);
-		o2_blockdev_free(dev);
-		tot->points++;
-	}
 }
 
 /*
@@ -155,7 +104,8 @@ static bool fault_run(const struct vol_image *v, const struct workload *w,
 	tot->runs++;
 	if (fc.failed) {
 		tot->fired++;
-		judge_end(what, crash, &m, tot->runs, tot);
+		judge_end(what, crash, &m, tot->runs, &(struct judge_opts){ .crashes = 2 },
+			  &tot->points);
 	}
 	model_free(&m);
 	o2_blockdev_free(fault);
@@ -435,7 +385,7 @@ static bool replay_run(struct dirty_base *b, const struct o2_fault_plan *plan, c
 		} else {
 			/* a crash after the interrupted replay, then replay again */
 			for (unsigned k = 0; k < 3; k++) {
-				uint64_t seed = k ? mix(tot->runs * 5 + k) : 0;
+				uint64_t seed = k ? crash_seed(tot->runs * 5 + k) : 0;
 
 				ck_assert_int_eq(o2_crashdev_materialise(crash, o2_crashdev_nops(crash),
 									 seed, &dev), 0);

@@ -1,0 +1,398 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Allocation failures, one at a time.
+ *
+ * fscore's heap allocations are counted (fscore/mem.h).  The workload of
+ * crash_common.c - open read-write, the transactions, syncs, commits and
+ * checkpoints, close - runs once for every allocation N it makes, with
+ * allocation N returning NULL: once (one-shot), or with every later one
+ * failing too (sticky), until a run makes fewer than N allocations.
+ *
+ * The call that met the failure must return an error: -ENOMEM, or -EROFS
+ * once the volume turned read-only (then it must stay so and write
+ * nothing).  An open that fails says why.  Close always releases the
+ * handle - ASan/UBSan runs of this suite find any leak - and, when the
+ * one-shot failure left the volume read-write, must succeed.  The disk
+ * left behind, opened with allocations working again (replaying the
+ * journal), as it is and after a crash at its end, must hold a committed
+ * prefix that includes everything made durable (the model of
+ * crash_common.c), open, walk and close; fsck.ocfs2 -fn judges it too for
+ * every 25th N and the last few.
+ *
+ * That workload only reaches the journal and the block cache, so a second
+ * one does the same with the namespace and file calls (ns_script): there
+ * the disk left behind must replay, walk and close, and fsck.ocfs2 -fn, the
+ * main judge of it, runs for every 5th N and the last few.  Every N is run
+ * in both workloads; O2_ENOMEM_FROM=N starts at N and O2_ENOMEM_TRACE=1
+ * names the call that failed in each run (for debugging).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "crash_common.h"
+
+static struct vol_image vol;
+static bool fsck_ok;
+
+/* fsck.ocfs2 judges the namespace runs this often (the main judge of them) */
+#define NS_FSCK_EVERY 5
+
+struct enomem_totals {
+	size_t runs, fired, open_failed, ro, points, fscks;
+};
+
+static struct wl_params enomem_params(void)
+{
+	return (struct wl_params){
+		.seed = 41,
+		.handles = 60,
+		.pool = 128,
+		.kmax = 8,
+		.big_pct = 8,
+		.big_max = 160,
+		.revoke_pct = 15,
+		.sync_pct = 25,
+	};
+}
+
+/*
+ * One run with allocation nth failing (nth 0: none).  Returns the
+ * allocations it made; *fired says whether the planned failure happened.
+ */
+static uint64_t enomem_run(const struct workload *w, uint64_t nth, bool sticky, bool fsck,
+			   struct enomem_totals *tot, bool *fired)
+{
+	struct o2_blockdev *mem = vol_image_dev(&vol), *crash;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct judge_opts jo = { .crashes = 1, .walk = true, .fsck = fsck };
+	struct model m;
+	struct o2_fs *fs;
+	uint64_t count;
+	char err[256] = "", what[96];
+	int r;
+
+	snprintf(what, sizeof(what), "allocation %llu failing%s", (unsigned long long)nth,
+		 sticky ? " (sticky)" : "");
+	model_for(&vol, &m, w->p.pool);
+	ck_assert_int_eq(o2_crashdev_new(mem, &crash), 0);
+
+	o2_alloc_fail_plan(nth, sticky);
+	r = open_rw(crash, &clk, &fs, err, sizeof(err));
+	if (r < 0) {
+		ck_assert_msg(o2_alloc_failed() > 0, "%s: open failed without an allocation "
+			      "failing: %d %s", what, r, err);
+		ck_assert_msg(r == -ENOMEM, "%s: open failed with %d (%s), not -ENOMEM", what, r,
+			      err);
+		ck_assert_msg(err[0], "%s: open failed (%d) without a message", what, r);
+		tot->open_failed++;
+	} else {
+		struct wl_run run = { .fs = fs, .crash = crash, .datadev = crash, .clk = &clk,
+				      .m = &m, .alloc_faults = true };
+		uint64_t failed_before;
+		bool ro;
+		size_t nops;
+
+		r = wl_execute(&run, w);
+		if (getenv("O2_ENOMEM_TRACE"))
+			fprintf(stderr, "%s: step %zu: %s: %d (%s)\n", what, run.step,
+			       run.failed_call ? run.failed_call : "-", r, o2_fs_error(fs));
+		ro = o2_fs_readonly_reason(fs) < 0;
+		nops = o2_crashdev_nops(crash);
+		failed_before = o2_alloc_failed();
+		r = o2_fs_close(fs);
+		if (ro) {
+			tot->ro++;
+			ck_assert_msg(r < 0, "%s: close of a read-only volume succeeded", what);
+			ck_assert_msg(o2_crashdev_nops(crash) == nops,
+				      "%s: closing a read-only volume wrote to it", what);
+		} else if (r == 0) {
+			model_durable_now(&m, crash);
+		} else {
+			ck_assert_msg(o2_alloc_failed() > failed_before,
+				      "%s: close failed with %d although no allocation failed "
+				      "during it", what, r);
+			ck_assert_msg(r == -ENOMEM || r == -EROFS, "%s: close failed with %d, not "
+				      "-ENOMEM", what, r);
+		}
+	}
+	count = o2_alloc_count();
+	*fired = o2_alloc_failed() > 0;
+	o2_alloc_fail_plan(0, false);
+
+	tot->runs++;
+	tot->fired += *fired;
+	tot->fscks += fsck;
+	judge_end(what, crash, &m, tot->runs, &jo, &tot->points);
+	model_free(&m);
+	o2_blockdev_free(crash);
+	o2_blockdev_free(mem);
+	return count;
+}
+
+static double since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+START_TEST(fail_each_allocation)
+{
+	bool sticky = _i, fired;
+	struct wl_params p = enomem_params();
+	struct enomem_totals t = { 0 };
+	struct workload w;
+	struct timespec t0;
+	uint64_t total, n;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	wl_generate(&w, &p);
+	/* a clean run: how many allocations there are, and the judges accept it */
+	total = enomem_run(&w, 0, false, fsck_ok, &t, &fired);
+	ck_assert(!fired);
+	ck_assert_uint_gt(total, 100);
+	n = getenv("O2_ENOMEM_FROM") ? strtoull(getenv("O2_ENOMEM_FROM"), NULL, 0) : 1;
+	for (;; n++) {
+		bool fsck = fsck_ok && (n % 25 == 0 || n + 3 > total);
+		uint64_t count = enomem_run(&w, n, sticky, fsck, &t, &fired);
+
+		ck_assert_msg(fired == (n <= count), "allocation %llu: fired %d of %llu",
+			      (unsigned long long)n, fired, (unsigned long long)count);
+		if (!fired)
+			break;
+	}
+	/* the allocations before the failing one are those of a clean run */
+	ck_assert_uint_eq(n, total + 1);
+	printf("allocation failures%s: %llu allocations failed in turn, %zu runs, %zu failed "
+	       "opens, %zu turned read-only, %zu disks judged, %zu by fsck.ocfs2, %.1f s\n",
+	       sticky ? " (sticky)" : "", (unsigned long long)total, t.runs, t.open_failed, t.ro,
+	       t.points, t.fscks, since(&t0));
+	fflush(stdout);
+	wl_free(&w);
+}
+END_TEST
+
+/* ---- the namespace workload ---- */
+
+struct ns_run {
+	struct o2_fs *fs;
+	uint64_t failed_before; /* allocation failures before the current call */
+	const char *failed_call;
+	long err;
+};
+
+/*
+ * After a call: an allocation that failed during it must show as its error,
+ * which must be -ENOMEM or (read-only) -EROFS.  False on the first error.
+ */
+static bool ns_ok(struct ns_run *run, const char *name, long r, bool ok)
+{
+	uint64_t failed = o2_alloc_failed();
+
+	ck_assert_msg(!(failed > run->failed_before && ok), "%s returned %ld although an "
+		      "allocation failed during it", name, r);
+	run->failed_before = failed;
+	if (ok)
+		return true;
+	ck_assert_msg(failed > 0, "%s failed with %ld (%s) although no allocation failed", name, r,
+		      o2_fs_error(run->fs));
+	/* a short write is how a write reports an error after some progress */
+	ck_assert_msg(r >= 0 || r == -ENOMEM || (r == -EROFS && o2_fs_readonly_reason(run->fs) < 0),
+		      "%s failed with %ld (%s) after an allocation failed", name, r,
+		      o2_fs_error(run->fs));
+	run->err = r;
+	run->failed_call = name;
+	return false;
+}
+
+#define NS(call) do { long r_ = (call); if (!ns_ok(run, #call, r_, r_ >= 0)) return; } while (0)
+#define NS_WRITE(ino, off, len)                                                       \
+	do {                                                                          \
+		long r_ = o2_write(fs, ino, off, data, len);                         \
+		if (!ns_ok(run, "o2_write(" #off ", " #len ")", r_, r_ == (long)(len))) \
+			return;                                                       \
+	} while (0)
+
+/*
+ * One of every write-path call ocfs2d makes: directories grown over several
+ * blocks (and their index), files with holes, unwritten extents and a
+ * truncated tail, a slow symlink, hard links, renames, an orphan freed at
+ * its last close, rmdir.  Stops at the first error.
+ */
+static void ns_script(struct ns_run *run)
+{
+	struct o2_fs *fs = run->fs;
+	struct o2_new_inode fi = { .mode = S_IFREG | 0644 }, di = { .mode = S_IFDIR | 0755 };
+	uint64_t root = o2_fs_super(fs)->root_blkno, d, e, f, x;
+	static uint8_t data[40000];
+	char name[64], target[400];
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + i / 251);
+	memset(target, 't', sizeof(target) - 1);
+	target[sizeof(target) - 1] = '\0';
+
+	NS(o2_mkdir(fs, root, "d", 1, &di, &d));
+	NS(o2_create(fs, d, "f", 1, &fi, &f));
+	NS_WRITE(f, 0, 9000);
+	NS_WRITE(f, 300000, 40000);
+	for (unsigned i = 0; i < 60; i++) {
+		snprintf(name, sizeof(name), "entry-with-a-long-name-%03u", i);
+		NS(o2_create(fs, d, name, strlen(name), &fi, &x));
+	}
+	NS(o2_symlink(fs, d, "s", 1, target, &fi, &x));
+	NS(o2_link(fs, f, root, "l", 1));
+	NS(o2_rename(fs, d, "f", 1, root, "g", 1, 0));
+	NS(o2_truncate(fs, f, 3000));
+	NS(o2_fallocate(fs, f, 0, 65536, 65536));
+	NS_WRITE(f, 70000, 5000);
+	NS(o2_fs_sync(fs));
+	for (unsigned i = 0; i < 60; i += 2) {
+		snprintf(name, sizeof(name), "entry-with-a-long-name-%03u", i);
+		NS(o2_unlink(fs, d, name, strlen(name)));
+	}
+	NS(o2_mkdir(fs, d, "e", 1, &di, &e));
+	NS(o2_rename(fs, d, "entry-with-a-long-name-001", 26, e, "moved", 5, 0));
+	NS(o2_unlink(fs, e, "moved", 5));
+	NS(o2_rmdir(fs, d, "e", 1));
+	NS(o2_inode_open_ref(fs, f));
+	NS(o2_unlink(fs, root, "g", 1));
+	NS(o2_unlink(fs, root, "l", 1));
+	NS_WRITE(f, 0, 20000); /* an orphan still takes writes */
+	NS(o2_fs_sync(fs));
+	NS(o2_inode_close_ref(fs, f));
+}
+
+/* The namespace workload with allocation nth failing, judged by walk and fsck. */
+static uint64_t ns_run(uint64_t nth, bool sticky, bool fsck, struct enomem_totals *tot,
+		       bool *fired)
+{
+	struct o2_blockdev *dev = vol_image_dev(&vol);
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct o2_walk_stats ws;
+	struct o2_fs *fs;
+	uint64_t count;
+	char err[256] = "", what[96];
+	int r;
+
+	snprintf(what, sizeof(what), "namespace, allocation %llu failing%s",
+		 (unsigned long long)nth, sticky ? " (sticky)" : "");
+	o2_alloc_fail_plan(nth, sticky);
+	r = open_rw(dev, &clk, &fs, err, sizeof(err));
+	if (r < 0) {
+		ck_assert_msg(o2_alloc_failed() > 0 && r == -ENOMEM && err[0],
+			      "%s: open failed: %d %s", what, r, err);
+		tot->open_failed++;
+	} else {
+		struct ns_run run = { .fs = fs };
+		bool ro;
+
+		ns_script(&run);
+		if (getenv("O2_ENOMEM_TRACE"))
+			fprintf(stderr, "%s: %s: %ld (%s)\n", what,
+				run.failed_call ? run.failed_call : "-", run.err, o2_fs_error(fs));
+		ro = o2_fs_readonly_reason(fs) < 0;
+		tot->ro += ro;
+		run.failed_before = o2_alloc_failed();
+		r = o2_fs_close(fs);
+		ck_assert_msg(!(ro && r == 0), "%s: close of a read-only volume succeeded", what);
+		ck_assert_msg(r == 0 || ro || o2_alloc_failed() > run.failed_before,
+			      "%s: close failed with %d although no allocation failed during it",
+			      what, r);
+	}
+	count = o2_alloc_count();
+	*fired = o2_alloc_failed() > 0;
+	o2_alloc_fail_plan(0, false);
+	tot->runs++;
+	tot->fired += *fired;
+
+	/* allocations work again: the volume replays, walks, closes; fsck agrees */
+	r = open_rw(dev, &clk, &fs, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s, then without failures: open failed: %d %s", what, r, err);
+	r = o2_fs_walk(fs, &ws);
+	ck_assert_msg(r == 0, "%s, then without failures: walk failed: %d %s", what, r,
+		      o2_fs_error(fs));
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	tot->points++;
+	if (fsck) {
+		judge_fsck(what, dev);
+		tot->fscks++;
+	}
+	o2_blockdev_free(dev);
+	return count;
+}
+
+START_TEST(namespace_each_allocation)
+{
+	bool sticky = _i, fired;
+	struct enomem_totals t = { 0 };
+	struct timespec t0;
+	uint64_t total, n;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	total = ns_run(0, false, fsck_ok, &t, &fired);
+	ck_assert(!fired);
+	n = getenv("O2_ENOMEM_FROM") ? strtoull(getenv("O2_ENOMEM_FROM"), NULL, 0) : 1;
+	for (;; n++) {
+		bool fsck = fsck_ok && (n % NS_FSCK_EVERY == 0 || n + 3 > total);
+		uint64_t count = ns_run(n, sticky, fsck, &t, &fired);
+
+		ck_assert_msg(fired == (n <= count), "allocation %llu: fired %d of %llu",
+			      (unsigned long long)n, fired, (unsigned long long)count);
+		if (!fired)
+			break;
+	}
+	ck_assert_uint_eq(n, total + 1);
+	printf("namespace allocation failures%s: %llu allocations failed in turn, %zu runs, "
+	       "%zu failed opens, %zu turned read-only, %zu disks walked, %zu by fsck.ocfs2, "
+	       "%.1f s\n", sticky ? " (sticky)" : "", (unsigned long long)total, t.runs,
+	       t.open_failed, t.ro, t.points, t.fscks, since(&t0));
+	fflush(stdout);
+}
+END_TEST
+
+int main(void)
+{
+	SRunner *sr;
+	Suite *s;
+	TCase *tc;
+	int failed;
+
+	if (!have_mkfs()) {
+		printf("SKIP: mkfs.ocfs2 (ocfs2-tools) is not installed\n");
+		return SKIP_CODE;
+	}
+	fsck_ok = have_fsck();
+	if (!fsck_ok)
+		printf("fsck.ocfs2 is not installed: the disks are judged by fscore only\n");
+	vol_image_make(&vol, "4k", 16u << 20, "-b 4096 -C 4096 -J size=4M");
+
+	s = suite_create("enomem");
+	tc = tcase_create("oneshot");
+	tcase_set_timeout(tc, 900);
+	tcase_add_loop_test(tc, fail_each_allocation, 0, 1);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("sticky");
+	tcase_set_timeout(tc, 900);
+	tcase_add_loop_test(tc, fail_each_allocation, 1, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("ns-oneshot");
+	tcase_set_timeout(tc, 900);
+	tcase_add_loop_test(tc, namespace_each_allocation, 0, 1);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("ns-sticky");
+	tcase_set_timeout(tc, 900);
+	tcase_add_loop_test(tc, namespace_each_allocation, 1, 2);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	vol_image_free(&vol);
+	return failed ? 1 : 0;
+}

@@ -144,13 +144,15 @@ static void trim(struct o2_cache *c)
 	}
 }
 
-static int alloc_buf(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
+/* optional: for read-ahead, whose failure nobody sees (mem.h) */
+static int alloc_buf_as(struct o2_fs *fs, uint64_t blkno, uint8_t kind, bool optional,
+			struct o2_buf **ret)
 {
-	struct o2_buf *b = o2_calloc(1, sizeof(*b));
+	struct o2_buf *b = optional ? o2_calloc_optional(1, sizeof(*b)) : o2_calloc(1, sizeof(*b));
 
 	if (!b)
 		return -ENOMEM;
-	b->data = o2_malloc(fs->bs);
+	b->data = optional ? o2_malloc_optional(fs->bs) : o2_malloc(fs->bs);
 	if (!b->data) {
 		free(b);
 		return -ENOMEM;
@@ -162,6 +164,11 @@ static int alloc_buf(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_b
 	o2_list_init(&b->clink);
 	*ret = b;
 	return 0;
+}
+
+static int alloc_buf(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
+{
+	return alloc_buf_as(fs, blkno, kind, false, ret);
 }
 
 static void insert(struct o2_cache *c, struct o2_buf *b)
@@ -206,7 +213,7 @@ static int read_ahead(struct o2_fs *fs, struct o2_buf *b)
 	while (n < READ_AHEAD_BLOCKS && b->blkno + n < fs->nblocks &&
 	       !o2_cache_peek(fs, b->blkno + n))
 		n++;
-	if (n == 1 || !(tmp = o2_malloc((size_t)n << fs->bits)))
+	if (n == 1 || !(tmp = o2_malloc_optional((size_t)n << fs->bits)))
 		return 0;
 	if (o2_blockdev_read(fs->dev, tmp, (size_t)n << fs->bits, b->blkno << fs->bits) < 0) {
 		free(tmp);
@@ -216,7 +223,7 @@ static int read_ahead(struct o2_fs *fs, struct o2_buf *b)
 	for (unsigned i = 1; i < n; i++) {
 		struct o2_buf *a;
 
-		if (alloc_buf(fs, b->blkno + i, O2_META_PLAIN, &a) < 0)
+		if (alloc_buf_as(fs, b->blkno + i, O2_META_PLAIN, true, &a) < 0)
 			break;
 		memcpy(a->data, tmp + ((size_t)i << fs->bits), fs->bs);
 		insert(c, a);

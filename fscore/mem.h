@@ -23,6 +23,14 @@
 
 void *o2_malloc(size_t size);
 void *o2_calloc(size_t nmemb, size_t size);
+/*
+ * An allocation whose failure the caller absorbs without a visible effect
+ * (read-ahead): a plan can make it fail like any other, but such a failure
+ * counts in o2_alloc_fired but not in o2_alloc_failed: no caller has an
+ * error to return.
+ */
+void *o2_malloc_optional(size_t size);
+void *o2_calloc_optional(size_t nmemb, size_t size);
 /* As realloc: on failure ptr is left alone. */
 void *o2_realloc(void *ptr, size_t size);
 /* As posix_memalign: 0 or ENOMEM (positive), *ret untouched on failure. */
@@ -36,7 +44,9 @@ int o2_memalign(void **ret, size_t align, size_t size);
 void o2_alloc_fail_plan(uint64_t nth, bool sticky);
 /* Allocations attempted since the last o2_alloc_fail_plan. */
 uint64_t o2_alloc_count(void);
-/* Allocations the plan made fail since it was set. */
+/* Allocations the plan made fail since it was set, optional ones excepted. */
 uint64_t o2_alloc_failed(void);
+/* The same, optional ones included: whether the plan was reached at all. */
+uint64_t o2_alloc_fired(void);
 
 #endif

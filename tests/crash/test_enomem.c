@@ -120,7 +120,7 @@ static uint64_t enomem_run(const struct workload *w, uint64_t nth, bool sticky, 
 		}
 	}
 	count = o2_alloc_count();
-	*fired = o2_alloc_failed() > 0;
+	*fired = o2_alloc_fired() > 0;
 	o2_alloc_fail_plan(0, false);
 
 	tot->runs++;
@@ -306,7 +306,7 @@ static uint64_t ns_run(uint64_t nth, bool sticky, bool fsck, struct enomem_total
 			      what, r);
 	}
 	count = o2_alloc_count();
-	*fired = o2_alloc_failed() > 0;
+	*fired = o2_alloc_fired() > 0;
 	o2_alloc_fail_plan(0, false);
 	tot->runs++;
 	tot->fired += *fired;

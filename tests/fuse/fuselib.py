@@ -168,17 +168,21 @@ class Volume:
         e = mount_entry(self.mnt)
         return e is not None and e[0] == "fuse.ocfs2"
 
-    def mount(self, opts=None, timeout=30):
+    def mount(self, opts=None, timeout=30, extra_env=None, eio_ok=False):
+        """extra_env: variables added to this daemon's environment only;
+        eio_ok: the first request may be answered with EIO (a failing disk)."""
         if self.proc and self.proc.poll() is None:
             raise Failure("%s: a daemon still runs" % self.name)
         self.mounts += 1
         argv = [self.env.daemon, "-f"] + (["-o", opts] if opts else []) + [self.img, self.mnt]
+        denv = dict(self.env.daemon_env, **(extra_env or {}))
         with open(self.logpath, "a") as lf:
-            lf.write("=== mount %d: %s\n" % (self.mounts, " ".join(argv)))
+            lf.write("=== mount %d: %s%s\n" % (self.mounts, " ".join(argv), "".join(
+                " %s=%s" % kv for kv in sorted((extra_env or {}).items()))))
             lf.flush()
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=lf,
                                          stderr=subprocess.STDOUT, start_new_session=True,
-                                         env=self.env.daemon_env)
+                                         env=denv)
         deadline = time.time() + timeout
         while time.time() < deadline:
             # its log says so once the kernel has the mount (a dead daemon's
@@ -187,16 +191,21 @@ class Volume:
             if e and e[0] == "fuse.ocfs2":
                 self.conn = e[1]
                 # the first request answered: the session loop runs
-                os.stat(self.mnt)
+                try:
+                    os.stat(self.mnt)
+                except OSError as e:
+                    if not (eio_ok and e.errno == errno.EIO):
+                        raise
                 return
             if self.proc.poll() is not None:
                 raise Failure("%s: ocfs2d exited %d before mounting" % (self.name, self.proc.returncode))
             time.sleep(0.02)
         raise Failure("%s: not mounted after %ds" % (self.name, timeout))
 
-    def umount(self, timeout=60):
+    def umount(self, timeout=60, judge=True):
         """Unmount with umount(8) (retrying while busy), wait for the daemon:
-        exit status 0 and a clean close in its log."""
+        exit status 0 and a clean close in its log (judge=False: only wait,
+        and return the exit status for the caller to judge)."""
         deadline = time.time() + timeout
         while True:
             p = subprocess.run(["umount", self.mnt], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -205,14 +214,16 @@ class Volume:
             if time.time() > deadline:
                 raise Failure("%s: umount failed: %s" % (self.name, p.stdout.decode(errors="replace")))
             time.sleep(0.2)
-        self.wait_exit(max(5, deadline - time.time()))
+        return self.wait_exit(max(5, deadline - time.time()), judge)
 
-    def wait_exit(self, timeout=60):
+    def wait_exit(self, timeout=60, judge=True):
         try:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             raise Failure("%s: ocfs2d still runs %ds after the unmount" % (self.name, timeout))
         self.conn = None
+        if not judge:
+            return rc
         if rc != 0:
             raise Failure("%s: ocfs2d exited %d" % (self.name, rc))
         tail = self.log_text().rsplit("=== mount", 1)[-1]
@@ -261,6 +272,18 @@ class Volume:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def preload_env(daemon, module):
+    """LD_PRELOAD for module in daemon: after the ASan runtime when the
+    daemon links it (ASan insists on being first in the library list)."""
+    first = []
+    rc, out = run(["ldd", daemon])
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("libasan.so") and len(parts) >= 3 and parts[1] == "=>":
+            first.append(parts[2])
+    return {"LD_PRELOAD": " ".join(first + [module])}
 
 
 def sanitizer_report(text):

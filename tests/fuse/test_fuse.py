@@ -8,7 +8,9 @@ CASE: ops (namespace operations), data (file contents and attributes),
 perms (a non-root user, allow_other), ctl (ocfs2ctl mount/umount through
 the control socket, forced unmounts), stress (concurrent random operations,
 verified after a remount), crash (SIGKILL of the daemon mid-workload, the
-journal replayed, fsynced files intact).  Needs root, /dev/fuse and
+journal replayed, fsynced files intact), fault (the Nth read, write or
+flush of the image fails, through the faultshim LD_PRELOAD module named by
+FUSE_FAULT_SHIM).  Needs root, /dev/fuse and
 ocfs2-tools (else exit 77).  FUSE_STRESS_SECONDS bounds the stress case's
 operations (default 40); FUSE_TEST_WATCHDOG the whole case (540 s).
 """
@@ -32,7 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuselib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,  # noqa: E402
                      RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW,
                      UTIME_OMIT, Failure, as_user, mount_entry, compare_snapshots, errno_of, fallocate,
-                     file_sha, lazy_umount, log, main, renameat2, run, sanitizer_report, snapshot,
+                     TOOLS_PATH, file_sha, lazy_umount, log, main, preload_env, renameat2, run, sanitizer_report,
+                     snapshot,
                      utimensat)
 
 
@@ -1523,9 +1526,332 @@ def case_cluster(env, chk):
         vol.umount()
         vol.fsck(chk, "at the end")
 
+# ---- I/O faults under a real mount ----
+
+def fault_content(name, size):
+    seed = hashlib.sha256(name.encode()).digest()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+FAULT_FILES = {"small": 700, "big": 160000, "mid": 20000, "gone": 3000, "last": 9000}
+
+
+def fault_workload(root, out_path, fired_path):
+    """The fixed workload of case_fault, one syscall an op.  Each op is
+    written to out_path as it starts and again when it ends (so a hang shows
+    which op): [index, name, writing, fired before, fired after, errno].
+    An op whose prerequisite failed is skipped (errno None)."""
+    d = os.path.join(root, "d")
+    fds, status = {}, {}
+    out = open(out_path, "w", buffering=1)
+
+    def op(name, writing, fn, needs=()):
+        before = os.path.exists(fired_path)
+        if any(status.get(n) != 0 for n in needs):
+            status[name] = None
+            out.write(json.dumps([len(status), name, writing, before, before, None]) + "\n")
+            return
+        out.write(json.dumps(["start", name]) + "\n")
+        try:
+            fn()
+            e = 0
+        except OSError as ex:
+            e = ex.errno
+        status[name] = e
+        out.write(json.dumps([len(status), name, writing, before, os.path.exists(fired_path), e]) + "\n")
+
+    def create(f):
+        fds[f] = os.open(os.path.join(d, f), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def write(f, chunk=65536):
+        data = fault_content(f, FAULT_FILES[f])
+        for off in range(0, len(data), chunk):
+            pwrite_all(fds[f], data[off:off + chunk], off)
+
+    def close(f):
+        os.close(fds.pop(f))
+
+    def one_file(f, fsync):
+        op("create " + f, True, lambda: create(f), ["mkdir d"])
+        op("write " + f, True, lambda: write(f, 40000), ["create " + f])
+        if fsync:
+            op("fsync " + f, True, lambda: os.fsync(fds[f]), ["write " + f])
+        op("close " + f, False, lambda: close(f), ["create " + f])
+
+    def fsync_dir(path):
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    op("mkdir d", True, lambda: os.mkdir(d))
+    one_file("small", True)
+    one_file("big", True)
+    one_file("mid", False)
+    op("rename mid", True, lambda: os.rename(os.path.join(d, "mid"), os.path.join(d, "mid2")), ["write mid"])
+    op("truncate mid2", True, lambda: os.truncate(os.path.join(d, "mid2"), 5000), ["rename mid"])
+    one_file("gone", False)
+    op("unlink gone", True, lambda: os.unlink(os.path.join(d, "gone")), ["create gone"])
+    op("read big", False, lambda: read_file(os.path.join(d, "big")), ["write big"])
+    op("listdir d", False, lambda: os.listdir(d), ["mkdir d"])
+    op("sync", True, lambda: fsync_dir(root))
+    one_file("last", True)
+    op("mkdir e", True, lambda: os.mkdir(os.path.join(root, "e")))
+    out.close()
+
+
+def read_counts(path):
+    with open(path) as f:
+        return {k: int(v) for k, v in (line.split() for line in f)}
+
+
+def case_fault(env, chk):
+    """A flaky disk under a real mount, for every N: the faultshim
+    (LD_PRELOAD, see faultshim.c) fails the Nth read, write or flush of the
+    image with EIO (or stores half of the Nth write first).  Each round
+    mounts a fresh volume with the fault planned and runs a fixed workload;
+    users see EIO or EROFS only (never a hang, never ENOTCONN: the daemon
+    must live); after a failed write or flush the volume is read-only
+    (fscore aborts the journal: o2_fs_abort), so every later writing call
+    gets EROFS; the daemon exits (1 if it had to leave the journal dirty);
+    a fault-free mount replays the journal, fsynced files are intact and
+    fsck.ocfs2 -fn finds the volume clean.
+
+    Every N of each kind is covered up to FUSE_FAULT_EVERY (default 40),
+    then a stride that keeps each kind to FUSE_FAULT_ROUNDS rounds (default
+    48); torn (short) writes take a stride through all the writes,
+    FUSE_FAULT_SHORT_ROUNDS rounds (default 16); then one sticky fault of
+    each kind from the middle on.  A round costs two mounts and an fsck
+    (the fsck runs while the next round does: about a second a round on a
+    busy 2-core machine; the plan is printed)."""
+    shim = os.environ.get("FUSE_FAULT_SHIM")
+    if not shim or not os.path.exists(shim):
+        raise Failure("FUSE_FAULT_SHIM names no faultshim module (%r)" % shim)
+    every = int(os.environ.get("FUSE_FAULT_EVERY", "40"))
+    max_rounds = int(os.environ.get("FUSE_FAULT_ROUNDS", "48"))
+    short_rounds = int(os.environ.get("FUSE_FAULT_SHORT_ROUNDS", "16"))
+    only = os.environ.get("FUSE_FAULT_ONLY")  # e.g. "write:12" to rerun one round
+    preload = preload_env(env.daemon, shim)
+    opts = "commit=60"  # no timed commits: the I/O sequence follows the workload
+    base = env.volume("fault-base", size="64M")
+    pristine = os.path.join(env.tmp, "pristine.img")
+    run(["cp", "--sparse=always", base.img, pristine], check=True)
+    counts_path = os.path.join(env.tmp, "fault.counts")
+    fired_path = os.path.join(env.tmp, "fault.fired")
+    ops_path = os.path.join(env.tmp, "fault.ops")
+    wanted = {f: fault_content(f, n) for f, n in FAULT_FILES.items()}
+    wanted["mid2"] = fault_content("mid", FAULT_FILES["mid"])[:5000]
+
+    def shim_env(fault):
+        e = dict(preload, OCFS2D_FAULT_DEV=base.img, OCFS2D_FAULT_COUNT=counts_path,
+                 OCFS2D_FAULT_FIRED=fired_path)
+        if fault:
+            e["OCFS2D_FAULT"] = fault
+        return e
+
+    def run_workload(what):
+        """The workload in a child; its ops, or None if it hung."""
+        if os.path.exists(ops_path):
+            os.unlink(ops_path)
+        pid = env.fork(fault_workload, base.mnt, ops_path, fired_path)
+        st = env.wait(pid, 60)
+        recs = []
+        with open(ops_path) as f:
+            recs = [json.loads(line) for line in f]
+        if st is None:
+            started = [r[1] for r in recs if r[0] == "start"]
+            chk.ok(False, "%s: the workload hangs in %r" % (what, started[-1] if started else "?"))
+            base.cleanup()  # aborts the connection: the child gets ENOTCONN and ends
+            env.wait(pid, 30)
+            return None
+        chk.eq(st, 0, "%s: the workload's exit status" % what)
+        return [r for r in recs if r[0] != "start"]
+
+    # fsck.ocfs2 takes most of a round (a second here, mostly not CPU): each
+    # round's image is judged while the next round runs, one at a time
+    pending = []
+
+    def fsck_reap():
+        what, path, p = pending.pop(0)
+        out = p.communicate(timeout=300)[0].decode("utf-8", "replace").replace(path, base.img)
+        if chk.ok(p.returncode == 0 and out == base.baseline,
+                  "%s: fsck.ocfs2 -fn (exit %d) differs from the fresh volume's:\n%s" % (
+                      what, p.returncode, out)):
+            os.unlink(path)
+        else:
+            env.show_logs = True
+            log("%s: kept the image %s" % (what, path))
+
+    def fsck_async(what):
+        path = os.path.join(env.tmp, "judged-%d.img" % len(env.cleanups))
+        env.cleanups.append(lambda: None)  # only numbers the images
+        os.rename(base.img, path)
+        while pending:
+            fsck_reap()
+        pending.append((what, path, subprocess.Popen(
+            [env.fsck, "-fn", path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, env=dict(os.environ, PATH=TOOLS_PATH))))
+
+    # the count run: no fault, every I/O of mount, workload and unmount
+    for p in (counts_path, fired_path):
+        if os.path.exists(p):
+            os.unlink(p)
+    t0 = time.time()
+    base.mount(opts, extra_env=shim_env(None))
+    recs = run_workload("count run")
+    chk.ok(recs is not None and all(r[5] == 0 for r in recs), "count run: every op succeeds: %s" % recs)
+    base.umount()
+    base.fsck(chk, "after the count run")
+    totals = read_counts(counts_path)
+    chk.ok(all(totals[k] > 0 for k in ("read", "write", "flush")) and totals["fired"] == 0,
+           "count run: the shim saw the image's I/O: %s" % totals)
+    log("count run (%.1fs): %d reads, %d writes, %d flushes from mount to unmount" % (
+        time.time() - t0, totals["read"], totals["write"], totals["flush"]))
+
+    def plan(total):
+        if total <= max_rounds:
+            return list(range(1, total + 1))
+        ns = list(range(1, min(every, total) + 1))
+        rest = max_rounds - len(ns)
+        if rest > 0 and total > every:
+            stride = max(1, -(-(total - every) // rest))
+            ns += list(range(every + stride, total + 1, stride))
+            if ns[-1] != total:
+                ns.append(total)
+        return ns
+
+    def plan_stride(total, n):
+        stride = max(1, -(-total // n))
+        return list(range(1, total + 1, stride))
+
+    rounds = []
+    for kind, flags in (("write", ""), ("flush", ""), ("read", ""), ("write", ":short")):
+        # torn writes: a stride through the writes (a third of the rounds)
+        ns = plan(totals[kind]) if not flags else plan_stride(totals[kind], max(1, short_rounds))
+        if len(ns) < totals[kind]:
+            log("%s%s faults: N = %s (%d of %d)" % (kind, flags, ",".join(map(str, ns)), len(ns), totals[kind]))
+        else:
+            log("%s%s faults: every N = 1..%d" % (kind, flags, totals[kind]))
+        rounds += ["%s:%d%s" % (kind, n, flags) for n in ns]
+    # and a disk that stays broken, once per kind
+    rounds += ["%s:%d:sticky" % (k, max(1, totals[k] // 2)) for k in ("write", "flush", "read")]
+    if only:
+        rounds = only.split(",")
+        env.show_logs = True
+
+    tally = {"mount refused": 0, "read-only": 0, "failed unmount": 0, "EIO only": 0, "not fired": 0}
+    for fault in rounds:
+        fault_round(env, chk, base, pristine, fault, opts, shim_env, run_workload, fsck_async, wanted,
+                    fired_path, counts_path, tally)
+        if chk.failures > 20:
+            log("too many failures: stopping")
+            break
+    while pending:
+        fsck_reap()
+    log("%d fault rounds: %s" % (len(rounds), ", ".join("%s %d" % kv for kv in tally.items())))
+
+
+def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fsck_async, wanted,
+                fired_path, counts_path, tally):
+    kind = fault.split(":")[0]
+    what = "fault %s" % fault
+    for p in (counts_path, fired_path):
+        if os.path.exists(p):
+            os.unlink(p)
+    run(["cp", "--sparse=always", pristine, vol.img], check=True)
+    recs = None
+    try:
+        vol.mount(opts, extra_env=shim_env(fault), eio_ok=True)
+        mounted = True
+    except Failure as e:
+        mounted = False
+        rc = vol.proc.returncode
+        chk.ok(rc == 1, "%s: a mount that fails exits 1 (%s)" % (what, e))
+        chk.ok(os.path.exists(fired_path), "%s: the mount failed with no fault injected" % what)
+        chk.ok(not vol.mounted(), "%s: nothing left mounted" % what)
+        tally["mount refused"] += 1
+        outcome = "mount refused"
+    if mounted:
+        recs = run_workload(what)
+        alive = vol.proc.poll() is None
+        chk.ok(alive, "%s: the daemon is alive after the workload (exit %s)" % (what, vol.proc.returncode))
+        if recs is None or not alive:
+            vol.cleanup()
+            return
+        fired_ro = kind in ("write", "flush")
+        for idx, name, writing, before, after, e in recs:
+            if e is None:
+                continue
+            label = "%s: op %d %r" % (what, idx, name)
+            chk.ok(e in (0, errno.EIO, errno.EROFS), "%s: errno %s (only EIO or EROFS)" % (
+                label, errno.errorcode.get(e, e)))
+            if not after:
+                chk.eq(errno.errorcode.get(e, e) if e else "OK", "OK", "%s before any fault" % label)
+            if fired_ro and before and writing:
+                chk.eq(errno.errorcode.get(e, e) if e else "OK", "EROFS",
+                       "%s after the failed %s (read-only)" % (label, kind))
+        fired_early = os.path.exists(fired_path)
+        rc = vol.umount(judge=False)
+        tail = vol.log_text().rsplit("=== mount", 1)[-1]
+        ro = "read-only" in tail
+        fired = os.path.exists(fired_path)
+        dirty = "(journal left dirty)" in tail
+        chk.ok(not sanitizer_report(tail), "%s: a sanitizer report" % what)
+        if fired_early and fired_ro:
+            chk.ok(ro, "%s: the failed %s turned the volume read-only" % (what, kind))
+        if fired and fired_ro:
+            # the journal could not be closed: the next mount replays it
+            chk.ok(rc == 1 and dirty, "%s: after a failed %s the daemon exits 1, journal left dirty "
+                   "(exit %d)" % (what, kind, rc))
+        elif ro:
+            chk.ok(rc == 1 and dirty, "%s: a read-only volume's daemon exits 1, journal left dirty "
+                   "(exit %d)" % (what, rc))
+        elif fired:  # a failed read: the unmount may have needed it
+            chk.ok((rc, dirty) in ((0, False), (1, True)) and ("(clean)" in tail) != dirty,
+                   "%s: the daemon's exit status (%d) and its last words agree" % (what, rc))
+        else:
+            chk.ok(rc == 0 and "(clean)" in tail, "%s: no fault, yet the daemon exits %d (or unclean)" % (
+                what, rc))
+        if kind == "read" and not ro and "sticky" not in fault:
+            # a failed read fails the one call that needed it, nothing after
+            failed = [r[1] for r in recs if r[5]]
+            chk.ok(len(failed) <= 1, "%s: one failed read, yet these ops failed: %s" % (what, failed))
+        if any(r[5] == errno.EROFS for r in recs):
+            chk.ok(ro, "%s: EROFS from a volume that says nothing of read-only" % what)
+        outcome = ("read-only" if ro else "failed unmount" if dirty else "EIO only" if fired
+                   else "not fired")
+        tally[outcome] += 1
+    # a fault-free mount replays the journal; what was fsynced is there
+    vol.mount(opts)
+    ok = {r[1]: r[5] == 0 for r in recs or []}
+    for f in ("small", "big", "last"):
+        if ok.get("fsync " + f):
+            p = os.path.join(vol.mnt, "d", f)
+            got = errno_of(lambda: read_file(p))
+            chk.ok(got == "OK" and read_file(p) == wanted[f],
+                   "%s: fsynced %s intact after the remount (%s)" % (what, f, got))
+    if ok.get("sync"):
+        d = os.path.join(vol.mnt, "d")
+        if ok.get("truncate mid2"):
+            chk.ok(os.path.exists(os.path.join(d, "mid2")) and read_file(os.path.join(d, "mid2")) == wanted["mid2"],
+                   "%s: mid2 renamed and truncated before the sync" % what)
+        if ok.get("unlink gone"):
+            chk.ok(not os.path.exists(os.path.join(d, "gone")), "%s: gone unlinked before the sync" % what)
+    for dirpath, dirnames, filenames in os.walk(vol.mnt):
+        for n in filenames:
+            p = os.path.join(dirpath, n)
+            chk.eq(errno_of(lambda: read_file(p)), "OK", "%s: reading %s after the remount" % (what, p))
+    vol.umount()
+    fsck_async(what)
+    eio = sum(1 for r in recs or [] if r[5] == errno.EIO)
+    erofs = sum(1 for r in recs or [] if r[5] == errno.EROFS)
+    log("%s: %s%s" % (what, outcome, "" if recs is None else ", %d ops EIO, %d EROFS" % (eio, erofs)))
+
 
 CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
-         "stress": case_stress, "crash": case_crash, "space": case_space}
+         "stress": case_stress, "crash": case_crash, "space": case_space,
+         "fault": case_fault}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

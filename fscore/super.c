@@ -173,11 +173,15 @@ static int errbuf_set(char *errbuf, size_t errlen, int err, const char *fmt, ...
 /*
  * Find the superblock: for each block size, block 2 must carry the
  * signature and a blocksize_bits that agrees with the size probed.
+ *
+ * A candidate that cannot be read ends the probe with that error (as the
+ * kernel's probe does): passing over it could find, at a larger size, the
+ * superblock a format with another block size left behind, and mount that
+ * stale volume over the real one.
  */
 static int probe(struct o2_blockdev *dev, uint8_t **ret_buf, uint32_t *ret_bits)
 {
 	uint8_t *buf = o2_malloc(1u << O2_MAX_BLOCK_BITS);
-	int last = -ENODATA;
 
 	if (!buf)
 		return -ENOMEM;
@@ -186,11 +190,11 @@ static int probe(struct o2_blockdev *dev, uint8_t **ret_buf, uint32_t *ret_bits)
 		const struct o2_dinode *di = (const struct o2_dinode *)buf;
 		int r = o2_blockdev_read(dev, buf, bs, (uint64_t)O2_SUPER_BLKNO * bs);
 
-		if (r == -ENXIO)
-			continue; /* device too small for this block size */
+		if (r == -ENXIO || r == -EINVAL)
+			continue; /* device too small, or its sectors larger than this size */
 		if (r < 0) {
-			last = r;
-			continue;
+			free(buf);
+			return r;
 		}
 		if (!o2_sig_ok(di->i_signature, O2_SIG_SUPER))
 			continue;
@@ -201,7 +205,7 @@ static int probe(struct o2_blockdev *dev, uint8_t **ret_buf, uint32_t *ret_bits)
 		return 0;
 	}
 	free(buf);
-	return last;
+	return -ENODATA;
 }
 
 static void copy_str(char *dst, const uint8_t *src, size_t n)

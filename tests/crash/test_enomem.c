@@ -141,25 +141,27 @@ static double since(const struct timespec *t0)
 	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
-START_TEST(fail_each_allocation)
-{
-	bool sticky = _i, fired;
-	struct wl_params p = enomem_params();
-	struct enomem_totals t = { 0 };
-	struct workload w;
-	struct timespec t0;
-	uint64_t total, n;
+/* One run of a workload with allocation nth failing (0: none); returns its allocations. */
+typedef uint64_t run_fn(const void *ctx, uint64_t nth, bool sticky, bool fsck,
+			struct enomem_totals *t, bool *fired);
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	wl_generate(&w, &p);
-	/* a clean run: how many allocations there are, and the judges accept it */
-	total = enomem_run(&w, 0, false, fsck_ok, &t, &fired);
+/*
+ * A clean run (the judges must accept it), then one run per allocation
+ * with that one failing, until a run makes fewer allocations than N.
+ * fsck.ocfs2 judges every fsck_every-th N and the last few.  Returns the
+ * allocations of the clean run.
+ */
+static uint64_t each_allocation(run_fn *run, const void *ctx, bool sticky, unsigned fsck_every,
+				struct enomem_totals *t)
+{
+	bool fired;
+	uint64_t total = run(ctx, 0, false, fsck_ok, t, &fired), n;
+
 	ck_assert(!fired);
-	ck_assert_uint_gt(total, 100);
 	n = getenv("O2_ENOMEM_FROM") ? strtoull(getenv("O2_ENOMEM_FROM"), NULL, 0) : 1;
 	for (;; n++) {
-		bool fsck = fsck_ok && (n % 25 == 0 || n + 3 > total);
-		uint64_t count = enomem_run(&w, n, sticky, fsck, &t, &fired);
+		bool fsck = fsck_ok && (n % fsck_every == 0 || n + 3 > total);
+		uint64_t count = run(ctx, n, sticky, fsck, t, &fired);
 
 		ck_assert_msg(fired == (n <= count), "allocation %llu: fired %d of %llu",
 			      (unsigned long long)n, fired, (unsigned long long)count);
@@ -168,6 +170,28 @@ START_TEST(fail_each_allocation)
 	}
 	/* the allocations before the failing one are those of a clean run */
 	ck_assert_uint_eq(n, total + 1);
+	return total;
+}
+
+static uint64_t crash_workload_run(const void *ctx, uint64_t nth, bool sticky, bool fsck,
+				   struct enomem_totals *t, bool *fired)
+{
+	return enomem_run(ctx, nth, sticky, fsck, t, fired);
+}
+
+START_TEST(fail_each_allocation)
+{
+	bool sticky = _i;
+	struct wl_params p = enomem_params();
+	struct enomem_totals t = { 0 };
+	struct workload w;
+	struct timespec t0;
+	uint64_t total;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	wl_generate(&w, &p);
+	total = each_allocation(crash_workload_run, &w, sticky, 25, &t);
+	ck_assert_uint_gt(total, 100);
 	printf("allocation failures%s: %llu allocations failed in turn, %zu runs, %zu failed "
 	       "opens, %zu turned read-only, %zu disks judged, %zu by fsck.ocfs2, %.1f s\n",
 	       sticky ? " (sticky)" : "", (unsigned long long)total, t.runs, t.open_failed, t.ro,
@@ -327,27 +351,21 @@ static uint64_t ns_run(uint64_t nth, bool sticky, bool fsck, struct enomem_total
 	return count;
 }
 
+static uint64_t ns_workload_run(const void *ctx, uint64_t nth, bool sticky, bool fsck,
+				struct enomem_totals *t, bool *fired)
+{
+	return ns_run(nth, sticky, fsck, t, fired);
+}
+
 START_TEST(namespace_each_allocation)
 {
-	bool sticky = _i, fired;
+	bool sticky = _i;
 	struct enomem_totals t = { 0 };
 	struct timespec t0;
-	uint64_t total, n;
+	uint64_t total;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	total = ns_run(0, false, fsck_ok, &t, &fired);
-	ck_assert(!fired);
-	n = getenv("O2_ENOMEM_FROM") ? strtoull(getenv("O2_ENOMEM_FROM"), NULL, 0) : 1;
-	for (;; n++) {
-		bool fsck = fsck_ok && (n % NS_FSCK_EVERY == 0 || n + 3 > total);
-		uint64_t count = ns_run(n, sticky, fsck, &t, &fired);
-
-		ck_assert_msg(fired == (n <= count), "allocation %llu: fired %d of %llu",
-			      (unsigned long long)n, fired, (unsigned long long)count);
-		if (!fired)
-			break;
-	}
-	ck_assert_uint_eq(n, total + 1);
+	total = each_allocation(ns_workload_run, NULL, sticky, NS_FSCK_EVERY, &t);
 	printf("namespace allocation failures%s: %llu allocations failed in turn, %zu runs, "
 	       "%zu failed opens, %zu turned read-only, %zu disks walked, %zu by fsck.ocfs2, "
 	       "%.1f s\n", sticky ? " (sticky)" : "", (unsigned long long)total, t.runs,

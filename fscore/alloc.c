@@ -530,7 +530,7 @@ bool o2_trunclog_pending(struct o2_fs *fs)
 	return any;
 }
 
-bool o2_trunclog_needs_flush(struct o2_fs *fs)
+static bool trunclog_needs_flush(struct o2_fs *fs)
 {
 	struct o2_buf *tb;
 	bool need = false;
@@ -1085,4 +1085,15 @@ int o2_space_spare(struct o2_fs *fs, uint32_t *ret_spare)
 		return -ENOSPC;
 	*ret_spare = total - used - res;
 	return 0;
+}
+
+int o2_trans_begin_freeing(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
+{
+	if (trunclog_needs_flush(fs)) {
+		int r = o2_trunclog_flush(fs);
+
+		if (r < 0)
+			return r;
+	}
+	return o2_trans_begin(fs, credits, ret);
 }

@@ -25,7 +25,8 @@ int o2_clusters_free_now(struct o2_trans *t, struct o2_fs *fs, uint32_t start, u
 int o2_trunclog_flush(struct o2_fs *fs);
 /* The truncate log holds freed clusters not yet back in the global bitmap. */
 bool o2_trunclog_pending(struct o2_fs *fs);
-bool o2_trunclog_needs_flush(struct o2_fs *fs);
+/* Begin a transaction that may free clusters: the truncate log gets room first. */
+int o2_trans_begin_freeing(struct o2_fs *fs, unsigned credits, struct o2_trans **ret);
 
 struct o2_suballoc_res {
 	uint64_t blkno; /* the block allocated */

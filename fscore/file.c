@@ -574,12 +574,7 @@ int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end, uint64_t size
 		bool more = false;
 		int r, e;
 
-		if (o2_trunclog_needs_flush(fs)) {
-			r = o2_trunclog_flush(fs);
-			if (r < 0)
-				return r;
-		}
-		r = o2_trans_begin(fs, O2_FREE_STEP_CREDITS, &t);
+		r = o2_trans_begin_freeing(fs, O2_FREE_STEP_CREDITS, &t);
 		if (r < 0)
 			return r;
 		r = o2_inode_buf(fs, ino, &ib);

@@ -24,8 +24,9 @@
 #include "write.h"
 
 #define NAMEI_CREDITS (O2_TREE_CREDITS + 2 * O2_ALLOC_CREDITS + 16)
-/* ... and an inode freed in the same transaction (its extents in the inode) */
-#define UNLINK_CREDITS (NAMEI_CREDITS + 24)
+/* an inode freed where its last name goes (its extents in the inode) */
+#define FREE_IN_PLACE_CREDITS 24
+#define UNLINK_CREDITS (NAMEI_CREDITS + FREE_IN_PLACE_CREDITS)
 
 static uint8_t type_of(uint16_t mode)
 {
@@ -754,18 +755,6 @@ static void orphan_name(uint64_t ino, char *buf)
 	snprintf(buf, 17, "%016llx", (unsigned long long)ino);
 }
 
-/* Begin a transaction that may free clusters: the truncate log has room first. */
-static int begin_unlinking(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
-{
-	if (o2_trunclog_needs_flush(fs)) {
-		int r = o2_trunclog_flush(fs);
-
-		if (r < 0)
-			return r;
-	}
-	return o2_trans_begin(fs, credits, ret);
-}
-
 /*
  * Free an orphan: its index and data in transactions of their own while it
  * stays in the orphan directory, then - in one transaction - its orphan
@@ -781,17 +770,24 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 	char name[17];
 	int r, e;
 
-	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
-	if (r < 0)
-		return r;
 	r = o2_inode_buf(fs, ino, &ib);
-	if (r == 0)
-		r = o2_dx_destroy(t, fs, ib);
+	bool indexed = r == 0 && (le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_INDEXED_DIR);
+
 	o2_brelse(fs, ib);
 	ib = NULL;
-	e = o2_trans_finish(t, r);
-	if (r == 0)
-		r = e;
+	if (indexed) {
+		r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
+		if (r < 0)
+			return r;
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r == 0)
+			r = o2_dx_destroy(t, fs, ib);
+		o2_brelse(fs, ib);
+		ib = NULL;
+		e = o2_trans_finish(t, r);
+		if (r == 0)
+			r = e;
+	}
 	if (r == 0)
 		r = o2_free_from(fs, ino, 0, UINT64_MAX);
 	if (r < 0 && r != -ENOENT)
@@ -1216,7 +1212,7 @@ static int remove_name(struct o2_fs *fs, uint64_t dir, const char *name, size_t 
 		return want_dir ? -ENOTEMPTY : -EISDIR;
 	if (len > O2_MAX_NAME_LEN)
 		return -ENAMETOOLONG;
-	r = begin_unlinking(fs, UNLINK_CREDITS, &t);
+	r = o2_trans_begin_freeing(fs, UNLINK_CREDITS, &t);
 	if (r < 0)
 		return r;
 	r = o2_inode_buf(fs, dir, &dib);
@@ -1339,7 +1335,7 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 		r = -EBUSY; /* "." or ".." */
 	if (r < 0)
 		return r;
-	r = begin_unlinking(fs, 2 * NAMEI_CREDITS + 24, &t);
+	r = o2_trans_begin_freeing(fs, 2 * NAMEI_CREDITS + FREE_IN_PLACE_CREDITS, &t);
 	if (r < 0)
 		return r;
 	r = o2_inode_buf(fs, olddir, &odb);

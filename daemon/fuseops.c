@@ -64,24 +64,12 @@ static void unlock(struct volume *v)
 	g_mutex_unlock(&v->lock);
 }
 
-/* Log what fscore said about a failure that is not an ordinary errno answer (under the lock). */
-static int note_locked(struct volume *v, const char *op, int r)
-{
-	if (r == -EUCLEAN || r == -EIO || r == -EROFS) {
-		const char *msg = v->fs ? o2_fs_error(v->fs) : "";
-
-		if (r != -EROFS || (v->fs && o2_fs_readonly_reason(v->fs)))
-			g_warning("%s: %s: %s", v->device, op, msg[0] ? msg : g_strerror(-r));
-	}
-	return r;
-}
-
 /* The same, after the lock was released: the message is read under it. */
 static int note(struct volume *v, const char *op, int r)
 {
-	if (r == -EUCLEAN || r == -EIO || r == -EROFS) {
+	if (r < 0) {
 		g_mutex_lock(&v->lock);
-		note_locked(v, op, r);
+		volume_note_locked(v, op, r);
 		g_mutex_unlock(&v->lock);
 	}
 	return r;
@@ -122,7 +110,7 @@ static void node_unref(struct volume *v, uint64_t blk, uint64_t count)
 		int r = o2_inode_close_ref(v->fs, blk);
 
 		if (r < 0)
-			note_locked(v, "freeing an unlinked inode", r);
+			volume_note_locked(v, "freeing an unlinked inode", r);
 	}
 }
 

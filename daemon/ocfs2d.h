@@ -49,8 +49,9 @@ struct volume {
 	uint32_t cluster_size, block_size;
 	bool no_open;		/* the kernel opens files without asking us */
 
-	GMutex lock;		/* guards fs and nodes */
+	GMutex lock;		/* guards fs, nodes and ro_reported */
 	GHashTable *nodes;	/* inode number -> lookup count (uint64_t *) */
+	bool ro_reported;	/* the turn to read-only is in the log */
 
 	struct fuse_session *se;
 	unsigned conn_id;	/* /sys/fs/fuse/connections/N */
@@ -66,6 +67,12 @@ struct volume {
 	int close_result;
 	gint refs;		/* volume_free when the last goes */
 };
+
+/*
+ * Log what fscore said about a failed call named op, if it is more than an
+ * ordinary errno answer (with v->lock held); returns r.
+ */
+int volume_note_locked(struct volume *v, const char *op, int r);
 
 /*
  * Open DEVICE (exclusively on this machine), check that nothing else uses

@@ -224,6 +224,33 @@ static bool open_fs(struct volume *v, GError **err)
 	return true;
 }
 
+/*
+ * Log what fscore said about a failure that is not an ordinary errno
+ * answer (under the lock): a damaged block or an I/O error, and - once,
+ * whichever errno the call that caused it returns (ENOMEM too) - the
+ * volume turning read-only.  Later EROFS answers need no word.
+ */
+int volume_note_locked(struct volume *v, const char *op, int r)
+{
+	if (r >= 0 || !v->fs)
+		return r;
+	if (o2_fs_readonly_reason(v->fs)) {
+		if (!v->ro_reported) {
+			v->ro_reported = true;
+			g_warning("%s: %s: %s", v->device, op, o2_fs_error(v->fs));
+			return r;
+		}
+		if (r == -EROFS)
+			return r;
+	}
+	if (r == -EUCLEAN || r == -EIO) {
+		const char *msg = o2_fs_error(v->fs);
+
+		g_warning("%s: %s: %s", v->device, op, msg[0] ? msg : g_strerror(-r));
+	}
+	return r;
+}
+
 /* ---- threads ---- */
 
 /* Commit the running transaction on the commit interval. */
@@ -241,12 +268,8 @@ static gpointer tick_main(gpointer arg)
 			break;
 		g_mutex_unlock(&v->tick_mu);
 		g_mutex_lock(&v->lock);
-		if (v->fs && !v->opts.ro) {
-			int r = o2_fs_tick(v->fs);
-
-			if (r < 0 && r != -EROFS)
-				g_warning("%s: commit failed: %s", v->device, o2_fs_error(v->fs));
-		}
+		if (v->fs && !v->opts.ro)
+			volume_note_locked(v, "timed commit", o2_fs_tick(v->fs));
 		g_mutex_unlock(&v->lock);
 		g_mutex_lock(&v->tick_mu);
 	}
@@ -272,11 +295,13 @@ static int close_fs(struct volume *v)
 
 	g_mutex_lock(&v->lock);
 	if (v->fs) {
+		char why[256];
+
 		fuseops_forget_all(v);
-		r = o2_fs_close(v->fs);
+		r = o2_fs_close_why(v->fs, why, sizeof(why));
 		if (r < 0)
 			g_warning("%s: closing the volume failed: %s; the journal is left for the "
-				  "next mount to replay", v->device, g_strerror(-r));
+				  "next mount to replay", v->device, why);
 		v->fs = NULL;
 	}
 	g_mutex_unlock(&v->lock);

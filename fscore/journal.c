@@ -721,10 +721,7 @@ int o2_trans_finish(struct o2_trans *t, int r)
 			o2_fail(fs, r, "%s; the operation stopped halfway and the volume is now "
 				"read-only", cause);
 		} else {
-			char what[64];
-
-			snprintf(what, sizeof(what), "an operation (error %d) halfway through", r);
-			o2_fs_abort(fs, r, what);
+			o2_fs_abort(fs, r, "an operation, halfway through,");
 		}
 	}
 	int e = o2_trans_end(t);

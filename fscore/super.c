@@ -486,10 +486,18 @@ out_free:
 
 int o2_fs_close(struct o2_fs *fs)
 {
+	return o2_fs_close_why(fs, NULL, 0);
+}
+
+int o2_fs_close_why(struct o2_fs *fs, char *errbuf, size_t errlen)
+{
 	int r = 0;
 
 	if (!fs)
 		return 0;
+	/* a read-only volume's message says why it is; any other is stale */
+	if (!fs->ro_reason)
+		fs->err[0] = '\0';
 	if (fs->journal && !fs->ro_reason) {
 		/* orphans still open: freed now (nothing holds them any more) */
 		r = o2_openrefs_close_all(fs);
@@ -504,6 +512,8 @@ int o2_fs_close(struct o2_fs *fs)
 		if (r == 0)
 			r = e;
 	}
+	if (r < 0 && errbuf && errlen)
+		snprintf(errbuf, errlen, "%s", fs->err[0] ? fs->err : strerror(-r));
 	fs_free(fs);
 	return r;
 }

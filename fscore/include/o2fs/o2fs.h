@@ -95,12 +95,15 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
  * journal is then left dirty for the next open to replay).
  */
 int o2_fs_close(struct o2_fs *fs);
+/* The same; on failure errbuf (if not NULL) gets fscore's message saying why. */
+int o2_fs_close_why(struct o2_fs *fs, char *errbuf, size_t errlen);
 
 /* Commit the running transaction and make everything committed durable. */
 int o2_fs_sync(struct o2_fs *fs);
 /* Commit the running transaction if it is older than the commit interval. */
 int o2_fs_tick(struct o2_fs *fs);
-/* Non-zero (a -errno) once an I/O error has turned the volume read-only. */
+/* Non-zero (a -errno) once a failure (I/O, a damaged block, memory in the
+ * middle of an operation) has turned the volume read-only. */
 int o2_fs_readonly_reason(const struct o2_fs *fs);
 
 struct o2_replay_stats {

@@ -10,8 +10,13 @@
  * fstat on each call (st_dev/st_ino against the image's, taken once):
  * descriptor numbers are reused, the inode is not.
  *
+ * It also makes fscore's Nth heap allocation fail (kind alloc): fscore
+ * counts its allocations itself (fscore/mem.h), and ocfs2d exports the
+ * four functions of that plan (daemon/test-symbols.list) so that this
+ * module, loaded first, can set the plan before main runs.
+ *
  * Environment (all read once, at the first call):
- *   OCFS2D_FAULT_DEV=PATH      the image; without it nothing is counted
+ *   OCFS2D_FAULT_DEV=PATH      the image; without it no I/O is counted
  *   OCFS2D_FAULT=KIND:N[:sticky][:short]
  *                              KIND is read, write or flush; the Nth call of
  *                              that kind (from 1) fails with EIO.  sticky:
@@ -19,10 +24,17 @@
  *                              short (writes): the failing write first
  *                              stores its first half (whole 512-byte
  *                              sectors), as a disk that dies mid-request.
- *   OCFS2D_FAULT_COUNT=PATH    at exit, write "read R\nwrite W\nflush F\n"
- *                              and "fired K\n" (faults injected) to PATH
- *   OCFS2D_FAULT_FIRED=PATH    created when the first fault is injected
- *                              (the test learns when it happened)
+ *                              KIND alloc: fscore's Nth allocation from
+ *                              process start returns NULL (sticky as above).
+ *   OCFS2D_FAULT_COUNT=PATH    at exit, write "read R\nwrite W\nflush F\n",
+ *                              "alloc A\n" (fscore's allocations),
+ *                              "fired K\n" (faults injected) and, for alloc,
+ *                              "alloc_failed F\n" (those a caller saw: an
+ *                              optional allocation's failure is absorbed)
+ *   OCFS2D_FAULT_FIRED=PATH    created when the first I/O fault is injected
+ *                              (the test learns when it happened; an
+ *                              allocation's failure is seen by fscore alone,
+ *                              so for alloc only "fired" at exit tells)
  *
  * Thread-safe: the counters are atomics; the set-up runs once.
  */
@@ -33,6 +45,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,9 +54,17 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-enum kind { K_READ, K_WRITE, K_FLUSH, K_NONE };
+enum kind { K_READ, K_WRITE, K_FLUSH, K_ALLOC, K_NONE };
 
-static const char *const kind_names[] = { "read", "write", "flush" };
+static const char *const kind_names[] = { "read", "write", "flush", "alloc" };
+
+/* fscore's allocation plan (fscore/mem.h), found in ocfs2d at run time */
+static struct {
+	void (*plan)(uint64_t nth, bool sticky);
+	uint64_t (*count)(void);
+	uint64_t (*failed)(void);
+	uint64_t (*fired)(void);
+} o2mem;
 
 static struct {
 	bool active;	   /* the image was found */
@@ -82,7 +103,7 @@ static void parse_fault(const char *s)
 	tok = strtok_r(buf, ":", &save);
 	if (!tok)
 		return;
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < K_NONE; k++)
 		if (!strcmp(tok, kind_names[k]))
 			cfg.fault_kind = (enum kind)k;
 	if (cfg.fault_kind == K_NONE) {
@@ -126,6 +147,18 @@ static void setup(void)
 	cfg.fired_path = getenv("OCFS2D_FAULT_FIRED");
 	if (fault && *fault)
 		parse_fault(fault);
+	o2mem.plan = (void (*)(uint64_t, bool))dlsym(RTLD_DEFAULT, "o2_alloc_fail_plan");
+	o2mem.count = (uint64_t (*)(void))dlsym(RTLD_DEFAULT, "o2_alloc_count");
+	o2mem.failed = (uint64_t (*)(void))dlsym(RTLD_DEFAULT, "o2_alloc_failed");
+	o2mem.fired = (uint64_t (*)(void))dlsym(RTLD_DEFAULT, "o2_alloc_fired");
+	if (cfg.fault_kind == K_ALLOC) {
+		if (!o2mem.plan || !o2mem.count || !o2mem.failed || !o2mem.fired) {
+			fprintf(stderr, "faultshim: OCFS2D_FAULT=%s: this program does not export "
+				"fscore's allocation plan (o2_alloc_fail_plan)\n", fault);
+			abort();
+		}
+		o2mem.plan(cfg.fault_n, cfg.sticky);
+	}
 	if (dev && stat(dev, &st) == 0) {
 		cfg.dev = st.st_dev;
 		cfg.ino = st.st_ino;
@@ -315,6 +348,12 @@ int fdatasync(int fd)
 	return real_fdatasync(fd);
 }
 
+/* An allocation plan must be in place before the program's first allocation. */
+__attribute__((constructor)) static void early_setup(void)
+{
+	pthread_once(&once, setup);
+}
+
 __attribute__((destructor)) static void report(void)
 {
 	FILE *f;
@@ -327,6 +366,12 @@ __attribute__((destructor)) static void report(void)
 		return;
 	for (int k = 0; k < 3; k++)
 		fprintf(f, "%s %lu\n", kind_names[k], __atomic_load_n(&counts[k], __ATOMIC_SEQ_CST));
-	fprintf(f, "fired %lu\n", __atomic_load_n(&fired, __ATOMIC_SEQ_CST));
+	if (o2mem.count)
+		fprintf(f, "alloc %llu\n", (unsigned long long)o2mem.count());
+	if (cfg.fault_kind == K_ALLOC)	/* failures a caller saw (not read-ahead's) */
+		fprintf(f, "alloc_failed %llu\n", (unsigned long long)o2mem.failed());
+	fprintf(f, "fired %llu\n", cfg.fault_kind == K_ALLOC
+		? (unsigned long long)o2mem.fired()
+		: (unsigned long long)__atomic_load_n(&fired, __ATOMIC_SEQ_CST));
 	fclose(f);
 }

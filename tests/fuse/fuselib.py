@@ -168,9 +168,10 @@ class Volume:
         e = mount_entry(self.mnt)
         return e is not None and e[0] == "fuse.ocfs2"
 
-    def mount(self, opts=None, timeout=30, extra_env=None, eio_ok=False):
+    def mount(self, opts=None, timeout=30, extra_env=None, first_errors=()):
         """extra_env: variables added to this daemon's environment only;
-        eio_ok: the first request may be answered with EIO (a failing disk)."""
+        first_errors: errnos the first request may be answered with (EIO
+        from a failing disk, ENOMEM from a failing allocation)."""
         if self.proc and self.proc.poll() is None:
             raise Failure("%s: a daemon still runs" % self.name)
         self.mounts += 1
@@ -194,7 +195,7 @@ class Volume:
                 try:
                     os.stat(self.mnt)
                 except OSError as e:
-                    if not (eio_ok and e.errno == errno.EIO):
+                    if e.errno not in first_errors:
                         raise
                 return
             if self.proc.poll() is not None:

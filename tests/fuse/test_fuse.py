@@ -10,7 +10,8 @@ the control socket, forced unmounts), stress (concurrent random operations,
 verified after a remount), crash (SIGKILL of the daemon mid-workload, the
 journal replayed, fsynced files intact), fault (the Nth read, write or
 flush of the image fails, through the faultshim LD_PRELOAD module named by
-FUSE_FAULT_SHIM).  Needs root, /dev/fuse and
+FUSE_FAULT_SHIM), enomem (the daemon's Nth fscore allocation fails, through
+the same shim).  Needs root, /dev/fuse and
 ocfs2-tools (else exit 77).  FUSE_STRESS_SECONDS bounds the stress case's
 operations (default 40); FUSE_TEST_WATCHDOG the whole case (540 s).
 """
@@ -1606,6 +1607,27 @@ def read_counts(path):
         return {k: int(v) for k, v in (line.split() for line in f)}
 
 
+def fault_plan(total, every, max_rounds):
+    """N = 1..every, then a stride to total keeping to max_rounds rounds."""
+    if total <= max_rounds:
+        return list(range(1, total + 1))
+    ns = list(range(1, min(every, total) + 1))
+    rest = max_rounds - len(ns)
+    if rest > 0 and total > every:
+        stride = max(1, -(-(total - every) // rest))
+        ns += list(range(every + stride, total + 1, stride))
+        if ns[-1] != total:
+            ns.append(total)
+    return ns
+
+
+def log_plan(what, ns, total):
+    if len(ns) < total:
+        log("%s: N = %s (%d of %d)" % (what, ",".join(map(str, ns)), len(ns), total))
+    else:
+        log("%s: every N = 1..%d" % (what, total))
+
+
 def case_fault(env, chk):
     """A flaky disk under a real mount, for every N: the faultshim
     (LD_PRELOAD, see faultshim.c) fails the Nth read, write or flush of the
@@ -1625,12 +1647,56 @@ def case_fault(env, chk):
     each kind from the middle on.  A round costs two mounts and an fsck
     (the fsck runs while the next round does: about a second a round on a
     busy 2-core machine; the plan is printed)."""
-    shim = os.environ.get("FUSE_FAULT_SHIM")
-    if not shim or not os.path.exists(shim):
-        raise Failure("FUSE_FAULT_SHIM names no faultshim module (%r)" % shim)
     every = int(os.environ.get("FUSE_FAULT_EVERY", "40"))
     max_rounds = int(os.environ.get("FUSE_FAULT_ROUNDS", "48"))
     short_rounds = int(os.environ.get("FUSE_FAULT_SHORT_ROUNDS", "16"))
+
+    def rounds_for(totals):
+        rounds = []
+        for kind, flags in (("write", ""), ("flush", ""), ("read", ""), ("write", ":short")):
+            if flags:  # torn writes: a stride through the writes
+                stride = max(1, -(-totals[kind] // max(1, short_rounds)))
+                ns = list(range(1, totals[kind] + 1, stride))
+            else:
+                ns = fault_plan(totals[kind], every, max_rounds)
+            log_plan("%s%s faults" % (kind, flags), ns, totals[kind])
+            rounds += ["%s:%d%s" % (kind, n, flags) for n in ns]
+        # and a disk that stays broken, once per kind
+        return rounds + ["%s:%d:sticky" % (k, max(1, totals[k] // 2)) for k in ("write", "flush", "read")]
+
+    fault_rounds(env, chk, ("read", "write", "flush"), rounds_for)
+
+
+def case_enomem(env, chk):
+    """The daemon's fscore allocations fail, for every N: the faultshim sets
+    fscore's allocation plan (fscore/mem.h) in ocfs2d before main, so the
+    Nth allocation from process start returns NULL - during the mount, a
+    FUSE request, a timed commit or the unmount.  Users see ENOMEM or EROFS
+    only, the daemon lives, frees everything (ASan) and exits with a status
+    its log explains; a fault-free mount replays, fsynced files are intact
+    and fsck.ocfs2 -fn finds the volume clean.  (GLib's and libfuse's own
+    allocations abort on failure, by their design; these are fscore's.)
+
+    Every N up to FUSE_ENOMEM_EVERY (default 30), then a stride keeping to
+    FUSE_ENOMEM_ROUNDS rounds (default 60), then one sticky run from the
+    middle on."""
+    every = int(os.environ.get("FUSE_ENOMEM_EVERY", "30"))
+    max_rounds = int(os.environ.get("FUSE_ENOMEM_ROUNDS", "60"))
+
+    def rounds_for(totals):
+        ns = fault_plan(totals["alloc"], every, max_rounds)
+        log_plan("allocation faults", ns, totals["alloc"])
+        return ["alloc:%d" % n for n in ns] + ["alloc:%d:sticky" % max(1, totals["alloc"] // 2)]
+
+    fault_rounds(env, chk, ("alloc",), rounds_for)
+
+
+def fault_rounds(env, chk, kinds, rounds_for):
+    """The driver of case_fault and case_enomem: a count run with the shim
+    and no fault, then one round per fault rounds_for(totals) names."""
+    shim = os.environ.get("FUSE_FAULT_SHIM")
+    if not shim or not os.path.exists(shim):
+        raise Failure("FUSE_FAULT_SHIM names no faultshim module (%r)" % shim)
     only = os.environ.get("FUSE_FAULT_ONLY")  # e.g. "write:12" to rerun one round
     preload = preload_env(env.daemon, shim)
     opts = "commit=60"  # no timed commits: the I/O sequence follows the workload
@@ -1693,7 +1759,7 @@ def case_fault(env, chk):
             [env.fsck, "-fn", path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, env=dict(os.environ, PATH=TOOLS_PATH))))
 
-    # the count run: no fault, every I/O of mount, workload and unmount
+    # the count run: no fault, every I/O and allocation of mount, workload and unmount
     for p in (counts_path, fired_path):
         if os.path.exists(p):
             os.unlink(p)
@@ -1704,43 +1770,18 @@ def case_fault(env, chk):
     base.umount()
     base.fsck(chk, "after the count run")
     totals = read_counts(counts_path)
-    chk.ok(all(totals[k] > 0 for k in ("read", "write", "flush")) and totals["fired"] == 0,
-           "count run: the shim saw the image's I/O: %s" % totals)
-    log("count run (%.1fs): %d reads, %d writes, %d flushes from mount to unmount" % (
-        time.time() - t0, totals["read"], totals["write"], totals["flush"]))
+    chk.ok(all(totals.get(k, 0) > 0 for k in kinds) and totals["fired"] == 0,
+           "count run: the shim saw the daemon's %s: %s" % ("/".join(kinds), totals))
+    log("count run (%.1fs): %s from mount to unmount" % (
+        time.time() - t0, ", ".join("%d %ss" % (totals.get(k, 0), k) for k in kinds)))
 
-    def plan(total):
-        if total <= max_rounds:
-            return list(range(1, total + 1))
-        ns = list(range(1, min(every, total) + 1))
-        rest = max_rounds - len(ns)
-        if rest > 0 and total > every:
-            stride = max(1, -(-(total - every) // rest))
-            ns += list(range(every + stride, total + 1, stride))
-            if ns[-1] != total:
-                ns.append(total)
-        return ns
-
-    def plan_stride(total, n):
-        stride = max(1, -(-total // n))
-        return list(range(1, total + 1, stride))
-
-    rounds = []
-    for kind, flags in (("write", ""), ("flush", ""), ("read", ""), ("write", ":short")):
-        # torn writes: a stride through the writes (a third of the rounds)
-        ns = plan(totals[kind]) if not flags else plan_stride(totals[kind], max(1, short_rounds))
-        if len(ns) < totals[kind]:
-            log("%s%s faults: N = %s (%d of %d)" % (kind, flags, ",".join(map(str, ns)), len(ns), totals[kind]))
-        else:
-            log("%s%s faults: every N = 1..%d" % (kind, flags, totals[kind]))
-        rounds += ["%s:%d%s" % (kind, n, flags) for n in ns]
-    # and a disk that stays broken, once per kind
-    rounds += ["%s:%d:sticky" % (k, max(1, totals[k] // 2)) for k in ("write", "flush", "read")]
+    rounds = rounds_for(totals)
     if only:
         rounds = only.split(",")
         env.show_logs = True
 
-    tally = {"mount refused": 0, "read-only": 0, "failed unmount": 0, "EIO only": 0, "not fired": 0}
+    tally = {"mount refused": 0, "read-only": 0, "failed unmount": 0, "errors only": 0, "absorbed": 0,
+             "not fired": 0}
     for fault in rounds:
         fault_round(env, chk, base, pristine, fault, opts, shim_env, run_workload, fsck_async, wanted,
                     fired_path, counts_path, tally)
@@ -1756,19 +1797,27 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
                 fired_path, counts_path, tally):
     kind = fault.split(":")[0]
     what = "fault %s" % fault
+    # an I/O fault is seen by the shim as it happens; an allocation's by
+    # fscore alone, so only the counts written at the daemon's exit tell
+    err = errno.ENOMEM if kind == "alloc" else errno.EIO
+
+    def fired_by_exit():
+        if kind != "alloc":
+            return os.path.exists(fired_path)
+        return os.path.exists(counts_path) and read_counts(counts_path)["fired"] > 0
     for p in (counts_path, fired_path):
         if os.path.exists(p):
             os.unlink(p)
     run(["cp", "--sparse=always", pristine, vol.img], check=True)
     recs = None
     try:
-        vol.mount(opts, extra_env=shim_env(fault), eio_ok=True)
+        vol.mount(opts, extra_env=shim_env(fault), first_errors=(err,))
         mounted = True
     except Failure as e:
         mounted = False
         rc = vol.proc.returncode
         chk.ok(rc == 1, "%s: a mount that fails exits 1 (%s)" % (what, e))
-        chk.ok(os.path.exists(fired_path), "%s: the mount failed with no fault injected" % what)
+        chk.ok(fired_by_exit(), "%s: the mount failed with no fault injected" % what)
         chk.ok(not vol.mounted(), "%s: nothing left mounted" % what)
         tally["mount refused"] += 1
         outcome = "mount refused"
@@ -1784,9 +1833,9 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
             if e is None:
                 continue
             label = "%s: op %d %r" % (what, idx, name)
-            chk.ok(e in (0, errno.EIO, errno.EROFS), "%s: errno %s (only EIO or EROFS)" % (
-                label, errno.errorcode.get(e, e)))
-            if not after:
+            chk.ok(e in (0, err, errno.EROFS), "%s: errno %s (only %s or EROFS)" % (
+                label, errno.errorcode.get(e, e), errno.errorcode[err]))
+            if not after and kind != "alloc":
                 chk.eq(errno.errorcode.get(e, e) if e else "OK", "OK", "%s before any fault" % label)
             if fired_ro and before and writing:
                 chk.eq(errno.errorcode.get(e, e) if e else "OK", "EROFS",
@@ -1795,7 +1844,7 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
         rc = vol.umount(judge=False)
         tail = vol.log_text().rsplit("=== mount", 1)[-1]
         ro = "read-only" in tail
-        fired = os.path.exists(fired_path)
+        fired = fired_by_exit()
         dirty = "(journal left dirty)" in tail
         chk.ok(not sanitizer_report(tail), "%s: a sanitizer report" % what)
         if fired_early and fired_ro:
@@ -1807,20 +1856,22 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
         elif ro:
             chk.ok(rc == 1 and dirty, "%s: a read-only volume's daemon exits 1, journal left dirty "
                    "(exit %d)" % (what, rc))
-        elif fired:  # a failed read: the unmount may have needed it
+        elif fired:  # a failed read or allocation: the unmount may have needed it
             chk.ok((rc, dirty) in ((0, False), (1, True)) and ("(clean)" in tail) != dirty,
                    "%s: the daemon's exit status (%d) and its last words agree" % (what, rc))
         else:
             chk.ok(rc == 0 and "(clean)" in tail, "%s: no fault, yet the daemon exits %d (or unclean)" % (
                 what, rc))
-        if kind == "read" and not ro and "sticky" not in fault:
-            # a failed read fails the one call that needed it, nothing after
+        if kind in ("read", "alloc") and not ro and "sticky" not in fault:
+            # a failed read (allocation) fails the one call that needed it, nothing after
             failed = [r[1] for r in recs if r[5]]
-            chk.ok(len(failed) <= 1, "%s: one failed read, yet these ops failed: %s" % (what, failed))
+            chk.ok(len(failed) <= 1, "%s: one failed %s, yet these ops failed: %s" % (what, kind, failed))
         if any(r[5] == errno.EROFS for r in recs):
             chk.ok(ro, "%s: EROFS from a volume that says nothing of read-only" % what)
-        outcome = ("read-only" if ro else "failed unmount" if dirty else "EIO only" if fired
+        outcome = ("read-only" if ro else "failed unmount" if dirty else "errors only" if fired
                    else "not fired")
+        if outcome == "errors only" and kind == "alloc" and not read_counts(counts_path)["alloc_failed"]:
+            outcome = "absorbed"  # only read-ahead's allocation failed: nothing to see
         tally[outcome] += 1
     # a fault-free mount replays the journal; what was fsynced is there
     vol.mount(opts)
@@ -1844,14 +1895,15 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
             chk.eq(errno_of(lambda: read_file(p)), "OK", "%s: reading %s after the remount" % (what, p))
     vol.umount()
     fsck_async(what)
-    eio = sum(1 for r in recs or [] if r[5] == errno.EIO)
+    nerr = sum(1 for r in recs or [] if r[5] == err)
     erofs = sum(1 for r in recs or [] if r[5] == errno.EROFS)
-    log("%s: %s%s" % (what, outcome, "" if recs is None else ", %d ops EIO, %d EROFS" % (eio, erofs)))
+    log("%s: %s%s" % (what, outcome, "" if recs is None else ", %d ops %s, %d EROFS" % (
+        nerr, errno.errorcode[err], erofs)))
 
 
 CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
          "stress": case_stress, "crash": case_crash, "space": case_space,
-         "fault": case_fault}
+         "fault": case_fault, "enomem": case_enomem}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

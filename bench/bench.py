@@ -1180,6 +1180,9 @@ def main(argv=None):
                     help="do not apt-get install missing tools")
     ap.add_argument("--no-build", action="store_true",
                     help="do not build ocfs2d if its binaries are missing")
+    ap.add_argument("--guest-halt-poll", type=int, metavar="NS", default=None,
+                    help="on a KVM guest, set guest_halt_poll_ns for the run "
+                    "(restored afterwards); default: leave it as it is")
     ap.add_argument("--mount-timeout", type=int, default=60)
     ap.add_argument("--umount-timeout", type=int, default=120)
     args = ap.parse_args(argv)
@@ -1251,7 +1254,15 @@ def main(argv=None):
     results, order = {}, []
     labels = {"seq": human(cfg.profile["seq_size"]),
               "files": "%d" % cfg.profile["files"], "tar": ""}
+    old_halt_poll = None
     try:
+        if args.guest_halt_poll is not None:
+            if args.guest_halt_poll < 0:
+                ap.error("--guest-halt-poll must be 0 or more")
+            old_halt_poll = set_halt_poll(args.guest_halt_poll)
+        idle = cpuidle_info()
+        log("cpuidle: %s/%s, guest_halt_poll_ns %s" % (
+            idle["driver"], idle["governor"], idle["guest_halt_poll_ns"]))
         cfg.workdir.mkdir(parents=True, exist_ok=True)
         clean_stale(cfg)
         st = os.statvfs(cfg.workdir)
@@ -1298,6 +1309,8 @@ def main(argv=None):
             fs.force_cleanup()
             if not cfg.keep_images and fs.image.exists():
                 fs.image.unlink()
+        if old_halt_poll is not None:
+            HALT_POLL.write_text("%d\n" % old_halt_poll)
 
     print_table(cfg, results, order)
     problems = []
@@ -1315,7 +1328,8 @@ def main(argv=None):
         "seconds": round(time.time() - started, 1),
         "host": {"kernel": platform.release(), "cpus": os.cpu_count(),
                  "mem_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-                 "python": platform.python_version(), "tools": tool_versions(cfg)},
+                 "python": platform.python_version(), "tools": tool_versions(cfg),
+                 "cpuidle": idle},
         "config": {"mode": cfg.mode, "repeat": cfg.repeat, "volume_bytes": cfg.volume, "fs": cfg.fs,
                    "workloads": cfg.workloads, "workdir": str(cfg.workdir),
                    "profile": cfg.profile,
@@ -1337,6 +1351,36 @@ def main(argv=None):
     args.json_out.write_text(json.dumps(doc, indent=1) + "\n")
     print("\nresults: %s  (took %.0fs)" % (args.json_out, time.time() - started))
     return 0
+
+
+HALT_POLL = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+
+
+def read_text(path):
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def cpuidle_info():
+    """How idle CPUs wait.  On a virtual machine whose idle CPUs halt at
+    once (guest_halt_poll_ns=0), waking one is an exit to the hypervisor,
+    and every FUSE request pays it twice: the daemon's wake-up and the
+    caller's.  Kernel filesystems pay it only for I/O completions."""
+    return {"driver": read_text("/sys/devices/system/cpu/cpuidle/current_driver"),
+            "governor": read_text("/sys/devices/system/cpu/cpuidle/current_governor"),
+            "guest_halt_poll_ns": read_text(HALT_POLL)}
+
+
+def set_halt_poll(ns):
+    """Sets the guest halt-poll time; returns the old value to restore."""
+    old = read_text(HALT_POLL)
+    if old is None:
+        raise BenchError("--guest-halt-poll: %s is missing (not a guest using "
+                         "the cpuidle-haltpoll driver)" % HALT_POLL)
+    HALT_POLL.write_text("%d\n" % ns)
+    return int(old)
 
 
 def tool_versions(cfg):

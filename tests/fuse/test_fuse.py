@@ -937,9 +937,51 @@ def case_perms(env, chk):
 
     chk.eq(as_user(NOBODY, 4242, grp), "OK", "group write permission")
     chk.eq(as_user(NOBODY, NOBODY, grp), "EACCES", "no group write permission for others")
+    check_setid_clearing(chk, P)
     remount_and_compare(chk, vol, opts="allow_other")
     vol.umount()
     vol.fsck(chk, "at the end")
+
+
+def check_setid_clearing(chk, P):
+    """Set-user-ID and set-group-ID bits go as Linux drops them: a write or
+    truncate by a caller without CAP_FSETID clears S_ISUID, and S_ISGID when
+    the group may execute; chown clears them so for anyone, root included
+    (an S_ISGID without group execute - a locking mark - stays)."""
+    def setid_file(name, mode, owner):
+        write_file(P("open", name), b"#!/bin/sh\n", 0o600)
+        os.chown(P("open", name), owner, owner)
+        os.chmod(P("open", name), mode)
+        return P("open", name)
+
+    def mode(path):
+        return oct(stat.S_IMODE(os.stat(path).st_mode))
+
+    w = setid_file("suid-w", 0o6775, NOBODY)
+    t = setid_file("suid-t", 0o6775, NOBODY)
+    g = setid_file("sgid-nox", 0o2764, NOBODY)
+
+    def user():
+        fd = os.open(w, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"echo hi\n")
+        os.close(fd)
+        os.truncate(t, 3)
+        fd = os.open(g, os.O_WRONLY)
+        os.write(fd, b"x")
+        os.close(fd)
+    as_user(NOBODY, NOBODY, user)
+    chk.eq([mode(w), mode(t), mode(g)], ["0o775", "0o775", "0o2764"],
+           "a user's write and truncate clear S_ISUID, and S_ISGID with group execute")
+    r = setid_file("suid-root", 0o6755, 0)
+    with open(r, "ab") as f:
+        f.write(b"# root\n")
+    chk.eq(mode(r), "0o6755", "root (CAP_FSETID) writes without clearing the bits")
+    c = setid_file("suid-chown", 0o6755, 0)
+    cg = setid_file("sgid-chown", 0o2745, 0)
+    os.chown(c, NOBODY, NOBODY)
+    os.chown(cg, NOBODY, -1)
+    chk.eq([mode(c), mode(cg)], ["0o755", "0o2745"],
+           "chown clears S_ISUID and S_ISGID with group execute, even by root")
 
 
 # ====================================================================

@@ -113,6 +113,10 @@ struct o2_tree_root {
 int o2_tree_map(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t cpos,
 		struct o2_extent *ret);
 int o2_tree_walk(struct o2_fs *fs, const struct o2_tree_root *root, o2_extent_fn fn, void *arg);
+/* o2_xattr_iterate, and tree_fn also sees each value tree's and bucket tree's
+ * extents and extent blocks (as o2_inode_walk_extents calls fn). */
+int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg,
+		  o2_extent_fn tree_fn, void *tree_arg);
 /* Largest leaf record with cpos <= key (used by the dx index). */
 int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t key,
 		      struct o2_extent *ret);

@@ -99,6 +99,20 @@ static int count_extent(const struct o2_extent *ext, uint64_t eb_blkno, void *ar
 	return 0;
 }
 
+static int count_xattr(const struct o2_xattr *x, void *arg)
+{
+	((struct walk *)arg)->st.xattrs++;
+	return 0;
+}
+
+static int count_xattr_tree(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	struct walk *w = arg;
+
+	w->st.xattr_blocks += ext ? (uint64_t)ext->clusters << w->fs->bpc_bits : 1;
+	return 0;
+}
+
 static int count_group(unsigned chain, const struct o2_group_info *g, void *arg)
 {
 	((struct walk *)arg)->st.groups++;
@@ -277,6 +291,11 @@ static int visit_inode(struct walk *w, uint64_t blkno, bool system)
 		break;
 	default:
 		break;
+	}
+	if (r == 0 && (in->dyn_features & O2_DYN_HAS_XATTR)) {
+		if (in->xattr_loc)
+			w->st.xattr_blocks++;
+		r = o2_xattr_walk(w->fs, ino, count_xattr, w, count_xattr_tree, w);
 	}
 	if (r == 0 && S_ISDIR(in->mode) && !(in->flags & O2_FL_SUPER))
 		r = push_dir(w, blkno);

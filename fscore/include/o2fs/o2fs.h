@@ -413,13 +413,40 @@ int o2_journal_info(struct o2_fs *fs, unsigned slot, struct o2_journal_info *ret
 
 struct o2_walk_stats {
 	uint64_t inodes, dirs, dirents, extent_blocks, data_blocks, groups, dx_blocks;
+	uint64_t xattrs;	   /* extended attributes */
+	uint64_t xattr_blocks;	   /* xattr blocks, bucket and value clusters' blocks, their
+				    * extent blocks */
 };
+
+/*
+ * One extended attribute as the volume keeps it (pointers valid only during
+ * the callback).  type is the name's prefix: 1 user., 2 system.posix_acl_access,
+ * 3 system.posix_acl_default, 4 trusted., 5 security.
+ */
+struct o2_xattr {
+	uint8_t type, name_len;
+	const char *name;	  /* name_len bytes, not NUL-terminated, no prefix */
+	uint64_t value_size;
+	bool local;		  /* value in the store (value points at it) */
+	const uint8_t *value;
+	uint32_t value_clusters;  /* !local: clusters of the value's tree */
+	uint64_t store_blkno;	  /* the inode, xattr block or bucket holding the entry */
+};
+typedef int (*o2_xattr_fn)(const struct o2_xattr *x, void *arg);
+
+/*
+ * Call fn for every extended attribute of the inode - in its own tail, its
+ * xattr block, or that block's buckets - checking each store, entry and
+ * value tree on the way (-EUCLEAN on damage).  Stops at the first non-zero
+ * return of fn and returns it.
+ */
+int o2_xattr_iterate(struct o2_fs *fs, struct o2_inode *inode, o2_xattr_fn fn, void *arg);
 
 /*
  * Read and validate every block of every system file and, recursively,
  * every directory from the root (and each inode its entries name):
  * allocators' groups, journals' superblocks, slot map, local allocs,
- * truncate logs, orphan dirs.  Stops at the first fault (-EUCLEAN with the
+ * truncate logs, orphan dirs, every inode's extended attributes.  Stops at the first fault (-EUCLEAN with the
  * message on the handle).
  */
 int o2_fs_walk(struct o2_fs *fs, struct o2_walk_stats *ret);

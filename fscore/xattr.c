@@ -1,0 +1,324 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Extended attributes, read side: find and check every attribute an inode
+ * carries, wherever the format keeps it.
+ *
+ * An inode's attributes live in up to three kinds of store, each an
+ * o2_xattr_header followed by its entries, with names and values packed
+ * from the store's end down towards the entries:
+ *   - the inode's own tail (OCFS2_INLINE_XATTR_FL, i_xattr_inline_size
+ *     bytes at the end of the inode block);
+ *   - one xattr block (i_xattr_loc), whose header follows the block's own
+ *     fields;
+ *   - or, once that block is indexed (OCFS2_XATTR_INDEXED), a tree whose
+ *     leaves are runs of clusters holding 4 KiB buckets, each a store (the
+ *     first bucket of a run says how many buckets the run holds).
+ * A value longer than OCFS2_XATTR_INLINE_SIZE (80 bytes) is not in the
+ * store: the store keeps its value root, an extent list of the clusters
+ * holding it (the entry's type says which: OCFS2_XATTR_ENTRY_LOCAL).
+ *
+ * Everything read is checked before it is used: an entry's name and value
+ * must lie inside its store, past the entries; a value root's list must be
+ * a sound extent list and map as many clusters as it claims, enough for
+ * the value.  Damage is -EUCLEAN with a message naming the block.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "blockcheck.h"
+#include "internal.h"
+
+#define XATTR_INLINE_VALUE_MAX 80u /* OCFS2_XATTR_INLINE_SIZE */
+#define XATTR_BUCKET_BYTES 4096u
+#define XATTR_INDEXED 0x1
+#define XATTR_LOCAL 0x80
+#define XATTR_TYPE_MASK 0x7f
+#define XATTR_TYPE_MAX 5 /* user 1, POSIX ACL access 2 and default 3, trusted 4, security 5 */
+
+static unsigned padded(uint64_t n)
+{
+	return (unsigned)((n + 3) & ~(uint64_t)3);
+}
+
+struct store_walk {
+	struct o2_fs *fs;
+	o2_xattr_fn fn;
+	void *arg;
+	o2_extent_fn tree_fn; /* extent blocks and clusters of value trees */
+	void *tree_arg;
+};
+
+struct value_count {
+	uint64_t clusters;
+	o2_extent_fn fn;
+	void *arg;
+};
+
+static int count_value_extent(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	struct value_count *c = arg;
+
+	if (ext)
+		c->clusters += ext->clusters;
+	return c->fn ? c->fn(ext, eb_blkno, c->arg) : 0;
+}
+
+/* A value kept outside its store: check its root and walk its tree. */
+static int check_value_root(struct store_walk *sw, uint64_t blkno, const uint8_t *root_at,
+			    size_t room, const struct o2_xattr *x, uint32_t *ret_clusters)
+{
+	struct o2_fs *fs = sw->fs;
+	struct o2_xattr_value_root *vr = (struct o2_xattr_value_root *)(uintptr_t)root_at;
+	size_t head = offsetof(struct o2_xattr_value_root, xr_list.recs);
+	unsigned count;
+	int r;
+
+	if (room < head + sizeof(struct o2_extent_rec))
+		return o2_corrupt(fs, blkno, "xattr %.*s: no room for its value root", x->name_len,
+				  x->name);
+	/* a value root holds one record; a bigger value tree grows in depth */
+	count = le16(vr->xr_list.count);
+	if (count != 1)
+		return o2_corrupt(fs, blkno, "xattr %.*s: its value root lists %u records, not 1",
+				  x->name_len, x->name, count);
+	r = o2_check_extent_list(fs, blkno, &vr->xr_list, count, "xattr value root");
+	if (r < 0)
+		return r;
+
+	struct o2_tree_root tr = { blkno, &vr->xr_list, count };
+	struct value_count c = { 0, sw->tree_fn, sw->tree_arg };
+
+	r = o2_tree_walk(fs, &tr, count_value_extent, &c);
+	if (r)
+		return r;
+	if (c.clusters != le32(vr->xr_clusters))
+		return o2_corrupt(fs, blkno, "xattr %.*s: its value tree maps %llu clusters, its root "
+				  "says %u", x->name_len, x->name, (unsigned long long)c.clusters,
+				  le32(vr->xr_clusters));
+	if (x->value_size > (c.clusters << fs->cbits))
+		return o2_corrupt(fs, blkno, "xattr %.*s: a value of %llu bytes in %llu clusters",
+				  x->name_len, x->name, (unsigned long long)x->value_size,
+				  (unsigned long long)c.clusters);
+	*ret_clusters = (uint32_t)c.clusters;
+	return 0;
+}
+
+/*
+ * One store: the header at h, len bytes from h.  blkno names it in
+ * messages (the inode, the xattr block or the bucket's first block).
+ */
+static int walk_store(struct store_walk *sw, uint64_t blkno, const uint8_t *h, size_t len)
+{
+	struct o2_fs *fs = sw->fs;
+	const struct o2_xattr_header *xh = (const struct o2_xattr_header *)(const void *)h;
+	size_t head = offsetof(struct o2_xattr_header, xh_entries);
+	unsigned n;
+
+	if (len < head)
+		return o2_corrupt(fs, blkno, "xattr store of %zu bytes is smaller than its header", len);
+	n = le16(xh->xh_count);
+	if (head + (size_t)n * sizeof(struct o2_xattr_entry) > len)
+		return o2_corrupt(fs, blkno, "xattr store lists %u entries, room for %zu", n,
+				  (len - head) / sizeof(struct o2_xattr_entry));
+	size_t entries_end = head + (size_t)n * sizeof(struct o2_xattr_entry);
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct o2_xattr_entry *xe = &xh->xh_entries[i];
+		size_t off = le16(xe->xe_name_offset), name_room;
+		struct o2_xattr x = { 0 };
+		int r;
+
+		x.type = xe->xe_type & XATTR_TYPE_MASK;
+		x.local = (xe->xe_type & XATTR_LOCAL) != 0;
+		x.name_len = xe->xe_name_len;
+		x.value_size = le64(xe->xe_value_size);
+		x.store_blkno = blkno;
+		if (x.type == 0 || x.type > XATTR_TYPE_MAX)
+			return o2_corrupt(fs, blkno, "xattr entry %u has unknown name type %u", i, x.type);
+		if (x.name_len == 0)
+			return o2_corrupt(fs, blkno, "xattr entry %u has an empty name", i);
+		name_room = padded(x.name_len);
+		if (off < entries_end || off > len || len - off < name_room)
+			return o2_corrupt(fs, blkno, "xattr entry %u: name at offset %zu (%u bytes) is "
+					  "outside its store (%zu-%zu)", i, off, x.name_len,
+					  entries_end, len);
+		x.name = (const char *)h + off;
+		off += name_room;
+		/* the format keeps a value in the store exactly when it is short */
+		if (x.local != (x.value_size <= XATTR_INLINE_VALUE_MAX))
+			return o2_corrupt(fs, blkno, "xattr %.*s: a value of %llu bytes kept %s its "
+					  "store", x.name_len, x.name,
+					  (unsigned long long)x.value_size, x.local ? "in" : "outside");
+		if (x.local) {
+			if (len - off < padded(x.value_size))
+				return o2_corrupt(fs, blkno, "xattr %.*s: a local value of %llu bytes "
+						  "does not fit its store", x.name_len, x.name,
+						  (unsigned long long)x.value_size);
+			x.value = h + off;
+		} else {
+			r = check_value_root(sw, blkno, h + off, len - off, &x, &x.value_clusters);
+			if (r)
+				return r;
+		}
+		r = sw->fn ? sw->fn(&x, sw->arg) : 0;
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+struct bucket_walk {
+	struct store_walk *sw;
+	uint8_t *bucket;
+	uint64_t buckets;
+};
+
+static int read_bucket(struct o2_fs *fs, uint64_t blkno, uint8_t *bucket)
+{
+	unsigned blocks = XATTR_BUCKET_BYTES >> fs->bits;
+
+	for (unsigned i = 0; i < blocks; i++) {
+		int r = o2_read_meta(fs, blkno + i, O2_META_PLAIN, bucket + ((size_t)i << fs->bits));
+
+		if (r < 0)
+			return r;
+	}
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC)) {
+		struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)bucket;
+
+		if (o2_blockcheck_verify(bucket, XATTR_BUCKET_BYTES, &xh->xh_check) < 0)
+			return o2_corrupt(fs, blkno, "xattr bucket checksum mismatch");
+	}
+	return 0;
+}
+
+/* One leaf of an indexed block's tree: a run of clusters holding buckets. */
+static int walk_bucket_run(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	struct bucket_walk *bw = arg;
+	struct o2_fs *fs = bw->sw->fs;
+	uint64_t per_bucket = XATTR_BUCKET_BYTES >> fs->bits;
+	uint64_t room, n;
+	int r;
+
+	if (bw->sw->tree_fn) {
+		r = bw->sw->tree_fn(ext, eb_blkno, bw->sw->tree_arg);
+		if (r)
+			return r;
+	}
+	if (!ext)
+		return 0;
+	room = ((uint64_t)ext->clusters << fs->bpc_bits) / per_bucket;
+	r = read_bucket(fs, ext->blkno, bw->bucket);
+	if (r < 0)
+		return r;
+	n = le16(((const struct o2_xattr_header *)(const void *)bw->bucket)->xh_num_buckets);
+	if (n == 0 || n > room)
+		return o2_corrupt(fs, ext->blkno, "xattr bucket run of %llu buckets in room for %llu",
+				  (unsigned long long)n, (unsigned long long)room);
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t blkno = ext->blkno + i * per_bucket;
+
+		if (i) {
+			r = read_bucket(fs, blkno, bw->bucket);
+			if (r < 0)
+				return r;
+		}
+		r = walk_store(bw->sw, blkno, bw->bucket, XATTR_BUCKET_BYTES);
+		if (r)
+			return r;
+		bw->buckets++;
+	}
+	return 0;
+}
+
+static int walk_block(struct store_walk *sw, uint64_t ino_blkno, uint64_t blkno)
+{
+	struct o2_fs *fs = sw->fs;
+	uint8_t *buf = o2_malloc(fs->bs);
+	const struct o2_xattr_block *xb;
+	size_t at = offsetof(struct o2_xattr_block, xb_attrs);
+	int r;
+
+	if (!buf)
+		return -ENOMEM;
+	if (blkno >= fs->nblocks || blkno <= O2_SUPER_BLKNO) {
+		r = o2_corrupt(fs, ino_blkno, "xattr block %llu is outside the volume",
+			       (unsigned long long)blkno);
+		goto out;
+	}
+	r = o2_read_meta(fs, blkno, O2_META_XATTR, buf);
+	if (r < 0)
+		goto out;
+	xb = (const struct o2_xattr_block *)(const void *)buf;
+	if (!o2_sig_ok(xb->xb_signature, O2_SIG_XATTR)) {
+		r = o2_corrupt(fs, blkno, "bad xattr block signature (inode %llu)",
+			       (unsigned long long)ino_blkno);
+		goto out;
+	}
+	if (le64(xb->xb_blkno) != blkno) {
+		r = o2_corrupt(fs, blkno, "xattr block records its block number as %llu",
+			       (unsigned long long)le64(xb->xb_blkno));
+		goto out;
+	}
+	if (le32(xb->xb_fs_generation) != fs->info.fs_generation) {
+		r = o2_corrupt(fs, blkno, "xattr block fs generation 0x%x is not the volume's 0x%x",
+			       le32(xb->xb_fs_generation), fs->info.fs_generation);
+		goto out;
+	}
+	if (!(le16(xb->xb_flags) & XATTR_INDEXED)) {
+		r = walk_store(sw, blkno, buf + at, fs->bs - at);
+		goto out;
+	}
+	if (fs->bs > XATTR_BUCKET_BYTES) {
+		r = o2_corrupt(fs, blkno, "indexed xattr block on a volume with %u-byte blocks", fs->bs);
+		goto out;
+	}
+
+	struct o2_xattr_tree_root *xt = (struct o2_xattr_tree_root *)(void *)(buf + at);
+	unsigned max = (unsigned)((fs->bs - at - offsetof(struct o2_xattr_tree_root, xt_list.recs)) /
+				  sizeof(struct o2_extent_rec));
+	struct bucket_walk bw = { sw, o2_malloc(XATTR_BUCKET_BYTES), 0 };
+
+	if (!bw.bucket) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = o2_check_extent_list(fs, blkno, &xt->xt_list, max, "xattr tree root");
+	if (r == 0) {
+		struct o2_tree_root tr = { blkno, &xt->xt_list, max };
+
+		r = o2_tree_walk(fs, &tr, walk_bucket_run, &bw);
+	}
+	free(bw.bucket);
+out:
+	free(buf);
+	return r;
+}
+
+int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg,
+		  o2_extent_fn tree_fn, void *tree_arg)
+{
+	const struct o2_inode_info *in = &ino->info;
+	struct store_walk sw = { fs, fn, arg, tree_fn, tree_arg };
+	int r = 0;
+
+	if (!(in->dyn_features & O2_DYN_HAS_XATTR))
+		return 0;
+	if (in->dyn_features & O2_DYN_INLINE_XATTR) {
+		/* inode.c checked that the area fits the block */
+		size_t len = in->xattr_inline_size;
+
+		r = walk_store(&sw, in->blkno, ino->buf + fs->bs - len, len);
+		if (r)
+			return r;
+	}
+	if (in->xattr_loc)
+		r = walk_block(&sw, in->blkno, in->xattr_loc);
+	return r;
+}
+
+int o2_xattr_iterate(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg)
+{
+	return o2_xattr_walk(fs, ino, fn, arg, NULL, NULL);
+}

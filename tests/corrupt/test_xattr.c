@@ -1,0 +1,685 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * Extended attributes as kernel OCFS2 leaves them, read by fscore.
+ *
+ * ocfs2d does not write xattrs yet and no offline tool does, so this test
+ * lays them out itself, by the format, on a volume the real mkfs.ocfs2
+ * made: file "inline" keeps them in its inode (one value in its own
+ * cluster), file "block" in an xattr block (one value in two clusters),
+ * file "indexed" in the buckets of an indexed xattr block.  fsck.ocfs2 -fn
+ * must find that volume clean - so the layout is the format's - and then
+ * fscore must read back every attribute (name, type, value), count them in
+ * o2_fs_walk, and answer each kind of damage with -EUCLEAN and a message
+ * naming the block, never a crash.  Block sizes 4096 and 1024 (a bucket
+ * then spans four blocks).  Needs mkfs.ocfs2 and fsck.ocfs2 (else 77).
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "blockcheck.h"
+#include "format.h"
+#include "internal.h"
+#include "journal.h"
+#include "o2fs/blockdev.h"
+#include "o2fs/o2fs.h"
+
+#define VOLUME_BYTES (64u << 20)
+#define INLINE_ROOM 256u
+#define BUCKET 4096u
+#define VALUE_ROOT_BYTES 48u /* value root with its one record */
+
+static char tmpdir[64];
+
+struct spec {
+	uint8_t type;
+	const char *name;
+	size_t value_size; /* > 80: kept outside, in clusters */
+};
+
+/* What a file was given, to compare with what fscore reads back. */
+static const struct spec inline_specs[] = {
+	{ 1, "a", 5 }, { 5, "selinux", 27 }, { 1, "big", 200 },
+};
+static const struct spec block_specs[] = {
+	{ 1, "one", 3 }, { 4, "two", 80 }, { 1, "blob", 5000 }, { 2, "", 0 } /* ends */,
+};
+static const struct spec bucket_specs[] = {
+	{ 1, "alpha", 10 }, { 1, "beta", 60 }, { 4, "gamma", 81 }, { 1, "delta", 1 },
+	{ 3, "", 28 },
+};
+
+/* The value of a name: bytes anyone can recompute. */
+static void value_of(const char *name, size_t n, uint8_t *out)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = (uint8_t)(name[0] * 7 + i * 13 + strlen(name));
+}
+
+static uint32_t name_hash(uint32_t seed, const char *name, size_t len)
+{
+	uint32_t h = seed;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h << 5) ^ (h >> 27) ^ (uint8_t)name[i];
+	return h;
+}
+
+static unsigned pad4(size_t n)
+{
+	return (unsigned)((n + 3) & ~(size_t)3);
+}
+
+static size_t nspecs(const struct spec *s, size_t max)
+{
+	size_t n = 0;
+
+	while (n < max && s[n].name[0])
+		n++;
+	return n;
+}
+
+/* Write value bytes into freshly allocated clusters, logged in t. */
+static void put_value_clusters(struct o2_trans *t, struct o2_fs *fs, const char *name,
+			       size_t size, uint32_t *ret_start, uint32_t *ret_len)
+{
+	uint32_t want = (uint32_t)((size + fs->info.cluster_size - 1) / fs->info.cluster_size);
+	uint8_t *v = calloc(1, (size_t)want * fs->info.cluster_size);
+
+	ck_assert_ptr_nonnull(v);
+	ck_assert_int_eq(o2_clusters_alloc(t, fs, want, want, ret_start, ret_len), 0);
+	ck_assert_uint_eq(*ret_len, want);
+	value_of(name, size, v);
+	for (uint64_t b = 0; b < ((uint64_t)want << fs->bpc_bits); b++) {
+		struct o2_buf *buf;
+
+		ck_assert_int_eq(o2_bnew(fs, ((uint64_t)*ret_start << fs->bpc_bits) + b, O2_META_PLAIN,
+					 &buf), 0);
+		ck_assert_int_eq(o2_trans_add(t, buf), 0);
+		memcpy(buf->data, v + (b << fs->bits), fs->bs);
+		o2_brelse(fs, buf);
+	}
+	free(v);
+}
+
+/*
+ * Lay out a store at h (len bytes): entries sorted by name hash, names and
+ * values packed down from the end, values over 80 bytes in clusters.
+ */
+static void build_store(struct o2_trans *t, struct o2_fs *fs, uint8_t *h, size_t len,
+			const struct spec *specs, size_t n, bool bucket)
+{
+	struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)h;
+	size_t order[8], free_at = len;
+	unsigned total = 0;
+
+	ck_assert_uint_le(n, 8);
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	for (size_t i = 1; i < n; i++) /* by hash, as buckets must be */
+		for (size_t j = i; j > 0; j--) {
+			uint32_t a = name_hash(fs->info.uuid_hash, specs[order[j - 1]].name,
+					       strlen(specs[order[j - 1]].name));
+			uint32_t b = name_hash(fs->info.uuid_hash, specs[order[j]].name,
+					       strlen(specs[order[j]].name));
+			if (a <= b)
+				break;
+			size_t tmp = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = tmp;
+		}
+	memset(h, 0, len);
+	for (size_t k = 0; k < n; k++) {
+		const struct spec *s = &specs[order[k]];
+		struct o2_xattr_entry *xe = &xh->xh_entries[k];
+		size_t nl = strlen(s->name), room;
+		bool local = s->value_size <= 80;
+
+		room = pad4(nl) + (local ? pad4(s->value_size) : VALUE_ROOT_BYTES);
+		free_at -= room;
+		xe->xe_name_hash = cpu_le32(name_hash(fs->info.uuid_hash, s->name, nl));
+		xe->xe_name_offset = cpu_le16((uint16_t)free_at);
+		xe->xe_name_len = (uint8_t)nl;
+		xe->xe_type = (uint8_t)(s->type | (local ? 0x80 : 0));
+		xe->xe_value_size = cpu_le64(s->value_size);
+		memcpy(h + free_at, s->name, nl);
+		if (local) {
+			value_of(s->name, s->value_size, h + free_at + pad4(nl));
+		} else {
+			struct o2_xattr_value_root *vr =
+				(struct o2_xattr_value_root *)(void *)(h + free_at + pad4(nl));
+			uint32_t start, got;
+
+			put_value_clusters(t, fs, s->name, s->value_size, &start, &got);
+			vr->xr_clusters = cpu_le32(got);
+			vr->xr_list.count = cpu_le16(1);
+			vr->xr_list.next_free_rec = cpu_le16(1);
+			vr->xr_list.recs[0].leaf_clusters = cpu_le16((uint16_t)got);
+			vr->xr_list.recs[0].blkno = cpu_le64((uint64_t)start << fs->bpc_bits);
+		}
+		total += (unsigned)room;
+	}
+	xh->xh_count = cpu_le16((uint16_t)n);
+	xh->xh_free_start = cpu_le16((uint16_t)free_at);
+	xh->xh_name_value_len = cpu_le16((uint16_t)total);
+	if (bucket)
+		xh->xh_num_buckets = cpu_le16(1);
+}
+
+/* An inode made ready to carry xattrs (logged in t). */
+static struct o2_buf *xattr_inode(struct o2_trans *t, struct o2_fs *fs, uint64_t ino,
+				  bool inline_room)
+{
+	struct o2_buf *b;
+
+	ck_assert_int_eq(o2_bread(fs, ino, O2_META_INODE, &b), 0);
+	ck_assert_int_eq(o2_trans_add(t, b), 0);
+	struct o2_dinode *di = (struct o2_dinode *)(void *)b->data;
+	uint16_t dyn = le16(di->i_dyn_features) | O2_DYN_HAS_XATTR;
+
+	if (inline_room) {
+		dyn |= O2_DYN_INLINE_XATTR;
+		di->i_xattr_inline_size = cpu_le16(INLINE_ROOM);
+		if (dyn & O2_DYN_INLINE_DATA)
+			di->id2.i_data.id_count = cpu_le16((uint16_t)(o2_inline_max(fs->bs) - INLINE_ROOM));
+		else
+			di->id2.i_list.count = cpu_le16((uint16_t)((fs->bs - offsetof(struct o2_dinode,
+				id2.i_list.recs) - INLINE_ROOM) / sizeof(struct o2_extent_rec)));
+	}
+	di->i_dyn_features = cpu_le16(dyn);
+	return b;
+}
+
+/* A new xattr block for the inode in b (logged in t). */
+static struct o2_buf *new_xattr_block(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
+				      uint16_t flags)
+{
+	struct o2_suballoc_res res;
+	struct o2_buf *b;
+
+	ck_assert_int_eq(o2_suballoc_alloc(t, fs, fs->sys.extent_alloc, &res), 0);
+	ck_assert_int_eq(o2_bnew(fs, res.blkno, O2_META_XATTR, &b), 0);
+	ck_assert_int_eq(o2_trans_add(t, b), 0);
+	memset(b->data, 0, fs->bs);
+	struct o2_xattr_block *xb = (struct o2_xattr_block *)(void *)b->data;
+
+	memcpy(xb->xb_signature, O2_SIG_XATTR, sizeof(O2_SIG_XATTR));
+	xb->xb_suballoc_slot = cpu_le16(res.slot);
+	xb->xb_suballoc_bit = cpu_le16(res.bit);
+	xb->xb_fs_generation = cpu_le32(fs->info.fs_generation);
+	xb->xb_blkno = cpu_le64(res.blkno);
+	xb->xb_flags = cpu_le16(flags);
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
+		xb->xb_suballoc_loc = cpu_le64(res.group);
+	((struct o2_dinode *)(void *)ib->data)->i_xattr_loc = cpu_le64(res.blkno);
+	return b;
+}
+
+struct volume {
+	unsigned bs;
+	const char *features; /* mkfs.ocfs2 --fs-features */
+	char path[128];
+	uint64_t inline_ino, block_ino, indexed_ino;
+	uint64_t xattr_blk, indexed_blk, bucket_blk;
+	size_t xattrs;
+};
+
+static struct volume vols[2] = {
+	{ .bs = 4096, .features = "noinline-data" }, /* a file's extent list gives room */
+	{ .bs = 1024, .features = "metaecc" },	      /* buckets' checks over four blocks */
+};
+
+static void craft(struct volume *v)
+{
+	char cmd[1024], err[256];
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	struct o2_trans *t;
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+
+	snprintf(v->path, sizeof(v->path), "%s/xattr-%u.img", tmpdir, v->bs);
+	int fd = open(v->path, O_CREAT | O_TRUNC | O_RDWR, 0644);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, VOLUME_BYTES), 0);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "mkfs.ocfs2 -q -b %u -C 4096 -N 2 -J size=4M "
+		 "--fs-feature-level=default --fs-features=%s -L xattr %s </dev/null >/dev/null 2>&1",
+		 v->bs, v->features, v->path);
+	(void)!system(cmd); /* exits 1 without modprobe; the open below judges */
+	snprintf(cmd, sizeof(cmd), "fsck.ocfs2 -fn %s 2>&1 | grep '^\\[' >%s/fresh-%u.problems",
+		 v->path, tmpdir, v->bs);
+	(void)!system(cmd);
+	ck_assert_int_eq(o2_blockdev_open_file(v->path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(o2_create(fs, fs->info.root_blkno, "inline", 6, &ni, &v->inline_ino), 0);
+	ck_assert_int_eq(o2_create(fs, fs->info.root_blkno, "block", 5, &ni, &v->block_ino), 0);
+	ck_assert_int_eq(o2_create(fs, fs->info.root_blkno, "indexed", 7, &ni, &v->indexed_ino), 0);
+	ck_assert_int_eq(o2_trans_begin(fs, 128, &t), 0);
+
+	/* in the inode's tail */
+	struct o2_buf *ib = xattr_inode(t, fs, v->inline_ino, true);
+
+	build_store(t, fs, ib->data + fs->bs - INLINE_ROOM, INLINE_ROOM, inline_specs, 3, false);
+	o2_brelse(fs, ib);
+
+	/* in an xattr block */
+	ib = xattr_inode(t, fs, v->block_ino, false);
+	struct o2_buf *xb = new_xattr_block(t, fs, ib, 0);
+	size_t at = offsetof(struct o2_xattr_block, xb_attrs);
+
+	v->xattr_blk = xb->blkno;
+	build_store(t, fs, xb->data + at, fs->bs - at, block_specs, nspecs(block_specs, 4), false);
+	o2_brelse(fs, xb);
+	o2_brelse(fs, ib);
+
+	/* in the one bucket of an indexed block */
+	ib = xattr_inode(t, fs, v->indexed_ino, false);
+	xb = new_xattr_block(t, fs, ib, 0x1);
+	v->indexed_blk = xb->blkno;
+	uint32_t start, got;
+	uint8_t *bucket = calloc(1, BUCKET);
+
+	ck_assert_ptr_nonnull(bucket);
+	ck_assert_int_eq(o2_clusters_alloc(t, fs, 1, 1, &start, &got), 0);
+	v->bucket_blk = (uint64_t)start << fs->bpc_bits;
+	build_store(t, fs, bucket, BUCKET, bucket_specs, nspecs(bucket_specs, 5), true);
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+		o2_blockcheck_compute(bucket, BUCKET,
+				      &((struct o2_xattr_header *)(void *)bucket)->xh_check);
+	for (unsigned i = 0; i < BUCKET / fs->bs; i++) {
+		struct o2_buf *bb;
+
+		ck_assert_int_eq(o2_bnew(fs, v->bucket_blk + i, O2_META_PLAIN, &bb), 0);
+		ck_assert_int_eq(o2_trans_add(t, bb), 0);
+		memcpy(bb->data, bucket + (size_t)i * fs->bs, fs->bs);
+		o2_brelse(fs, bb);
+	}
+	free(bucket);
+	struct o2_xattr_tree_root *xt =
+		&((struct o2_xattr_block *)(void *)xb->data)->xb_attrs.xb_root;
+
+	xt->xt_clusters = cpu_le32(1);
+	xt->xt_list.count = cpu_le16((uint16_t)((fs->bs - at - offsetof(struct o2_xattr_tree_root,
+						xt_list.recs)) / sizeof(struct o2_extent_rec)));
+	xt->xt_list.next_free_rec = cpu_le16(1);
+	xt->xt_list.recs[0].leaf_clusters = cpu_le16(1);
+	xt->xt_list.recs[0].blkno = cpu_le64(v->bucket_blk);
+	o2_brelse(fs, xb);
+	o2_brelse(fs, ib);
+	ck_assert_int_eq(o2_trans_end(t), 0);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	v->xattrs = 3 + nspecs(block_specs, 4) + nspecs(bucket_specs, 5);
+
+	/*
+	 * The judge: the layout above is the format's.  fsck.ocfs2 -n exits 0
+	 * even when it declined to fix something, so its problem lines
+	 * ("[XATTR_HASH_INVALID] ...") are what tells: the crafted volume must
+	 * have exactly the fresh one's (mkfs.ocfs2 leaves its system directory
+	 * unindexed, which fsck.ocfs2 reports as DX_TREE_MISSING).
+	 */
+	snprintf(cmd, sizeof(cmd), "fsck.ocfs2 -fn %s >%s/fsck-%u.log 2>&1 && "
+		 "grep -q 'All passes succeeded' %s/fsck-%u.log && "
+		 "grep '^\\[' %s/fsck-%u.log | cmp -s - %s/fresh-%u.problems",
+		 v->path, tmpdir, v->bs, tmpdir, v->bs, tmpdir, v->bs, tmpdir, v->bs);
+	int st = system(cmd);
+
+	if (st != 0) {
+		snprintf(cmd, sizeof(cmd), "cat %s/fsck-%u.log >&2", tmpdir, v->bs);
+		(void)!system(cmd);
+	}
+	ck_assert_msg(st == 0, "fsck.ocfs2 -fn finds fault with the crafted %u-byte-block volume",
+		      v->bs);
+}
+
+/* The volume, read-only, from a copy in memory that a case may damage. */
+static struct o2_fs *open_copy(struct volume *v, void (*damage)(struct volume *, uint8_t *),
+			       struct o2_blockdev **ret_dev)
+{
+	int fd = open(v->path, O_RDONLY);
+	uint8_t *data = malloc(VOLUME_BYTES);
+	struct o2_fs *fs = NULL;
+	char err[256];
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_ptr_nonnull(data);
+	ck_assert_int_eq(pread(fd, data, VOLUME_BYTES, 0), (ssize_t)VOLUME_BYTES);
+	close(fd);
+	if (damage)
+		damage(v, data);
+	ck_assert_int_eq(o2_blockdev_new_memory_from(data, VOLUME_BYTES, VOLUME_BYTES, ret_dev), 0);
+	free(data);
+	ck_assert_msg(o2_fs_open(*ret_dev, O2_OPEN_RDONLY, &fs, err, sizeof(err)) == 0, "%s", err);
+	return fs;
+}
+
+struct seen {
+	size_t n;
+	char names[16][64];
+	const struct spec *specs;
+	size_t nspecs;
+	int bad;
+};
+
+static int collect(const struct o2_xattr *x, void *arg)
+{
+	struct seen *s = arg;
+
+	if (s->n < 16)
+		snprintf(s->names[s->n], sizeof(s->names[0]), "%u.%.*s", x->type, x->name_len, x->name);
+	s->n++;
+	for (size_t i = 0; i < s->nspecs; i++) {
+		const struct spec *sp = &s->specs[i];
+		uint8_t want[128];
+
+		if (strlen(sp->name) != x->name_len || memcmp(sp->name, x->name, x->name_len))
+			continue;
+		if (sp->type != x->type || sp->value_size != x->value_size ||
+		    x->local != (sp->value_size <= 80))
+			s->bad++;
+		if (x->local) {
+			value_of(sp->name, sp->value_size, want);
+			if (memcmp(want, x->value, sp->value_size))
+				s->bad++;
+		} else if ((uint64_t)x->value_clusters * 4096 < sp->value_size) {
+			s->bad++;
+		}
+		return 0;
+	}
+	s->bad++;
+	return 0;
+}
+
+static void expect_xattrs(struct o2_fs *fs, uint64_t ino, const struct spec *specs, size_t n)
+{
+	struct o2_inode *in;
+	struct seen s = { .specs = specs, .nspecs = n };
+
+	ck_assert_int_eq(o2_inode_get(fs, ino, &in), 0);
+	ck_assert_int_eq(o2_xattr_iterate(fs, in, collect, &s), 0);
+	o2_inode_unref(in);
+	ck_assert_uint_eq(s.n, n);
+	ck_assert_int_eq(s.bad, 0);
+}
+
+START_TEST(read_back)
+{
+	struct volume *v = &vols[_i];
+	struct o2_blockdev *dev;
+	struct o2_fs *fs = open_copy(v, NULL, &dev);
+	struct o2_walk_stats st;
+
+	expect_xattrs(fs, v->inline_ino, inline_specs, 3);
+	expect_xattrs(fs, v->block_ino, block_specs, nspecs(block_specs, 4));
+	expect_xattrs(fs, v->indexed_ino, bucket_specs, nspecs(bucket_specs, 5));
+	ck_assert_int_eq(o2_fs_walk(fs, &st), 0);
+	ck_assert_uint_eq(st.xattrs, v->xattrs);
+	ck_assert_uint_gt(st.xattr_blocks, 0);
+	o2_fs_close(fs);
+	o2_blockdev_free(dev);
+}
+END_TEST
+
+/* ---- damage: each must give -EUCLEAN and a message naming a block ---- */
+
+static uint8_t *blk(struct volume *v, uint8_t *data, uint64_t blkno)
+{
+	return data + blkno * v->bs;
+}
+
+/* Recompute a metadata block's check after damaging it (so the structure,
+ * not the checksum, is what fscore catches). */
+static void recheck(struct volume *v, uint8_t *b, size_t check_off)
+{
+	o2_blockcheck_compute(b, v->bs, b + check_off);
+}
+
+static struct o2_xattr_header *inline_header(struct volume *v, uint8_t *data)
+{
+	return (struct o2_xattr_header *)(void *)(blk(v, data, v->inline_ino) + v->bs - INLINE_ROOM);
+}
+
+static void dmg_inline_count(struct volume *v, uint8_t *data)
+{
+	inline_header(v, data)->xh_count = cpu_le16(60);
+	recheck(v, blk(v, data, v->inline_ino), offsetof(struct o2_dinode, i_check));
+}
+
+static void dmg_inline_name_offset(struct volume *v, uint8_t *data)
+{
+	inline_header(v, data)->xh_entries[0].xe_name_offset = cpu_le16(INLINE_ROOM - 1);
+	recheck(v, blk(v, data, v->inline_ino), offsetof(struct o2_dinode, i_check));
+}
+
+static void dmg_inline_over_entries(struct volume *v, uint8_t *data)
+{
+	inline_header(v, data)->xh_entries[1].xe_name_offset = cpu_le16(20);
+	recheck(v, blk(v, data, v->inline_ino), offsetof(struct o2_dinode, i_check));
+}
+
+static void dmg_inline_type(struct volume *v, uint8_t *data)
+{
+	inline_header(v, data)->xh_entries[0].xe_type = 0x80 | 9;
+	recheck(v, blk(v, data, v->inline_ino), offsetof(struct o2_dinode, i_check));
+}
+
+static void dmg_inline_local_big(struct volume *v, uint8_t *data)
+{
+	struct o2_xattr_header *xh = inline_header(v, data);
+
+	for (unsigned i = 0; i < 3; i++)
+		if (xh->xh_entries[i].xe_type & 0x80)
+			xh->xh_entries[i].xe_value_size = cpu_le64(200);
+	recheck(v, blk(v, data, v->inline_ino), offsetof(struct o2_dinode, i_check));
+}
+
+/* The non-local value's root in a store. */
+static struct o2_xattr_value_root *value_root(struct o2_xattr_header *xh)
+{
+	for (unsigned i = 0; i < le16(xh->xh_count); i++) {
+		struct o2_xattr_entry *xe = &xh->xh_entries[i];
+
+		if (!(xe->xe_type & 0x80))
+			return (struct o2_xattr_value_root *)(void *)((uint8_t *)xh +
+				le16(xe->xe_name_offset) + pad4(xe->xe_name_len));
+	}
+	ck_abort_msg("no value root");
+	return NULL;
+}
+
+static void dmg_value_clusters(struct volume *v, uint8_t *data)
+{
+	struct o2_xattr_value_root *vr = value_root(inline_header(v, data));
+
+	vr->xr_clusters = cpu_le32(7);
+	recheck(v, blk(v, data, v->inline_ino), offsetof(struct o2_dinode, i_check));
+}
+
+static void dmg_value_count(struct volume *v, uint8_t *data)
+{
+	struct o2_xattr_value_root *vr = value_root(inline_header(v, data));
+
+	vr->xr_list.count = cpu_le16(3);
+	recheck(v, blk(v, data, v->inline_ino), offsetof(struct o2_dinode, i_check));
+}
+
+static void dmg_value_past_volume(struct volume *v, uint8_t *data)
+{
+	struct o2_xattr_value_root *vr = value_root(inline_header(v, data));
+
+	vr->xr_list.recs[0].blkno = cpu_le64((uint64_t)VOLUME_BYTES / v->bs + 64);
+	recheck(v, blk(v, data, v->inline_ino), offsetof(struct o2_dinode, i_check));
+}
+
+static void dmg_block_signature(struct volume *v, uint8_t *data)
+{
+	uint8_t *b = blk(v, data, v->xattr_blk);
+
+	memcpy(b, "XATTR02", 8);
+	recheck(v, b, offsetof(struct o2_xattr_block, xb_check));
+}
+
+static void dmg_block_blkno(struct volume *v, uint8_t *data)
+{
+	uint8_t *b = blk(v, data, v->xattr_blk);
+
+	((struct o2_xattr_block *)(void *)b)->xb_blkno = cpu_le64(v->xattr_blk + 1);
+	recheck(v, b, offsetof(struct o2_xattr_block, xb_check));
+}
+
+static void dmg_block_checksum(struct volume *v, uint8_t *data)
+{
+	uint8_t *b = blk(v, data, v->xattr_blk);
+
+	/* two flipped bits: more than the check can correct */
+	b[v->bs - 1] ^= 0x11;
+	b[v->bs - 9] ^= 0x22;
+}
+
+static void dmg_inode_xattr_loc(struct volume *v, uint8_t *data)
+{
+	uint8_t *b = blk(v, data, v->block_ino);
+
+	((struct o2_dinode *)(void *)b)->i_xattr_loc = cpu_le64((uint64_t)VOLUME_BYTES / v->bs + 5);
+	recheck(v, b, offsetof(struct o2_dinode, i_check));
+}
+
+static struct o2_xattr_header *bucket_header(struct volume *v, uint8_t *data)
+{
+	return (struct o2_xattr_header *)(void *)blk(v, data, v->bucket_blk);
+}
+
+static void recheck_bucket(struct volume *v, uint8_t *data)
+{
+	o2_blockcheck_compute(blk(v, data, v->bucket_blk), BUCKET, &bucket_header(v, data)->xh_check);
+}
+
+static void dmg_bucket_count(struct volume *v, uint8_t *data)
+{
+	bucket_header(v, data)->xh_num_buckets = cpu_le16(9);
+	recheck_bucket(v, data);
+}
+
+static void dmg_bucket_none(struct volume *v, uint8_t *data)
+{
+	bucket_header(v, data)->xh_num_buckets = 0;
+	recheck_bucket(v, data);
+}
+
+static void dmg_bucket_name_offset(struct volume *v, uint8_t *data)
+{
+	bucket_header(v, data)->xh_entries[2].xe_name_offset = cpu_le16(BUCKET - 2);
+	recheck_bucket(v, data);
+}
+
+static void dmg_bucket_checksum(struct volume *v, uint8_t *data)
+{
+	uint8_t *b = blk(v, data, v->bucket_blk);
+
+	b[BUCKET - 3] ^= 0x41;
+	b[BUCKET - 100] ^= 0x18;
+}
+
+static void dmg_tree_root_count(struct volume *v, uint8_t *data)
+{
+	uint8_t *b = blk(v, data, v->indexed_blk);
+	struct o2_xattr_tree_root *xt = &((struct o2_xattr_block *)(void *)b)->xb_attrs.xb_root;
+
+	xt->xt_list.next_free_rec = cpu_le16(200);
+	recheck(v, b, offsetof(struct o2_xattr_block, xb_check));
+}
+
+static const struct {
+	const char *name;
+	void (*damage)(struct volume *, uint8_t *);
+	bool needs_ecc; /* a checksum case: only on metaecc volumes */
+} damages[] = {
+	{ "inline entry count", dmg_inline_count, false },
+	{ "inline name offset", dmg_inline_name_offset, false },
+	{ "inline name over the entries", dmg_inline_over_entries, false },
+	{ "inline name type", dmg_inline_type, false },
+	{ "local value too big", dmg_inline_local_big, false },
+	{ "value root clusters", dmg_value_clusters, false },
+	{ "value root record count", dmg_value_count, false },
+	{ "value past the volume", dmg_value_past_volume, false },
+	{ "xattr block signature", dmg_block_signature, false },
+	{ "xattr block number", dmg_block_blkno, false },
+	{ "xattr block checksum", dmg_block_checksum, true },
+	{ "inode xattr_loc past the volume", dmg_inode_xattr_loc, false },
+	{ "bucket count too big", dmg_bucket_count, false },
+	{ "bucket count zero", dmg_bucket_none, false },
+	{ "bucket name offset", dmg_bucket_name_offset, false },
+	{ "bucket checksum", dmg_bucket_checksum, true },
+	{ "xattr tree root records", dmg_tree_root_count, false },
+};
+
+#define NDAMAGES (sizeof(damages) / sizeof(damages[0]))
+
+START_TEST(damaged)
+{
+	struct volume *v = &vols[_i / NDAMAGES];
+	unsigned d = (unsigned)(_i % NDAMAGES);
+	struct o2_blockdev *dev;
+	struct o2_fs *fs = open_copy(v, damages[d].damage, &dev);
+	struct o2_walk_stats st;
+
+	if (damages[d].needs_ecc && !o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC)) {
+		o2_fs_close(fs);
+		o2_blockdev_free(dev);
+		return;
+	}
+	int r = o2_fs_walk(fs, &st);
+
+	ck_assert_msg(r == -EUCLEAN, "%u-byte blocks, %s: the walk returns %d, not -EUCLEAN (%s)",
+		      v->bs, damages[d].name, r, o2_fs_error(fs));
+	ck_assert_msg(strstr(o2_fs_error(fs), "block") != NULL,
+		      "%s: the message names no block: %s", damages[d].name, o2_fs_error(fs));
+	o2_fs_close(fs);
+	o2_blockdev_free(dev);
+}
+END_TEST
+
+/* Made once, in the parent (an unchecked fixture): every case reads copies. */
+static void craft_all(void)
+{
+	for (unsigned i = 0; i < 2; i++)
+		craft(&vols[i]);
+}
+
+int main(void)
+{
+	if (system("command -v mkfs.ocfs2 >/dev/null 2>&1 && command -v fsck.ocfs2 >/dev/null 2>&1")) {
+		fprintf(stderr, "mkfs.ocfs2/fsck.ocfs2 not found: skipped\n");
+		return 77;
+	}
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/o2xattr-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		return 99;
+
+	Suite *s = suite_create("xattr");
+	TCase *tc = tcase_create("xattr");
+
+	tcase_add_unchecked_fixture(tc, craft_all, NULL);
+	tcase_add_loop_test(tc, read_back, 0, 2);
+	tcase_add_loop_test(tc, damaged, 0, (int)(2 * NDAMAGES));
+	tcase_set_timeout(tc, 120);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	(void)!system(cmd);
+	return failed ? 1 : 0;
+}

@@ -12,6 +12,9 @@
  * o2_fs_walk, and answer each kind of damage with -EUCLEAN and a message
  * naming the block, never a crash.  Block sizes 4096 and 1024 (a bucket
  * then spans four blocks).  Needs mkfs.ocfs2 and fsck.ocfs2 (else 77).
+ *
+ * O2_XATTR_IMAGES=DIR keeps the crafted volumes there (xattr-4096.img,
+ * xattr-1024.img): tests/fuzz/make-corpus.sh makes fuzz seeds of them.
  */
 #include <check.h>
 #include <errno.h>
@@ -30,7 +33,7 @@
 #include "o2fs/blockdev.h"
 #include "o2fs/o2fs.h"
 
-#define VOLUME_BYTES (64u << 20)
+#define VOLUME_BYTES (16u << 20) /* the fuzz targets' device size: seeds too */
 #define INLINE_ROOM 256u
 #define BUCKET 4096u
 #define VALUE_ROOT_BYTES 48u /* value root with its one record */
@@ -249,7 +252,7 @@ static void craft(struct volume *v)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, VOLUME_BYTES), 0);
 	close(fd);
-	snprintf(cmd, sizeof(cmd), "mkfs.ocfs2 -q -b %u -C 4096 -N 2 -J size=4M "
+	snprintf(cmd, sizeof(cmd), "mkfs.ocfs2 -q -b %u -C 4096 -M local -N 1 -J size=4M "
 		 "--fs-feature-level=default --fs-features=%s -L xattr %s </dev/null >/dev/null 2>&1",
 		 v->bs, v->features, v->path);
 	(void)!system(cmd); /* exits 1 without modprobe; the open below judges */
@@ -677,8 +680,14 @@ int main(void)
 	int failed = srunner_ntests_failed(sr);
 
 	srunner_free(sr);
-	char cmd[128];
+	char cmd[512];
+	const char *keep = getenv("O2_XATTR_IMAGES");
 
+	if (keep && !failed) {
+		snprintf(cmd, sizeof(cmd), "cp %s/xattr-*.img %s/", tmpdir, keep);
+		if (system(cmd))
+			failed = 1;
+	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
 	(void)!system(cmd);
 	return failed ? 1 : 0;

@@ -7,7 +7,8 @@
 #     before and after a workload and after a crash; their journals for
 #     fuzz_replay; operation sequences for fuzz_ops);
 #   - real mkfs.ocfs2 volumes (skipped without it), the smallest it makes:
-#     512-byte and 4K blocks, 4K clusters, one slot, a 4 MiB journal.
+#     512-byte and 4K blocks, 4K clusters, one slot, a 4 MiB journal;
+#   - volumes with xattrs inline, in a block and in buckets (test_xattr).
 #
 #   tests/fuzz/make-corpus.sh [BUILD_DIR]   (default build-fuzz; it is set up
 #                                           and fuzz_make_seeds built if needed)
@@ -45,3 +46,10 @@ done <<'LIST'
 1k-max-compat 12M 0 -b 1K --fs-feature-level=max-compat
 4k-default 16M 0 -b 4K
 LIST
+# volumes carrying xattrs in every kind of store, laid out by the xattr test
+# (fsck.ocfs2 judges them clean there)
+ninja -C "$build" tests/corrupt/test_xattr >/dev/null
+if O2_XATTR_IMAGES=$tmp CK_VERBOSITY=silent "$build/tests/corrupt/test_xattr"; then
+	"$seeds" encode "$tmp/xattr-4096.img" "$out/fuzz_open_walk/xattr-4k" 0
+	"$seeds" encode "$tmp/xattr-1024.img" "$out/fuzz_open_walk/xattr-1k-ecc" 1
+fi

@@ -62,8 +62,7 @@ int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing
 		return o2_fail(fs, -EOPNOTSUPP, "inode %llu shares clusters (reflink); changing "
 			       "shared extents is not implemented", (unsigned long long)le64(di->i_blkno));
 	if (freeing && (dyn & O2_DYN_HAS_XATTR))
-		return o2_fail(fs, -EOPNOTSUPP, "inode %llu has extended attributes; freeing "
-			       "them is not implemented", (unsigned long long)le64(di->i_blkno));
+		return o2_xattr_check_freeable(fs, le64(di->i_blkno));
 	return 0;
 }
 

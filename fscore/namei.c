@@ -25,7 +25,7 @@
 
 #define NAMEI_CREDITS (O2_TREE_CREDITS + 2 * O2_ALLOC_CREDITS + 16)
 /* an inode freed where its last name goes (its extents in the inode) */
-#define FREE_IN_PLACE_CREDITS 24
+#define FREE_IN_PLACE_CREDITS (24 + O2_XATTR_FREE_CREDITS)
 #define UNLINK_CREDITS (NAMEI_CREDITS + FREE_IN_PLACE_CREDITS)
 
 static uint8_t type_of(uint16_t mode)
@@ -656,6 +656,8 @@ static int free_inode_bit(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *i
 	if (slot != fs->opts.slot)
 		r = o2_sysfile_lookup(fs, O2_SYS_INODE_ALLOC, slot, &alloc);
 	if (r == 0)
+		r = o2_xattr_free_all(t, fs, ib);
+	if (r == 0)
 		r = o2_trans_add(t, ib);
 	if (r < 0)
 		return r;
@@ -792,7 +794,8 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 		r = o2_free_from(fs, ino, 0, UINT64_MAX);
 	if (r < 0 && r != -ENOENT)
 		return r;
-	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
+	/* the xattrs go with the inode bit: their clusters into the truncate log */
+	r = o2_trans_begin_freeing(fs, NAMEI_CREDITS + O2_XATTR_FREE_CREDITS, &t);
 	if (r < 0)
 		return r;
 	orphan_name(ino, name);

@@ -3,6 +3,7 @@
 #ifndef O2_WRITE_H
 #define O2_WRITE_H
 
+#include "alloc.h"
 #include "extent_write.h"
 #include "internal.h"
 
@@ -29,5 +30,16 @@ int o2_sum_clusters(const struct o2_extent *ext, uint64_t eb_blkno, void *arg);
  * write path lacks: shared (refcounted) extents, and - when freed - xattrs.
  */
 int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing);
+
+/*
+ * Freeing an inode's xattrs (xattr.c): 0 if o2_xattr_free_all can do it in
+ * the transaction that frees the inode, else -EOPNOTSUPP (buckets, values
+ * of more than one extent, too many values) or -EUCLEAN, with a message.
+ */
+int o2_xattr_check_freeable(struct o2_fs *fs, uint64_t ino_blkno);
+/* Inside t: free the value clusters and xattr block, clear the inode's xattr flags. */
+int o2_xattr_free_all(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib);
+/* Credits o2_xattr_free_all may use: the allocator's blocks, truncate log, inode. */
+#define O2_XATTR_FREE_CREDITS (O2_ALLOC_CREDITS + 8)
 
 #endif

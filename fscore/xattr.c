@@ -25,8 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "blockcheck.h"
 #include "internal.h"
+#include "journal.h"
+#include "write.h"
 
 #define XATTR_INLINE_VALUE_MAX 80u /* OCFS2_XATTR_INLINE_SIZE */
 #define XATTR_BUCKET_BYTES 4096u
@@ -321,4 +324,120 @@ int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *
 int o2_xattr_iterate(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg)
 {
 	return o2_xattr_walk(fs, ino, fn, arg, NULL, NULL);
+}
+
+/* ---- freeing (write side): an inode's xattrs go with the inode ---- */
+
+/*
+ * What freeing an inode's xattrs takes: the runs of clusters its values
+ * hold, and its xattr block.  Bounded so that it fits the transaction that
+ * frees the inode (O2_XATTR_FREE_CREDITS): values whose trees are a single
+ * record (the root's own), at most XATTR_FREE_MAX_RUNS of them, and no
+ * buckets.  Anything larger is -EOPNOTSUPP, said before the last link goes.
+ */
+#define XATTR_FREE_MAX_RUNS 16
+
+struct free_plan {
+	struct o2_fs *fs;
+	uint32_t start[XATTR_FREE_MAX_RUNS], len[XATTR_FREE_MAX_RUNS];
+	unsigned runs;
+	bool deep, too_many;
+	uint64_t block; /* the xattr block, 0 if none */
+	uint16_t slot, bit;
+	uint64_t group;
+};
+
+static int plan_run(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	struct free_plan *p = arg;
+
+	if (!ext) {
+		p->deep = true;
+		return 0;
+	}
+	if (p->runs == XATTR_FREE_MAX_RUNS) {
+		p->too_many = true;
+		return 0;
+	}
+	p->start[p->runs] = (uint32_t)(ext->blkno >> p->fs->bpc_bits);
+	p->len[p->runs++] = ext->clusters;
+	return 0;
+}
+
+static int plan_free(struct o2_fs *fs, uint64_t ino_blkno, struct free_plan *p)
+{
+	struct o2_inode *ino;
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	p->fs = fs;
+	r = o2_inode_get(fs, ino_blkno, &ino);
+	if (r < 0)
+		return r;
+	if (ino->info.xattr_loc) {
+		uint8_t *buf = o2_malloc(fs->bs);
+
+		r = buf ? o2_read_meta(fs, ino->info.xattr_loc, O2_META_XATTR, buf) : -ENOMEM;
+		if (r == 0) {
+			const struct o2_xattr_block *xb = (const struct o2_xattr_block *)(void *)buf;
+
+			p->block = ino->info.xattr_loc;
+			p->slot = le16(xb->xb_suballoc_slot);
+			p->bit = le16(xb->xb_suballoc_bit);
+			p->group = le64(xb->xb_suballoc_loc);
+			if (!p->group)
+				p->group = p->block - p->bit;
+			if (le16(xb->xb_flags) & XATTR_INDEXED)
+				r = o2_fail(fs, -EOPNOTSUPP, "inode %llu keeps its xattrs in buckets; "
+					    "freeing them is not implemented",
+					    (unsigned long long)ino_blkno);
+		}
+		free(buf);
+	}
+	if (r == 0)
+		r = o2_xattr_walk(fs, ino, NULL, NULL, plan_run, p);
+	if (r == 0 && (p->deep || p->too_many))
+		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu has xattr values too large or too many "
+			    "(more than %u runs of clusters); freeing them is not implemented",
+			    (unsigned long long)ino_blkno, XATTR_FREE_MAX_RUNS);
+	o2_inode_unref(ino);
+	return r;
+}
+
+int o2_xattr_check_freeable(struct o2_fs *fs, uint64_t ino_blkno)
+{
+	struct free_plan p;
+
+	return plan_free(fs, ino_blkno, &p);
+}
+
+int o2_xattr_free_all(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib)
+{
+	struct o2_dinode *di = (struct o2_dinode *)(void *)ib->data;
+	struct free_plan p;
+	int r;
+
+	if (!(le16(di->i_dyn_features) & O2_DYN_HAS_XATTR))
+		return 0;
+	r = plan_free(fs, ib->blkno, &p);
+	for (unsigned i = 0; r == 0 && i < p.runs; i++)
+		r = o2_clusters_free(t, fs, p.start[i], p.len[i]);
+	if (r == 0 && p.block) {
+		uint64_t alloc = fs->sys.extent_alloc;
+
+		/* xattr blocks come from the extent allocator and are only ever
+		 * reused as journaled metadata: no revoke */
+		if (p.slot != fs->opts.slot)
+			r = o2_sysfile_lookup(fs, O2_SYS_EXTENT_ALLOC, p.slot, &alloc);
+		if (r == 0)
+			r = o2_suballoc_free(t, fs, alloc, p.group, p.bit);
+	}
+	if (r == 0)
+		r = o2_trans_add(t, ib);
+	if (r < 0)
+		return r;
+	di->i_xattr_loc = 0;
+	di->i_dyn_features = cpu_le16(le16(di->i_dyn_features) &
+				      ~(uint16_t)(O2_DYN_HAS_XATTR | O2_DYN_INLINE_XATTR));
+	return 0;
 }

@@ -342,6 +342,8 @@ int verb_check(struct ctl *c, int argc, char **argv)
 		json_uint(&w, "data_blocks", st.data_blocks);
 		json_uint(&w, "groups", st.groups);
 		json_uint(&w, "dx_blocks", st.dx_blocks);
+		json_uint(&w, "xattrs", st.xattrs);
+		json_uint(&w, "xattr_blocks", st.xattr_blocks);
 		json_object_end(&w);
 		json_finish(&w);
 	} else {
@@ -353,6 +355,8 @@ int verb_check(struct ctl *c, int argc, char **argv)
 		printf("  data blocks:   %" PRIu64 "\n", st.data_blocks);
 		printf("  groups:        %" PRIu64 "\n", st.groups);
 		printf("  dx blocks:     %" PRIu64 "\n", st.dx_blocks);
+		printf("  xattrs:        %" PRIu64 " (%" PRIu64 " blocks outside inodes)\n",
+		       st.xattrs, st.xattr_blocks);
 	}
 	return CTL_EXIT_OK;
 }

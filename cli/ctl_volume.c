@@ -344,6 +344,8 @@ int verb_check(struct ctl *c, int argc, char **argv)
 		json_uint(&w, "dx_blocks", st.dx_blocks);
 		json_uint(&w, "xattrs", st.xattrs);
 		json_uint(&w, "xattr_blocks", st.xattr_blocks);
+		json_uint(&w, "refcount_trees", st.refcount_trees);
+		json_uint(&w, "refcount_records", st.refcount_records);
 		json_object_end(&w);
 		json_finish(&w);
 	} else {
@@ -357,6 +359,8 @@ int verb_check(struct ctl *c, int argc, char **argv)
 		printf("  dx blocks:     %" PRIu64 "\n", st.dx_blocks);
 		printf("  xattrs:        %" PRIu64 " (%" PRIu64 " blocks outside inodes)\n",
 		       st.xattrs, st.xattr_blocks);
+		printf("  refcount trees: %" PRIu64 " (%" PRIu64 " records)\n", st.refcount_trees,
+		       st.refcount_records);
 	}
 	return CTL_EXIT_OK;
 }

@@ -113,6 +113,12 @@ struct o2_tree_root {
 int o2_tree_map(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t cpos,
 		struct o2_extent *ret);
 int o2_tree_walk(struct o2_fs *fs, const struct o2_tree_root *root, o2_extent_fn fn, void *arg);
+
+/* A refcount tree (refcount.c): every block and record checked, counted. */
+struct o2_refcount_stats {
+	uint64_t blocks, records;
+};
+int o2_refcount_tree_check(struct o2_fs *fs, uint64_t root, struct o2_refcount_stats *ret);
 /* o2_xattr_iterate, and tree_fn also sees each value tree's and bucket tree's
  * extents and extent blocks (as o2_inode_walk_extents calls fn). */
 int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg,

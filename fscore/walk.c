@@ -63,6 +63,7 @@ struct walk {
 	struct o2_fs *fs;
 	struct o2_walk_stats st;
 	struct blkset seen_dirs;
+	struct blkset seen_trees; /* refcount trees: shared, checked once */
 	uint64_t *stack;
 	size_t depth, stack_cap;
 	bool read_data; /* read every data block (system files) */
@@ -292,6 +293,20 @@ static int visit_inode(struct walk *w, uint64_t blkno, bool system)
 	default:
 		break;
 	}
+	if (r == 0 && (in->dyn_features & O2_DYN_HAS_REFCOUNT) &&
+	    o2_has_incompat(w->fs, O2_FEATURE_INCOMPAT_REFCOUNT_TREE)) {
+		if (!in->refcount_loc)
+			r = o2_corrupt(w->fs, blkno, "inode shares clusters but names no refcount tree");
+		else if ((r = blkset_add(&w->seen_trees, in->refcount_loc)) == 1) {
+			struct o2_refcount_stats rs;
+
+			r = o2_refcount_tree_check(w->fs, in->refcount_loc, &rs);
+			if (r == 0) {
+				w->st.refcount_trees++;
+				w->st.refcount_records += rs.records;
+			}
+		}
+	}
 	if (r == 0 && (in->dyn_features & O2_DYN_HAS_XATTR)) {
 		if (in->xattr_loc)
 			w->st.xattr_blocks++;
@@ -371,6 +386,7 @@ int o2_fs_walk(struct o2_fs *fs, struct o2_walk_stats *ret)
 		r = walk_dirs(&w, false);
 	free(w.stack);
 	free(w.seen_dirs.slots);
+	free(w.seen_trees.slots);
 	free(w.buf);
 	if (r > 0)
 		r = -EIO;

@@ -1,17 +1,22 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Extended attributes as kernel OCFS2 leaves them, read by fscore.
+ * Extended attributes and refcount trees as kernel OCFS2 leaves them, read
+ * by fscore.
  *
- * ocfs2d does not write xattrs yet and no offline tool does, so this test
- * lays them out itself, by the format, on a volume the real mkfs.ocfs2
- * made: file "inline" keeps them in its inode (one value in its own
+ * ocfs2d writes neither yet and no offline tool does, so this test lays
+ * them out itself, by the format, on a volume the real mkfs.ocfs2 made:
+ * file "inline" keeps its xattrs in its inode (one value in its own
  * cluster), file "block" in an xattr block (one value in two clusters),
- * file "indexed" in the buckets of an indexed xattr block.  fsck.ocfs2 -fn
- * must find that volume clean - so the layout is the format's - and then
- * fscore must read back every attribute (name, type, value), count them in
- * o2_fs_walk, and answer each kind of damage with -EUCLEAN and a message
- * naming the block, never a crash.  Block sizes 4096 and 1024 (a bucket
- * then spans four blocks).  Needs mkfs.ocfs2 and fsck.ocfs2 (else 77).
+ * file "indexed" in the buckets of an indexed xattr block; "shared1" and
+ * "shared2" are a reflink (the same clusters, a refcount tree counting
+ * them twice).  fsck.ocfs2 -fn must find that volume clean - so the layout
+ * is the format's (it checks name hashes, bucket checks, reference counts)
+ * - and then fscore must read back every attribute (name, type, value) and
+ * both files' data, count xattrs and refcount records in o2_fs_walk, free a
+ * file's xattrs with it, refuse what it cannot free, and answer each kind
+ * of damage with -EUCLEAN and a message naming the block, never a crash.
+ * Block sizes 4096 and 1024 with metaecc (a bucket then spans four
+ * blocks).  Needs mkfs.ocfs2 and fsck.ocfs2 (else 77).
  *
  * O2_XATTR_IMAGES=DIR keeps the crafted volumes there (xattr-4096.img,
  * xattr-1024.img): tests/fuzz/make-corpus.sh makes fuzz seeds of them.
@@ -230,6 +235,8 @@ struct volume {
 	char path[128];
 	uint64_t inline_ino, block_ino, indexed_ino;
 	uint64_t xattr_blk, indexed_blk, bucket_blk;
+	uint64_t shared1_ino, shared2_ino, refcount_blk;
+	unsigned refcount_records;
 	size_t xattrs;
 };
 
@@ -239,6 +246,101 @@ static struct volume vols[2] = {
 };
 
 static void judge(struct volume *v, const char *path, const char *what);
+
+#define SHARED_BYTES 12288u
+
+/*
+ * A reflink as the kernel leaves one: "shared1" is written (three clusters
+ * of data), "shared2" is made to map the same clusters; both inodes name a
+ * refcount tree whose root block holds a record per extent, count 2, and
+ * their extents are marked refcounted.
+ */
+static void craft_reflink(struct volume *v, struct o2_fs *fs)
+{
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	uint8_t data[SHARED_BYTES];
+	struct o2_trans *t;
+	struct o2_buf *b1, *b2, *rb;
+	struct o2_suballoc_res res;
+	uint64_t root = fs->info.root_blkno;
+
+	value_of("shared", sizeof(data), data);
+	ck_assert_int_eq(o2_create(fs, root, "shared1", 7, &ni, &v->shared1_ino), 0);
+	ck_assert_int_eq(o2_write(fs, v->shared1_ino, 0, data, sizeof(data)), (ssize_t)sizeof(data));
+	ck_assert_int_eq(o2_create(fs, root, "shared2", 7, &ni, &v->shared2_ino), 0);
+	ck_assert_int_eq(o2_fs_sync(fs), 0);
+	ck_assert_int_eq(o2_trans_begin(fs, 64, &t), 0);
+	ck_assert_int_eq(o2_bread(fs, v->shared1_ino, O2_META_INODE, &b1), 0);
+	ck_assert_int_eq(o2_bread(fs, v->shared2_ino, O2_META_INODE, &b2), 0);
+	ck_assert_int_eq(o2_trans_add(t, b1), 0);
+	ck_assert_int_eq(o2_trans_add(t, b2), 0);
+	struct o2_dinode *d1 = (struct o2_dinode *)(void *)b1->data;
+	struct o2_dinode *d2 = (struct o2_dinode *)(void *)b2->data;
+	struct o2_extent_list *el = &d1->id2.i_list;
+
+	ck_assert(!(le16(d1->i_dyn_features) & O2_DYN_INLINE_DATA));
+	ck_assert_uint_eq(le16(el->tree_depth), 0);
+
+	/* the refcount tree's root, records in it */
+	ck_assert_int_eq(o2_suballoc_alloc(t, fs, fs->sys.extent_alloc, &res), 0);
+	ck_assert_int_eq(o2_bnew(fs, res.blkno, O2_META_REFCOUNT, &rb), 0);
+	ck_assert_int_eq(o2_trans_add(t, rb), 0);
+	memset(rb->data, 0, fs->bs);
+	struct o2_refcount_block *rf = (struct o2_refcount_block *)(void *)rb->data;
+
+	memcpy(rf->rf_signature, O2_SIG_REFCNT, sizeof(O2_SIG_REFCNT));
+	rf->rf_suballoc_slot = cpu_le16(res.slot);
+	rf->rf_suballoc_bit = cpu_le16(res.bit);
+	rf->rf_fs_generation = cpu_le32(fs->info.fs_generation);
+	rf->rf_blkno = cpu_le64(res.blkno);
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
+		rf->rf_suballoc_loc = cpu_le64(res.group);
+	rf->rf_count = cpu_le32(2);
+	rf->rf_generation = cpu_le32(0x5eed1234);
+	rf->rf_records.rl_count = cpu_le16((uint16_t)((fs->bs - offsetof(struct o2_refcount_block,
+		rf_records.rl_recs)) / sizeof(struct o2_refcount_rec)));
+	unsigned n = le16(el->next_free_rec), used = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		struct o2_extent_rec *e = &el->recs[i];
+
+		if (!le16(e->leaf_clusters))
+			continue;
+		e->flags |= O2_EXT_REFCOUNTED;
+		/* kept in physical order */
+		uint64_t cpos = le64(e->blkno) >> fs->bpc_bits;
+		unsigned at = used;
+
+		while (at > 0 && le64(rf->rf_records.rl_recs[at - 1].r_cpos) > cpos) {
+			rf->rf_records.rl_recs[at] = rf->rf_records.rl_recs[at - 1];
+			at--;
+		}
+		rf->rf_records.rl_recs[at].r_cpos = cpu_le64(cpos);
+		rf->rf_records.rl_recs[at].r_clusters = cpu_le32(le16(e->leaf_clusters));
+		rf->rf_records.rl_recs[at].r_refcount = cpu_le32(2);
+		used++;
+	}
+	rf->rf_records.rl_used = cpu_le16((uint16_t)used);
+	v->refcount_blk = res.blkno;
+	v->refcount_records = used;
+	o2_brelse(fs, rb);
+
+	/* shared2: the same extents, the same size */
+	uint16_t dyn2 = le16(d2->i_dyn_features) & (uint16_t)~O2_DYN_INLINE_DATA;
+
+	memset(&d2->id2, 0, fs->bs - offsetof(struct o2_dinode, id2));
+	memcpy(&d2->id2.i_list, el, offsetof(struct o2_extent_list, recs) +
+	       (size_t)n * sizeof(struct o2_extent_rec));
+	d2->i_size = d1->i_size;
+	d2->i_clusters = d1->i_clusters;
+	d1->i_dyn_features = cpu_le16(le16(d1->i_dyn_features) | O2_DYN_HAS_REFCOUNT);
+	d2->i_dyn_features = cpu_le16(dyn2 | O2_DYN_HAS_REFCOUNT);
+	d1->i_refcount_loc = cpu_le64(res.blkno);
+	d2->i_refcount_loc = cpu_le64(res.blkno);
+	o2_brelse(fs, b1);
+	o2_brelse(fs, b2);
+	ck_assert_int_eq(o2_trans_end(t), 0);
+}
 
 static void craft(struct volume *v)
 {
@@ -319,6 +421,7 @@ static void craft(struct volume *v)
 	o2_brelse(fs, xb);
 	o2_brelse(fs, ib);
 	ck_assert_int_eq(o2_trans_end(t), 0);
+	craft_reflink(v, fs);
 	ck_assert_int_eq(o2_fs_close(fs), 0);
 	o2_blockdev_free(dev);
 	v->xattrs = 3 + nspecs(block_specs, 4) + nspecs(bucket_specs, 5);
@@ -410,6 +513,21 @@ START_TEST(read_back)
 	ck_assert_int_eq(o2_fs_walk(fs, &st), 0);
 	ck_assert_uint_eq(st.xattrs, v->xattrs);
 	ck_assert_uint_gt(st.xattr_blocks, 0);
+	ck_assert_uint_eq(st.refcount_trees, 1);
+	ck_assert_uint_eq(st.refcount_records, v->refcount_records);
+	/* a reflinked file reads as written, through either name */
+	uint8_t want[SHARED_BYTES], got[SHARED_BYTES];
+	uint64_t shared[2] = { v->shared1_ino, v->shared2_ino };
+
+	value_of("shared", sizeof(want), want);
+	for (unsigned i = 0; i < 2; i++) {
+		struct o2_inode *in;
+
+		ck_assert_int_eq(o2_inode_get(fs, shared[i], &in), 0);
+		ck_assert_int_eq(o2_inode_read(fs, in, 0, got, sizeof(got)), (ssize_t)sizeof(got));
+		ck_assert_mem_eq(got, want, sizeof(got));
+		o2_inode_unref(in);
+	}
 	o2_fs_close(fs);
 	o2_blockdev_free(dev);
 }
@@ -474,6 +592,8 @@ START_TEST(delete)
 
 	ck_assert_int_eq(o2_unlink(fs, root, "indexed", 7), -EOPNOTSUPP);
 	ck_assert_ptr_nonnull(strstr(o2_fs_error(fs), "buckets"));
+	ck_assert_int_eq(o2_unlink(fs, root, "shared1", 7), -EOPNOTSUPP);
+	ck_assert_ptr_nonnull(strstr(o2_fs_error(fs), "reflink"));
 	ck_assert_int_eq(o2_unlink(fs, root, "block", 5), 0);
 	ck_assert_int_eq(o2_inode_open_ref(fs, v->inline_ino), 0);
 	ck_assert_int_eq(o2_unlink(fs, root, "inline", 6), 0);
@@ -659,6 +779,84 @@ static void dmg_tree_root_count(struct volume *v, uint8_t *data)
 	recheck(v, b, offsetof(struct o2_xattr_block, xb_check));
 }
 
+static struct o2_refcount_block *refcount_root(struct volume *v, uint8_t *data)
+{
+	return (struct o2_refcount_block *)(void *)blk(v, data, v->refcount_blk);
+}
+
+static void recheck_refcount(struct volume *v, uint8_t *data)
+{
+	recheck(v, blk(v, data, v->refcount_blk), offsetof(struct o2_refcount_block, rf_check));
+}
+
+static void dmg_refcount_signature(struct volume *v, uint8_t *data)
+{
+	memcpy(refcount_root(v, data)->rf_signature, "REFCNT2", 8);
+	recheck_refcount(v, data);
+}
+
+static void dmg_refcount_used(struct volume *v, uint8_t *data)
+{
+	struct o2_refcount_block *rf = refcount_root(v, data);
+
+	rf->rf_records.rl_used = cpu_le16(le16(rf->rf_records.rl_count) + 1);
+	recheck_refcount(v, data);
+}
+
+static void dmg_refcount_zero(struct volume *v, uint8_t *data)
+{
+	refcount_root(v, data)->rf_records.rl_recs[0].r_refcount = 0;
+	recheck_refcount(v, data);
+}
+
+static void dmg_refcount_past_volume(struct volume *v, uint8_t *data)
+{
+	refcount_root(v, data)->rf_records.rl_recs[0].r_cpos = cpu_le64(1ull << 40);
+	recheck_refcount(v, data);
+}
+
+static void dmg_refcount_overlap(struct volume *v, uint8_t *data)
+{
+	struct o2_refcount_block *rf = refcount_root(v, data);
+	struct o2_refcount_rec *r = rf->rf_records.rl_recs;
+
+	/* a second record starting inside the first */
+	r[1].r_cpos = cpu_le64(le64(r[0].r_cpos) + le32(r[0].r_clusters) - 1);
+	r[1].r_clusters = cpu_le32(2);
+	r[1].r_refcount = cpu_le32(1);
+	rf->rf_records.rl_used = cpu_le16(2);
+	recheck_refcount(v, data);
+}
+
+static void dmg_refcount_unshared(struct volume *v, uint8_t *data)
+{
+	refcount_root(v, data)->rf_count = 0;
+	recheck_refcount(v, data);
+}
+
+static void dmg_refcount_leaf_root(struct volume *v, uint8_t *data)
+{
+	refcount_root(v, data)->rf_flags = cpu_le32(1);
+	recheck_refcount(v, data);
+}
+
+static void dmg_refcount_loc_missing(struct volume *v, uint8_t *data)
+{
+	uint8_t *b = blk(v, data, v->shared2_ino);
+
+	((struct o2_dinode *)(void *)b)->i_refcount_loc = 0;
+	recheck(v, b, offsetof(struct o2_dinode, i_check));
+}
+
+static void dmg_refcount_tree_list(struct volume *v, uint8_t *data)
+{
+	struct o2_refcount_block *rf = refcount_root(v, data);
+
+	rf->rf_flags = cpu_le32(2);
+	rf->rf_list.count = cpu_le16(1000);
+	recheck_refcount(v, data);
+}
+
 static const struct {
 	const char *name;
 	void (*damage)(struct volume *, uint8_t *);
@@ -681,6 +879,15 @@ static const struct {
 	{ "bucket name offset", dmg_bucket_name_offset, false },
 	{ "bucket checksum", dmg_bucket_checksum, true },
 	{ "xattr tree root records", dmg_tree_root_count, false },
+	{ "refcount block signature", dmg_refcount_signature, false },
+	{ "refcount records used", dmg_refcount_used, false },
+	{ "refcount of zero", dmg_refcount_zero, false },
+	{ "refcount record past the volume", dmg_refcount_past_volume, false },
+	{ "refcount records overlap", dmg_refcount_overlap, false },
+	{ "refcount tree shared by none", dmg_refcount_unshared, false },
+	{ "refcount root marked a leaf", dmg_refcount_leaf_root, false },
+	{ "inode names no refcount tree", dmg_refcount_loc_missing, false },
+	{ "refcount tree list", dmg_refcount_tree_list, false },
 };
 
 #define NDAMAGES (sizeof(damages) / sizeof(damages[0]))

@@ -416,6 +416,8 @@ struct o2_walk_stats {
 	uint64_t xattrs;	   /* extended attributes */
 	uint64_t xattr_blocks;	   /* xattr blocks, bucket and value clusters' blocks, their
 				    * extent blocks */
+	uint64_t refcount_trees;   /* refcount trees (each counted once, however shared) */
+	uint64_t refcount_records; /* their records */
 };
 
 /*
@@ -446,7 +448,8 @@ int o2_xattr_iterate(struct o2_fs *fs, struct o2_inode *inode, o2_xattr_fn fn, v
  * Read and validate every block of every system file and, recursively,
  * every directory from the root (and each inode its entries name):
  * allocators' groups, journals' superblocks, slot map, local allocs,
- * truncate logs, orphan dirs, every inode's extended attributes.  Stops at the first fault (-EUCLEAN with the
+ * truncate logs, orphan dirs, every inode's extended attributes and
+ * refcount tree.  Stops at the first fault (-EUCLEAN with the
  * message on the handle).
  */
 int o2_fs_walk(struct o2_fs *fs, struct o2_walk_stats *ret);

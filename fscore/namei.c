@@ -775,7 +775,13 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 	r = o2_inode_buf(fs, ino, &ib);
 	bool indexed = r == 0 && (le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_INDEXED_DIR);
 
+	/* what the write path cannot free (shared extents, xattrs in buckets)
+	 * is refused before anything changes: the orphan stays as it is */
+	if (r == 0)
+		r = o2_check_writable(fs, o2_buf_dinode(ib), true);
 	o2_brelse(fs, ib);
+	if (r == -EOPNOTSUPP)
+		return r;
 	ib = NULL;
 	if (indexed) {
 		r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
@@ -935,8 +941,13 @@ int o2_orphans_process(struct o2_fs *fs)
 		return r;
 	r = o2_dir_iterate(fs, od, collect_orphan, &l);
 	o2_inode_unref(od);
-	for (size_t i = 0; i < l.n && r >= 0; i++)
+	for (size_t i = 0; i < l.n && r >= 0; i++) {
 		r = reap_orphan(fs, l.v[i]);
+		/* one fscore cannot free (another node's reflink, say) waits,
+		 * whole, in the orphan directory: the volume still mounts */
+		if (r == -EOPNOTSUPP)
+			r = 0;
+	}
 	free(l.v);
 	return r < 0 ? r : 0;
 }

@@ -610,6 +610,60 @@ START_TEST(delete)
 }
 END_TEST
 
+/*
+ * An orphan fscore cannot free (its xattrs in buckets, as another node may
+ * leave one) does not stop the volume from mounting: it waits, whole, in
+ * the orphan directory, and the volume stays consistent.
+ */
+START_TEST(unfreeable_orphan)
+{
+	struct volume *v = &vols[_i];
+	char path[160], cmd[512], err[256], name[17];
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	struct o2_trans *t;
+	struct o2_buf *b;
+	struct o2_walk_stats st;
+
+	snprintf(path, sizeof(path), "%s/orphan-%u.img", tmpdir, v->bs);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", v->path, path);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	/* as a crash after the last unlink leaves it: named in the orphan
+	 * directory, flagged, no links */
+	snprintf(name, sizeof(name), "%016llx", (unsigned long long)v->indexed_ino);
+	ck_assert_int_eq(o2_rename(fs, fs->info.root_blkno, "indexed", 7, fs->sys.orphan_dir, name, 16,
+				   0), 0);
+	ck_assert_int_eq(o2_trans_begin(fs, 4, &t), 0);
+	ck_assert_int_eq(o2_bread(fs, v->indexed_ino, O2_META_INODE, &b), 0);
+	ck_assert_int_eq(o2_trans_add(t, b), 0);
+	struct o2_dinode *di = (struct o2_dinode *)(void *)b->data;
+
+	di->i_flags = cpu_le32(le32(di->i_flags) | O2_FL_ORPHANED);
+	di->i_links_count = 0;
+	o2_brelse(fs, b);
+	ck_assert_int_eq(o2_trans_end(t), 0);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+
+	/* the next read-write open reaps orphans: this one must wait */
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0,
+		      "%u-byte blocks: an orphan with buckets stops the mount: %s", v->bs, err);
+	struct o2_inode *od;
+	struct o2_dirent de;
+
+	ck_assert_int_eq(o2_inode_get(fs, fs->sys.orphan_dir, &od), 0);
+	ck_assert_int_eq(o2_dir_lookup(fs, od, name, 16, &de), 0);
+	o2_inode_unref(od);
+	ck_assert_int_eq(o2_fs_walk(fs, &st), 0);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	unlink(path);
+}
+END_TEST
+
 /* ---- damage: each must give -EUCLEAN and a message naming a block ---- */
 
 static uint8_t *blk(struct volume *v, uint8_t *data, uint64_t blkno)
@@ -939,6 +993,7 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, craft_all, NULL);
 	tcase_add_loop_test(tc, read_back, 0, 2);
 	tcase_add_loop_test(tc, delete, 0, 2);
+	tcase_add_loop_test(tc, unfreeable_orphan, 0, 2);
 	tcase_add_loop_test(tc, damaged, 0, (int)(2 * NDAMAGES));
 	tcase_set_timeout(tc, 120);
 	suite_add_tcase(s, tc);

@@ -265,19 +265,15 @@ static int search_block(struct o2_fs *fs, struct o2_inode *dir, uint64_t blk,
 static int check_dx_root(struct o2_fs *fs, struct o2_inode *dir, uint64_t blk, const uint8_t *buf)
 {
 	const struct o2_dx_root_block *dr = (const struct o2_dx_root_block *)buf;
+	int r = o2_check_meta_head(fs, blk, "dx_root", dr->dr_signature, O2_SIG_DXROOT,
+				   le64(dr->dr_blkno), le32(dr->dr_fs_generation));
 
-	if (!o2_sig_ok(dr->dr_signature, O2_SIG_DXROOT))
-		return o2_corrupt(fs, blk, "bad dx_root signature");
-	if (le64(dr->dr_blkno) != blk)
-		return o2_corrupt(fs, blk, "dx_root records its block number as %llu",
-				  (unsigned long long)le64(dr->dr_blkno));
+	if (r < 0)
+		return r;
 	if (le64(dr->dr_dir_blkno) != dir->info.blkno)
 		return o2_corrupt(fs, blk, "dx_root belongs to inode %llu, not %llu",
 				  (unsigned long long)le64(dr->dr_dir_blkno),
 				  (unsigned long long)dir->info.blkno);
-	if (le32(dr->dr_fs_generation) != fs->info.fs_generation)
-		return o2_corrupt(fs, blk, "dx_root fs generation 0x%x is not the volume's",
-				  le32(dr->dr_fs_generation));
 	if (dr->dr_flags & O2_DX_INLINE) {
 		unsigned count = le16(dr->dr_entries.de_count), used = le16(dr->dr_entries.de_num_used);
 
@@ -307,16 +303,11 @@ int o2_dx_read_leaf(struct o2_fs *fs, uint64_t blk, uint8_t *buf)
 	const struct o2_dx_leaf *dl = (const struct o2_dx_leaf *)buf;
 	int r = o2_read_meta(fs, blk, O2_META_DX_LEAF, buf);
 
+	if (r == 0)
+		r = o2_check_meta_head(fs, blk, "dx_leaf", dl->dl_signature, O2_SIG_DXLEAF,
+				       le64(dl->dl_blkno), le32(dl->dl_fs_generation));
 	if (r < 0)
 		return r;
-	if (!o2_sig_ok(dl->dl_signature, O2_SIG_DXLEAF))
-		return o2_corrupt(fs, blk, "bad dx_leaf signature");
-	if (le64(dl->dl_blkno) != blk)
-		return o2_corrupt(fs, blk, "dx_leaf records its block number as %llu",
-				  (unsigned long long)le64(dl->dl_blkno));
-	if (le32(dl->dl_fs_generation) != fs->info.fs_generation)
-		return o2_corrupt(fs, blk, "dx_leaf fs generation 0x%x is not the volume's",
-				  le32(dl->dl_fs_generation));
 	unsigned count = le16(dl->dl_list.de_count), used = le16(dl->dl_list.de_num_used);
 
 	if (count > o2_dx_entries_per_leaf(fs->bs) || used > count)

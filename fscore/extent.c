@@ -16,15 +16,11 @@
 int o2_check_extent_block(struct o2_fs *fs, uint64_t blkno, const void *buf)
 {
 	const struct o2_extent_block *eb = buf;
+	int r = o2_check_meta_head(fs, blkno, "extent block", eb->h_signature, O2_SIG_EXTENT,
+				   le64(eb->h_blkno), le32(eb->h_fs_generation));
 
-	if (!o2_sig_ok(eb->h_signature, O2_SIG_EXTENT))
-		return o2_corrupt(fs, blkno, "bad extent block signature");
-	if (le64(eb->h_blkno) != blkno)
-		return o2_corrupt(fs, blkno, "extent block records its block number as %llu",
-				  (unsigned long long)le64(eb->h_blkno));
-	if (le32(eb->h_fs_generation) != fs->info.fs_generation)
-		return o2_corrupt(fs, blkno, "extent block fs generation 0x%x is not the volume's 0x%x",
-				  le32(eb->h_fs_generation), fs->info.fs_generation);
+	if (r < 0)
+		return r;
 	return o2_check_extent_list(fs, blkno, &eb->h_list, o2_extent_recs_per_eb(fs->bs),
 				    "extent block");
 }

@@ -99,6 +99,13 @@ size_t o2_meta_check_offset(const struct o2_fs *fs, enum o2_meta_kind kind);
 int o2_check_extent_list(struct o2_fs *fs, uint64_t blkno, const struct o2_extent_list *el,
 			 unsigned max_recs, const char *what);
 int o2_check_extent_block(struct o2_fs *fs, uint64_t blkno, const void *buf);
+/*
+ * The head a self-describing metadata block carries: its signature, its
+ * own block number and the volume's generation (what names the kind in
+ * the message: "extent block", "xattr block", ...).
+ */
+int o2_check_meta_head(struct o2_fs *fs, uint64_t blkno, const char *what, const uint8_t *sig_field,
+		       const char *sig, uint64_t rec_blkno, uint32_t rec_generation);
 
 /*
  * Generic extent tree access, as the kernel does it: one B-tree, with the

@@ -44,16 +44,11 @@ static int read_block(struct o2_fs *fs, uint64_t blkno, uint64_t root, uint32_t 
 		return o2_corrupt(fs, root ? root : blkno, "refcount block %llu is outside the volume",
 				  (unsigned long long)blkno);
 	r = o2_read_meta(fs, blkno, O2_META_REFCOUNT, buf);
+	if (r == 0)
+		r = o2_check_meta_head(fs, blkno, "refcount block", rb->rf_signature, O2_SIG_REFCNT,
+				       le64(rb->rf_blkno), le32(rb->rf_fs_generation));
 	if (r < 0)
 		return r;
-	if (!o2_sig_ok(rb->rf_signature, O2_SIG_REFCNT))
-		return o2_corrupt(fs, blkno, "bad refcount block signature");
-	if (le64(rb->rf_blkno) != blkno)
-		return o2_corrupt(fs, blkno, "refcount block records its block number as %llu",
-				  (unsigned long long)le64(rb->rf_blkno));
-	if (le32(rb->rf_fs_generation) != fs->info.fs_generation)
-		return o2_corrupt(fs, blkno, "refcount block fs generation 0x%x is not the volume's 0x%x",
-				  le32(rb->rf_fs_generation), fs->info.fs_generation);
 	flags = le32(rb->rf_flags);
 	if (root) {
 		if (!(flags & REFCOUNT_LEAF) || (flags & REFCOUNT_TREE))

@@ -153,6 +153,20 @@ int o2_read_meta(struct o2_fs *fs, uint64_t blkno, enum o2_meta_kind kind, void 
 	return 0;
 }
 
+int o2_check_meta_head(struct o2_fs *fs, uint64_t blkno, const char *what, const uint8_t *sig_field,
+		       const char *sig, uint64_t rec_blkno, uint32_t rec_generation)
+{
+	if (!o2_sig_ok(sig_field, sig))
+		return o2_corrupt(fs, blkno, "bad %s signature", what);
+	if (rec_blkno != blkno)
+		return o2_corrupt(fs, blkno, "%s records its block number as %llu", what,
+				  (unsigned long long)rec_blkno);
+	if (rec_generation != fs->info.fs_generation)
+		return o2_corrupt(fs, blkno, "%s fs generation 0x%x is not the volume's 0x%x", what,
+				  rec_generation, fs->info.fs_generation);
+	return 0;
+}
+
 /* ---- probe and open ---- */
 
 static int errbuf_set(char *errbuf, size_t errlen, int err, const char *fmt, ...)

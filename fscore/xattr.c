@@ -254,21 +254,10 @@ static int walk_block(struct store_walk *sw, uint64_t ino_blkno, uint64_t blkno)
 	if (r < 0)
 		goto out;
 	xb = (const struct o2_xattr_block *)(const void *)buf;
-	if (!o2_sig_ok(xb->xb_signature, O2_SIG_XATTR)) {
-		r = o2_corrupt(fs, blkno, "bad xattr block signature (inode %llu)",
-			       (unsigned long long)ino_blkno);
+	r = o2_check_meta_head(fs, blkno, "xattr block", xb->xb_signature, O2_SIG_XATTR,
+			       le64(xb->xb_blkno), le32(xb->xb_fs_generation));
+	if (r < 0)
 		goto out;
-	}
-	if (le64(xb->xb_blkno) != blkno) {
-		r = o2_corrupt(fs, blkno, "xattr block records its block number as %llu",
-			       (unsigned long long)le64(xb->xb_blkno));
-		goto out;
-	}
-	if (le32(xb->xb_fs_generation) != fs->info.fs_generation) {
-		r = o2_corrupt(fs, blkno, "xattr block fs generation 0x%x is not the volume's 0x%x",
-			       le32(xb->xb_fs_generation), fs->info.fs_generation);
-		goto out;
-	}
 	if (!(le16(xb->xb_flags) & XATTR_INDEXED)) {
 		r = walk_store(sw, blkno, buf + at, fs->bs - at);
 		goto out;

@@ -204,17 +204,26 @@ static struct o2_buf *xattr_inode(struct o2_trans *t, struct o2_fs *fs, uint64_t
 	return b;
 }
 
+/* A zeroed block of kind from the extent allocator (as the kernel takes
+ * xattr and refcount blocks), logged in t; the caller writes its head. */
+static struct o2_buf *new_meta_block(struct o2_trans *t, struct o2_fs *fs, uint8_t kind,
+				     struct o2_suballoc_res *res)
+{
+	struct o2_buf *b;
+
+	ck_assert_int_eq(o2_suballoc_alloc(t, fs, fs->sys.extent_alloc, res), 0);
+	ck_assert_int_eq(o2_bnew(fs, res->blkno, kind, &b), 0);
+	ck_assert_int_eq(o2_trans_add(t, b), 0);
+	memset(b->data, 0, fs->bs);
+	return b;
+}
+
 /* A new xattr block for the inode in b (logged in t). */
 static struct o2_buf *new_xattr_block(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 				      uint16_t flags)
 {
 	struct o2_suballoc_res res;
-	struct o2_buf *b;
-
-	ck_assert_int_eq(o2_suballoc_alloc(t, fs, fs->sys.extent_alloc, &res), 0);
-	ck_assert_int_eq(o2_bnew(fs, res.blkno, O2_META_XATTR, &b), 0);
-	ck_assert_int_eq(o2_trans_add(t, b), 0);
-	memset(b->data, 0, fs->bs);
+	struct o2_buf *b = new_meta_block(t, fs, O2_META_XATTR, &res);
 	struct o2_xattr_block *xb = (struct o2_xattr_block *)(void *)b->data;
 
 	memcpy(xb->xb_signature, O2_SIG_XATTR, sizeof(O2_SIG_XATTR));
@@ -282,10 +291,7 @@ static void craft_reflink(struct volume *v, struct o2_fs *fs)
 	ck_assert_uint_eq(le16(el->tree_depth), 0);
 
 	/* the refcount tree's root, records in it */
-	ck_assert_int_eq(o2_suballoc_alloc(t, fs, fs->sys.extent_alloc, &res), 0);
-	ck_assert_int_eq(o2_bnew(fs, res.blkno, O2_META_REFCOUNT, &rb), 0);
-	ck_assert_int_eq(o2_trans_add(t, rb), 0);
-	memset(rb->data, 0, fs->bs);
+	rb = new_meta_block(t, fs, O2_META_REFCOUNT, &res);
 	struct o2_refcount_block *rf = (struct o2_refcount_block *)(void *)rb->data;
 
 	memcpy(rf->rf_signature, O2_SIG_REFCNT, sizeof(O2_SIG_REFCNT));

@@ -199,6 +199,28 @@ static int fill_existing(struct o2_fs *fs, uint64_t blkno, uint32_t cpos, uint32
 			  (size_t)(de - ds));
 }
 
+int o2_data_fill(struct o2_fs *fs, uint64_t blkno, uint32_t clusters, const void *src, size_t len)
+{
+	struct fill f = { 0, len, src };
+
+	return fill_clusters(fs, blkno, 0, clusters, &f);
+}
+
+unsigned o2_inode_xattr_room(const struct o2_dinode *di)
+{
+	return (le16(di->i_dyn_features) & O2_DYN_INLINE_XATTR) ? le16(di->i_xattr_inline_size) : 0;
+}
+
+void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di)
+{
+	unsigned room = fs->bs - (unsigned)offsetof(struct o2_dinode, id2) - o2_inode_xattr_room(di);
+
+	di->i_dyn_features = cpu_le16(le16(di->i_dyn_features) & ~O2_DYN_INLINE_DATA);
+	memset(&di->id2, 0, room);
+	di->id2.i_list.count = cpu_le16((uint16_t)((room - offsetof(struct o2_extent_list, recs)) /
+						   sizeof(struct o2_extent_rec)));
+}
+
 /*
  * Make [cpos, cpos+len) of the file allocated and written: new clusters
  * get the fill's data (if any) and zeros, existing ones the fill's data -
@@ -342,9 +364,7 @@ static int uninline(struct o2_fs *fs, uint64_t ino)
 	r = o2_trans_add(t, ib);
 	if (r < 0)
 		goto rel;
-	di->i_dyn_features = cpu_le16(le16(di->i_dyn_features) & ~O2_DYN_INLINE_DATA);
-	memset(&di->id2, 0, fs->bs - offsetof(struct o2_dinode, id2));
-	di->id2.i_list.count = cpu_le16((uint16_t)o2_extent_recs_per_inode(fs->bs));
+	o2_inode_to_extent_list(fs, di);
 	if (size) {
 		uint32_t start, got;
 		struct o2_tree_owner o;

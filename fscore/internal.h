@@ -130,6 +130,9 @@ int o2_refcount_tree_check(struct o2_fs *fs, uint64_t root, struct o2_refcount_s
  * extents and extent blocks (as o2_inode_walk_extents calls fn). */
 int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg,
 		  o2_extent_fn tree_fn, void *tree_arg);
+/* Check one xattr store (header at h, len bytes) and call fn for each entry. */
+int o2_xattr_store_walk(struct o2_fs *fs, uint64_t blkno, const uint8_t *h, size_t len,
+			o2_xattr_fn fn, void *arg);
 /* Largest leaf record with cpos <= key (used by the dx index). */
 int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t key,
 		      struct o2_extent *ret);

@@ -215,9 +215,7 @@ static int expand_inline_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf
 	}
 	if (tr)
 		init_trailer(fs, b->data, blk, dib->blkno);
-	di->i_dyn_features = cpu_le16(le16(di->i_dyn_features) & ~O2_DYN_INLINE_DATA);
-	memset(&di->id2, 0, fs->bs - offsetof(struct o2_dinode, id2));
-	di->id2.i_list.count = cpu_le16((uint16_t)o2_extent_recs_per_inode(fs->bs));
+	o2_inode_to_extent_list(fs, di);
 	di->i_size = cpu_le64(fs->bs);
 	di->i_clusters = cpu_le32(1);
 	o2_inode_owner(dib, &o);
@@ -798,6 +796,8 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 	}
 	if (r == 0)
 		r = o2_free_from(fs, ino, 0, UINT64_MAX);
+	if (r == 0)
+		r = o2_xattr_strip_values(fs, ino);
 	if (r < 0 && r != -ENOENT)
 		return r;
 	/* the xattrs go with the inode bit: their clusters into the truncate log */
@@ -880,6 +880,8 @@ static int drop_last_link(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *i
 	if (!find_ref(fs, ib->blkno)) {
 		/* data wholly in the inode's own list: freed here, in a bounded step */
 		if (!(le16(di->i_dyn_features) & O2_DYN_INDEXED_DIR) &&
+		    (!(le16(di->i_dyn_features) & O2_DYN_HAS_XATTR) ||
+		     o2_xattr_free_fits(fs, ib->blkno)) &&
 		    ((le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) ||
 		     (S_ISLNK(le16(di->i_mode)) && !le32(di->i_clusters)) ||
 		     !le16(di->id2.i_list.tree_depth))) {

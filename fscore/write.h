@@ -26,6 +26,16 @@ int o2_free_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32
 int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end, uint64_t size);
 int o2_sum_clusters(const struct o2_extent *ext, uint64_t eb_blkno, void *arg);
 /*
+ * Write len bytes of src at the start of clusters new clusters from blkno,
+ * zeros after them: data written before the transaction mapping them ends
+ * (a failed write aborts the volume, as file data does).
+ */
+int o2_data_fill(struct o2_fs *fs, uint64_t blkno, uint32_t clusters, const void *src, size_t len);
+/* Bytes the inline xattr area takes at the end of the inode block (0: none). */
+unsigned o2_inode_xattr_room(const struct o2_dinode *di);
+/* Turn id2 into an empty extent list (inline data gone), keeping the inline xattr area. */
+void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di);
+/*
  * -EOPNOTSUPP (with a message) for inodes whose change would need what the
  * write path lacks: shared (refcounted) extents, and - when freed - xattrs.
  */
@@ -39,6 +49,16 @@ int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing
 int o2_xattr_check_freeable(struct o2_fs *fs, uint64_t ino_blkno);
 /* Inside t: free the value clusters and xattr block, clear the inode's xattr flags. */
 int o2_xattr_free_all(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib);
+/*
+ * Free the inode's xattr values kept in clusters, their entries with them,
+ * a bounded number per transaction: before an inode whose values are too
+ * many for o2_xattr_free_all's one transaction is freed.
+ */
+int o2_xattr_strip_values(struct o2_fs *fs, uint64_t ino);
+/* Whether o2_xattr_free_all can free the inode's xattrs in one transaction. */
+bool o2_xattr_free_fits(struct o2_fs *fs, uint64_t ino_blkno);
+/* Inside t: give an xattr block (its buffer, head checked) back to its allocator. */
+int o2_xattr_block_free(struct o2_trans *t, struct o2_fs *fs, const uint8_t *buf);
 /* Credits o2_xattr_free_all may use: the allocator's blocks, truncate log, inode. */
 #define O2_XATTR_FREE_CREDITS (O2_ALLOC_CREDITS + 8)
 

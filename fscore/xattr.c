@@ -37,6 +37,8 @@
 #define XATTR_LOCAL 0x80
 #define XATTR_TYPE_MASK 0x7f
 #define XATTR_TYPE_MAX 5 /* user 1, POSIX ACL access 2 and default 3, trusted 4, security 5 */
+#define XATTR_ACL_ACCESS 2
+#define XATTR_ACL_DEFAULT 3
 
 static unsigned padded(uint64_t n)
 {
@@ -138,7 +140,8 @@ static int walk_store(struct store_walk *sw, uint64_t blkno, const uint8_t *h, s
 		x.store_blkno = blkno;
 		if (x.type == 0 || x.type > XATTR_TYPE_MAX)
 			return o2_corrupt(fs, blkno, "xattr entry %u has unknown name type %u", i, x.type);
-		if (x.name_len == 0)
+		/* POSIX ACLs are kept under an empty name; every other kind has one */
+		if (x.name_len == 0 && x.type != XATTR_ACL_ACCESS && x.type != XATTR_ACL_DEFAULT)
 			return o2_corrupt(fs, blkno, "xattr entry %u has an empty name", i);
 		name_room = padded(x.name_len);
 		if (off < entries_end || off > len || len - off < name_room)
@@ -159,6 +162,7 @@ static int walk_store(struct store_walk *sw, uint64_t blkno, const uint8_t *h, s
 						  (unsigned long long)x.value_size);
 			x.value = h + off;
 		} else {
+			x.root = h + off;
 			r = check_value_root(sw, blkno, h + off, len - off, &x, &x.value_clusters);
 			if (r)
 				return r;
@@ -288,26 +292,36 @@ out:
 	return r;
 }
 
-int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg,
-		  o2_extent_fn tree_fn, void *tree_arg)
+/* Every store of the inode whose block is ibuf (trusted no further than its checksum). */
+static int walk_inode(struct o2_fs *fs, const uint8_t *ibuf, o2_xattr_fn fn, void *arg,
+		      o2_extent_fn tree_fn, void *tree_arg)
 {
-	const struct o2_inode_info *in = &ino->info;
+	const struct o2_dinode *di = (const struct o2_dinode *)(const void *)ibuf;
+	uint16_t dyn = le16(di->i_dyn_features);
+	uint64_t blkno = le64(di->i_blkno), loc = le64(di->i_xattr_loc);
 	struct store_walk sw = { fs, fn, arg, tree_fn, tree_arg };
 	int r = 0;
 
-	if (!(in->dyn_features & O2_DYN_HAS_XATTR))
+	if (!(dyn & O2_DYN_HAS_XATTR))
 		return 0;
-	if (in->dyn_features & O2_DYN_INLINE_XATTR) {
-		/* inode.c checked that the area fits the block */
-		size_t len = in->xattr_inline_size;
+	if (dyn & O2_DYN_INLINE_XATTR) {
+		size_t len = le16(di->i_xattr_inline_size);
 
-		r = walk_store(&sw, in->blkno, ino->buf + fs->bs - len, len);
+		if (len > fs->bs - offsetof(struct o2_dinode, id2))
+			return o2_corrupt(fs, blkno, "inline xattr size %zu does not fit the block", len);
+		r = walk_store(&sw, blkno, ibuf + fs->bs - len, len);
 		if (r)
 			return r;
 	}
-	if (in->xattr_loc)
-		r = walk_block(&sw, in->blkno, in->xattr_loc);
+	if (loc)
+		r = walk_block(&sw, blkno, loc);
 	return r;
+}
+
+int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg,
+		  o2_extent_fn tree_fn, void *tree_arg)
+{
+	return walk_inode(fs, ino->buf, fn, arg, tree_fn, tree_arg);
 }
 
 int o2_xattr_iterate(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg)
@@ -315,14 +329,127 @@ int o2_xattr_iterate(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, voi
 	return o2_xattr_walk(fs, ino, fn, arg, NULL, NULL);
 }
 
+int o2_xattr_store_walk(struct o2_fs *fs, uint64_t blkno, const uint8_t *h, size_t len,
+			o2_xattr_fn fn, void *arg)
+{
+	struct store_walk sw = { fs, fn, arg, NULL, NULL };
+
+	return walk_store(&sw, blkno, h, len);
+}
+
+/* ---- reading one attribute ---- */
+
+struct value_read {
+	struct o2_fs *fs;
+	uint8_t *buf;
+	uint64_t size, done;
+};
+
+static int read_value_extent(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	struct value_read *vr = arg;
+	struct o2_fs *fs = vr->fs;
+
+	if (!ext || vr->done >= vr->size)
+		return 0;
+	if (((uint64_t)ext->cpos << fs->cbits) != vr->done)
+		return o2_corrupt(fs, eb_blkno, "xattr value tree has a hole at cluster %llu",
+				  (unsigned long long)(vr->done >> fs->cbits));
+
+	uint64_t want = vr->size - vr->done, have = (uint64_t)ext->clusters << fs->cbits;
+	uint64_t n = want < have ? want : have;
+	unsigned blocks = (unsigned)((n + fs->bs - 1) >> fs->bits);
+	uint8_t *tmp = o2_malloc((size_t)blocks << fs->bits);
+	int r;
+
+	if (!tmp)
+		return -ENOMEM;
+	r = o2_read_blocks(fs, ext->blkno, blocks, tmp);
+	if (r == 0) {
+		memcpy(vr->buf + vr->done, tmp, (size_t)n);
+		vr->done += n;
+	}
+	free(tmp);
+	return r;
+}
+
+int o2_xattr_read_value(struct o2_fs *fs, const struct o2_xattr *x, void *buf)
+{
+	if (x->local) {
+		memcpy(buf, x->value, (size_t)x->value_size);
+		return 0;
+	}
+
+	struct o2_xattr_value_root *root = (struct o2_xattr_value_root *)(uintptr_t)x->root;
+	struct o2_tree_root tr = { x->store_blkno, &root->xr_list, le16(root->xr_list.count) };
+	struct value_read vr = { fs, buf, x->value_size, 0 };
+	int r = o2_tree_walk(fs, &tr, read_value_extent, &vr);
+
+	if (r == 0 && vr.done < vr.size)
+		r = o2_corrupt(fs, x->store_blkno, "xattr %.*s: its value tree ends before its value",
+			       x->name_len, x->name);
+	return r;
+}
+
+struct get_one {
+	struct o2_fs *fs;
+	uint8_t type;
+	const char *name;
+	size_t len;
+	void *buf;
+	size_t size;
+	int64_t result;
+};
+
+static int get_match(const struct o2_xattr *x, void *arg)
+{
+	struct get_one *g = arg;
+	int r;
+
+	if (x->type != g->type || x->name_len != g->len || memcmp(x->name, g->name, g->len))
+		return 0;
+	if (g->size == 0) {
+		g->result = (int64_t)x->value_size;
+		return 1;
+	}
+	if (x->value_size > g->size) {
+		g->result = -ERANGE;
+		return 1;
+	}
+	r = o2_xattr_read_value(g->fs, x, g->buf);
+	g->result = r < 0 ? r : (int64_t)x->value_size;
+	return 1;
+}
+
+ssize_t o2_xattr_get(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name, size_t len,
+		     void *buf, size_t size)
+{
+	struct get_one g = { fs, (uint8_t)type, name, len, buf, size, -ENODATA };
+	struct o2_inode *in;
+	int r;
+
+	if (type == 0 || type > XATTR_TYPE_MAX || len > 255)
+		return -EINVAL;
+	r = o2_inode_get(fs, ino, &in);
+	if (r < 0)
+		return r;
+	r = o2_xattr_iterate(fs, in, get_match, &g);
+	o2_inode_unref(in);
+	if (r < 0)
+		return r;
+	return (ssize_t)g.result;
+}
+
 /* ---- freeing (write side): an inode's xattrs go with the inode ---- */
 
 /*
  * What freeing an inode's xattrs takes: the runs of clusters its values
- * hold, and its xattr block.  Bounded so that it fits the transaction that
- * frees the inode (O2_XATTR_FREE_CREDITS): values whose trees are a single
- * record (the root's own), at most XATTR_FREE_MAX_RUNS of them, and no
- * buckets.  Anything larger is -EOPNOTSUPP, said before the last link goes.
+ * hold, and its xattr block.  What fscore can free: values whose trees are
+ * a single record (the root's own), and no buckets; anything else is
+ * -EOPNOTSUPP, said before the last link goes.  The transaction that frees
+ * the inode (O2_XATTR_FREE_CREDITS) takes at most XATTR_FREE_MAX_RUNS
+ * runs; an inode with more has them stripped first, in steps
+ * (o2_xattr_strip_values).
  */
 #define XATTR_FREE_MAX_RUNS 16
 
@@ -332,8 +459,6 @@ struct free_plan {
 	unsigned runs;
 	bool deep, too_many;
 	uint64_t block; /* the xattr block, 0 if none */
-	uint16_t slot, bit;
-	uint64_t group;
 };
 
 static int plan_run(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
@@ -353,51 +478,75 @@ static int plan_run(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
 	return 0;
 }
 
-static int plan_free(struct o2_fs *fs, uint64_t ino_blkno, struct free_plan *p)
+/* Plan from the inode's block as it is now (in a transaction, maybe half freed). */
+static int plan_free(struct o2_fs *fs, const uint8_t *ibuf, struct free_plan *p)
 {
-	struct o2_inode *ino;
-	int r;
+	const struct o2_dinode *di = (const struct o2_dinode *)(const void *)ibuf;
+	uint64_t ino_blkno = le64(di->i_blkno);
+	int r = 0;
 
 	memset(p, 0, sizeof(*p));
 	p->fs = fs;
-	r = o2_inode_get(fs, ino_blkno, &ino);
-	if (r < 0)
-		return r;
-	if (ino->info.xattr_loc) {
+	if ((le16(di->i_dyn_features) & O2_DYN_HAS_XATTR) && le64(di->i_xattr_loc)) {
 		uint8_t *buf = o2_malloc(fs->bs);
 
-		r = buf ? o2_read_meta(fs, ino->info.xattr_loc, O2_META_XATTR, buf) : -ENOMEM;
-		if (r == 0) {
-			const struct o2_xattr_block *xb = (const struct o2_xattr_block *)(void *)buf;
-
-			p->block = ino->info.xattr_loc;
-			p->slot = le16(xb->xb_suballoc_slot);
-			p->bit = le16(xb->xb_suballoc_bit);
-			p->group = le64(xb->xb_suballoc_loc);
-			if (!p->group)
-				p->group = p->block - p->bit;
-			if (le16(xb->xb_flags) & XATTR_INDEXED)
-				r = o2_fail(fs, -EOPNOTSUPP, "inode %llu keeps its xattrs in buckets; "
-					    "freeing them is not implemented",
-					    (unsigned long long)ino_blkno);
-		}
+		p->block = le64(di->i_xattr_loc);
+		r = buf ? o2_read_meta(fs, p->block, O2_META_XATTR, buf) : -ENOMEM;
+		if (r == 0 && (le16(((const struct o2_xattr_block *)(void *)buf)->xb_flags) &
+			       XATTR_INDEXED))
+			r = o2_fail(fs, -EOPNOTSUPP, "inode %llu keeps its xattrs in buckets; "
+				    "freeing them is not implemented", (unsigned long long)ino_blkno);
 		free(buf);
 	}
 	if (r == 0)
-		r = o2_xattr_walk(fs, ino, NULL, NULL, plan_run, p);
-	if (r == 0 && (p->deep || p->too_many))
-		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu has xattr values too large or too many "
-			    "(more than %u runs of clusters); freeing them is not implemented",
-			    (unsigned long long)ino_blkno, XATTR_FREE_MAX_RUNS);
-	o2_inode_unref(ino);
+		r = walk_inode(fs, ibuf, NULL, NULL, plan_run, p);
+	if (r == 0 && p->deep)
+		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu has an xattr value whose tree is deeper "
+			    "than its root; freeing it is not implemented",
+			    (unsigned long long)ino_blkno);
 	return r;
+}
+
+static int plan_free_ino(struct o2_fs *fs, uint64_t ino_blkno, struct free_plan *p)
+{
+	struct o2_buf *ib;
+	int r = o2_inode_buf(fs, ino_blkno, &ib);
+
+	if (r < 0)
+		return r;
+	r = plan_free(fs, ib->data, p);
+	o2_brelse(fs, ib);
+	return r;
+}
+
+int o2_xattr_block_free(struct o2_trans *t, struct o2_fs *fs, const uint8_t *buf)
+{
+	const struct o2_xattr_block *xb = (const struct o2_xattr_block *)(const void *)buf;
+	uint16_t slot = le16(xb->xb_suballoc_slot), bit = le16(xb->xb_suballoc_bit);
+	uint64_t group = le64(xb->xb_suballoc_loc), alloc = fs->sys.extent_alloc;
+	int r = 0;
+
+	if (!group)
+		group = le64(xb->xb_blkno) - bit;
+	/* xattr blocks come from the extent allocator and are only ever
+	 * reused as journaled metadata: no revoke */
+	if (slot != fs->opts.slot)
+		r = o2_sysfile_lookup(fs, O2_SYS_EXTENT_ALLOC, slot, &alloc);
+	return r < 0 ? r : o2_suballoc_free(t, fs, alloc, group, bit);
 }
 
 int o2_xattr_check_freeable(struct o2_fs *fs, uint64_t ino_blkno)
 {
 	struct free_plan p;
 
-	return plan_free(fs, ino_blkno, &p);
+	return plan_free_ino(fs, ino_blkno, &p);
+}
+
+bool o2_xattr_free_fits(struct o2_fs *fs, uint64_t ino_blkno)
+{
+	struct free_plan p;
+
+	return plan_free_ino(fs, ino_blkno, &p) == 0 && !p.too_many;
 }
 
 int o2_xattr_free_all(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib)
@@ -408,18 +557,20 @@ int o2_xattr_free_all(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib)
 
 	if (!(le16(di->i_dyn_features) & O2_DYN_HAS_XATTR))
 		return 0;
-	r = plan_free(fs, ib->blkno, &p);
+	r = plan_free(fs, ib->data, &p);
+	if (r == 0 && p.too_many) /* the callers strip values first */
+		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu: more than %u xattr values to free in one "
+			    "transaction", (unsigned long long)ib->blkno, XATTR_FREE_MAX_RUNS);
 	for (unsigned i = 0; r == 0 && i < p.runs; i++)
 		r = o2_clusters_free(t, fs, p.start[i], p.len[i]);
 	if (r == 0 && p.block) {
-		uint64_t alloc = fs->sys.extent_alloc;
+		struct o2_buf *b;
 
-		/* xattr blocks come from the extent allocator and are only ever
-		 * reused as journaled metadata: no revoke */
-		if (p.slot != fs->opts.slot)
-			r = o2_sysfile_lookup(fs, O2_SYS_EXTENT_ALLOC, p.slot, &alloc);
-		if (r == 0)
-			r = o2_suballoc_free(t, fs, alloc, p.group, p.bit);
+		r = o2_bread(fs, p.block, O2_META_XATTR, &b);
+		if (r == 0) {
+			r = o2_xattr_block_free(t, fs, b->data);
+			o2_brelse(fs, b);
+		}
 	}
 	if (r == 0)
 		r = o2_trans_add(t, ib);

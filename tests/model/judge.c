@@ -346,6 +346,62 @@ static char *check_data(struct fscore_judge *j, struct o2_inode *ino, const stru
 	return NULL;
 }
 
+struct xattr_judge {
+	struct fscore_judge *j;
+	const struct m_inode *in;
+	const char *path;
+	size_t seen;
+	char *msg;
+};
+
+static int judge_one_xattr(const struct o2_xattr *x, void *arg)
+{
+	struct xattr_judge *xj = arg;
+	const struct m_xattr *want = NULL;
+
+	for (size_t i = 0; i < xj->in->nxattrs; i++)
+		if (xj->in->xattrs[i].type == x->type && xj->in->xattrs[i].name_len == x->name_len &&
+		    !memcmp(xj->in->xattrs[i].name, x->name, x->name_len))
+			want = &xj->in->xattrs[i];
+	if (!want) {
+		xj->msg = fmt("%s (inode %" PRIu64 "): xattr type %u \"%.*s\" not in the model",
+			      xj->path, xj->in->ino, x->type, x->name_len, x->name);
+		return 1;
+	}
+	if (x->value_size != want->size) {
+		xj->msg = fmt("%s (inode %" PRIu64 "): xattr \"%.*s\" has %" PRIu64 " bytes, model %zu",
+			      xj->path, xj->in->ino, x->name_len, x->name, x->value_size, want->size);
+		return 1;
+	}
+	int r = o2_xattr_read_value(xj->j->v->fs, x, xj->j->buf);
+
+	if (r < 0 || memcmp(xj->j->buf, want->value, want->size)) {
+		xj->msg = fmt("%s (inode %" PRIu64 "): xattr \"%.*s\": value differs from the "
+			      "model (read %d)", xj->path, xj->in->ino, x->name_len, x->name, r);
+		return 1;
+	}
+	xj->seen++;
+	return 0;
+}
+
+/* The inode's extended attributes: exactly the model's, values too. */
+static char *check_xattrs(struct fscore_judge *j, struct o2_inode *ino, const struct m_inode *in,
+			  const char *path)
+{
+	struct xattr_judge xj = { j, in, path, 0, NULL };
+	int r = o2_xattr_iterate(j->v->fs, ino, judge_one_xattr, &xj);
+
+	if (xj.msg)
+		return xj.msg;
+	if (r < 0)
+		return fmt("%s (inode %" PRIu64 "): o2_xattr_iterate: %d: %s", path, in->ino, r,
+			   o2_fs_error(j->v->fs));
+	if (xj.seen != in->nxattrs)
+		return fmt("%s (inode %" PRIu64 "): %zu xattrs, model %zu", path, in->ino, xj.seen,
+			   in->nxattrs);
+	return NULL;
+}
+
 static char *check_inode(struct fscore_judge *j, const struct m_inode *in, const char *path)
 {
 	struct o2_inode *ino;
@@ -433,6 +489,8 @@ static char *check_inode(struct fscore_judge *j, const struct m_inode *in, const
 	default:
 		break;
 	}
+	if (!msg)
+		msg = check_xattrs(j, ino, in, path);
 out:
 	o2_inode_unref(ino);
 	return msg;
@@ -876,7 +934,8 @@ char *judge_debugfs_stat(struct vol *v, const struct model *m, struct rng *r, un
 		ok = ok && s && sscanf(s, "User: %u", &uid) == 1;
 		s = strstr(blk, "Group: ");
 		ok = ok && s && sscanf(s, "Group: %u", &gid) == 1;
-		s = strstr(blk, "Size: ");
+		/* the file size follows the group ("Extended Attributes Inline Size" comes before) */
+		s = s ? strstr(s, "Size: ") : NULL;
 		ok = ok && s && sscanf(s, "Size: %llu", &size) == 1;
 		s = strstr(blk, "Links: ");
 		ok = ok && s && sscanf(s, "Links: %u", &links) == 1;

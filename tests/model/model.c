@@ -80,6 +80,9 @@ static void free_inode_mem(struct m_inode *in)
 	free(in->ents);
 	free(in->data);
 	free(in->target);
+	for (size_t i = 0; i < in->nxattrs; i++)
+		free(in->xattrs[i].value);
+	free(in->xattrs);
 	free(in);
 }
 
@@ -322,8 +325,64 @@ uint64_t model_cluster_estimate(const struct model *m)
 		default:
 			break;
 		}
+		for (size_t k = 0; k < in->nxattrs; k++)
+			if (in->xattrs[k].size > 80)
+				total += (in->xattrs[k].size + cs - 1) / cs;
 	}
 	return total;
+}
+
+struct m_xattr *model_xattr_find(struct m_inode *in, unsigned type, const char *name, size_t len)
+{
+	for (size_t i = 0; i < in->nxattrs; i++)
+		if (in->xattrs[i].type == type && in->xattrs[i].name_len == len &&
+		    !memcmp(in->xattrs[i].name, name, len))
+			return &in->xattrs[i];
+	return NULL;
+}
+
+void model_xattr_set(struct m_inode *in, unsigned type, const char *name, size_t len,
+		     const void *value, size_t size)
+{
+	struct m_xattr *x = model_xattr_find(in, type, name, len);
+
+	if (!value) {
+		if (x) {
+			free(x->value);
+			*x = in->xattrs[--in->nxattrs];
+		}
+		return;
+	}
+	if (!x) {
+		in->xattrs = xrealloc(in->xattrs, (in->nxattrs + 1) * sizeof(*in->xattrs));
+		x = &in->xattrs[in->nxattrs++];
+		memset(x, 0, sizeof(*x));
+		x->type = (uint8_t)type;
+		x->name_len = (uint8_t)len;
+		memcpy(x->name, name, len);
+	}
+	free(x->value);
+	x->value = malloc(size ? size : 1);
+	if (!x->value)
+		abort();
+	memcpy(x->value, value, size);
+	x->size = size;
+}
+
+size_t model_xattr_entry_bytes(size_t name_len, size_t size)
+{
+	/* entry, name, then the value (up to 80 bytes) or a value root of one extent */
+	return 16 + ((name_len + 3) & ~(size_t)3) + (size <= 80 ? (size + 3) & ~(size_t)3 : 48);
+}
+
+size_t model_xattr_bytes(const struct m_inode *in, const struct m_xattr *skip)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < in->nxattrs; i++)
+		if (&in->xattrs[i] != skip)
+			n += model_xattr_entry_bytes(in->xattrs[i].name_len, in->xattrs[i].size);
+	return n;
 }
 
 uint16_t model_type_bits(enum m_type t)

@@ -50,6 +50,14 @@ struct m_dirent {
 	struct m_inode *ino;
 };
 
+/* An extended attribute: type (O2_XATTR_*), the name after its prefix, value. */
+struct m_xattr {
+	uint8_t type, name_len;
+	char name[O2_XATTR_NAME_MAX];
+	uint8_t *value;
+	size_t size;
+};
+
 struct m_inode {
 	uint64_t ino; /* fscore's inode number */
 	enum m_type type;
@@ -72,6 +80,9 @@ struct m_inode {
 	struct m_dirent *ents;
 	size_t nents, ents_cap;
 	struct m_inode *parent;
+	/* any type */
+	struct m_xattr *xattrs;
+	size_t nxattrs;
 };
 
 struct model {
@@ -113,6 +124,16 @@ void model_drop_link(struct model *m, struct m_inode *in);
 /* Regular file contents. */
 void model_write(struct model *m, struct m_inode *in, uint64_t off, const void *buf, size_t len);
 void model_truncate(struct model *m, struct m_inode *in, uint64_t size);
+
+/* Extended attributes. */
+struct m_xattr *model_xattr_find(struct m_inode *in, unsigned type, const char *name, size_t len);
+/* Set (replacing) or remove (value NULL) one attribute. */
+void model_xattr_set(struct m_inode *in, unsigned type, const char *name, size_t len,
+		     const void *value, size_t size);
+/* Bytes the inode's attributes take in OCFS2's stores (entries, names, values or roots), but skip. */
+size_t model_xattr_bytes(const struct m_inode *in, const struct m_xattr *skip);
+/* Bytes one attribute takes in a store. */
+size_t model_xattr_entry_bytes(size_t name_len, size_t size);
 
 /* The path of dir entry name in dir below /TOP ("/TOP/a/b"); malloc'd. */
 char *model_path(const struct m_inode *dir, const char *name, size_t len);

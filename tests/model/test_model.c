@@ -133,6 +133,10 @@ struct run {
 	/* coverage, sampled at the end of each batch */
 	size_t max_dir_entries;
 	unsigned max_block_dirs, max_indexed_dirs, max_extent_depth;
+	/* extended attributes: results of setxattr, most on one inode, in which stores */
+	unsigned long xattr_set_ok, xattr_enospc, xattr_long_values;
+	size_t max_xattrs;
+	unsigned xattr_inline_inodes, xattr_block_inodes;
 	double t0;
 };
 
@@ -502,13 +506,15 @@ enum op {
 	OP_BULK,
 	OP_PURGE,
 	OP_SCATTER,
+	OP_SETXATTR,
+	OP_RMXATTR,
 	OP_COUNT
 };
 
 static const char *const op_names[] = {
 	"create", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir", "rename",
 	"write", "truncate", "fallocate", "setattr", "open", "close", "sync", "bulk", "purge",
-	"scatter",
+	"scatter", "setxattr", "rmxattr",
 };
 
 static void note_new_ino(struct run *rn, uint64_t ino, const char *what)
@@ -1160,6 +1166,147 @@ static void op_setattr(struct run *rn)
 	}
 }
 
+/* ---- extended attributes ---- */
+
+static bool has_xattrs(struct run *rn)
+{
+	return o2_fs_super(rn->v.fs)->feature_incompat & O2_FEATURE_INCOMPAT_XATTR;
+}
+
+/* A name from a small pool (so that names recur), now and then a long one. */
+static size_t pick_xattr_name(struct run *rn, unsigned *type, char *buf)
+{
+	static const char *const pool[] = { "a", "b", "mime_type", "selinux", "\xc3\xa9t\xc3\xa9",
+					    "\xff", "checksum.sha256" };
+	static const unsigned types[] = { O2_XATTR_USER, O2_XATTR_USER, O2_XATTR_USER,
+					  O2_XATTR_TRUSTED, O2_XATTR_SECURITY };
+	size_t len;
+
+	if (rng_pct(&rn->r, 5)) { /* POSIX ACLs: no name */
+		*type = rng_pct(&rn->r, 50) ? O2_XATTR_ACL_ACCESS : O2_XATTR_ACL_DEFAULT;
+		return 0;
+	}
+	*type = types[rng_below(&rn->r, 5)];
+	if (rng_pct(&rn->r, 5)) {
+		len = (size_t)rng_range(&rn->r, 100, O2_XATTR_NAME_MAX);
+		memset(buf, 'n', len);
+		buf[0] = (char)('a' + rng_below(&rn->r, 3));
+		return len;
+	}
+	const char *n = pool[rng_below(&rn->r, sizeof(pool) / sizeof(pool[0]))];
+
+	len = strlen(n);
+	memcpy(buf, n, len);
+	return len;
+}
+
+static size_t pick_xattr_size(struct run *rn)
+{
+	if (rng_pct(&rn->r, 55))
+		return (size_t)rng_below(&rn->r, 81); /* kept in the store */
+	if (rng_pct(&rn->r, 85) || !may_grow(rn))
+		return (size_t)rng_range(&rn->r, 81, 5000);
+	return (size_t)rng_range(&rn->r, 5001, O2_XATTR_VALUE_MAX);
+}
+
+/* Mostly an inode that has attributes already, so that stores fill up. */
+static struct m_inode *pick_xattr_inode(struct run *rn)
+{
+	size_t n = rn->m.nall, start = (size_t)rng_below(&rn->r, n ? n : 1);
+
+	if (n && rng_pct(&rn->r, 60))
+		for (size_t i = 0; i < n; i++)
+			if (rn->m.all[(start + i) % n]->nxattrs)
+				return rn->m.all[(start + i) % n];
+	return pick_inode(rn, -1, true);
+}
+
+static void op_setxattr(struct run *rn)
+{
+	struct m_inode *in = pick_xattr_inode(rn);
+	char name[O2_XATTR_NAME_MAX], what[512];
+	unsigned type, flags = 0;
+	struct expect e = { 0 };
+	size_t len, size;
+	int r;
+
+	if (!in)
+		return;
+	len = pick_xattr_name(rn, &type, name);
+	size = pick_xattr_size(rn);
+	if (rng_pct(&rn->r, 20))
+		flags = rng_pct(&rn->r, 50) ? O2_XATTR_CREATE : O2_XATTR_REPLACE;
+	rng_fill(rn->seed ^ rn->opno, rn->wbuf, size);
+
+	struct m_xattr *old = model_xattr_find(in, type, name, len);
+	/* neither store can fail to hold it while everything would fit the block alone */
+	size_t need = 20 + model_xattr_bytes(in, old) + model_xattr_entry_bytes(len, size);
+	size_t block_room = rn->m.block_size - 48;
+
+	/* a long value wants one contiguous run of clusters */
+	bool may_enospc = need > block_room || (size > 80 && (size > rn->m.cluster_size ||
+							      !may_grow(rn)));
+
+	if (!has_xattrs(rn))
+		expect_add(&e, -EOPNOTSUPP);
+	else if (old && (flags & O2_XATTR_CREATE))
+		expect_add(&e, -EEXIST);
+	else if (!old && (flags & O2_XATTR_REPLACE))
+		expect_add(&e, -ENODATA);
+	char *q = quote_name(name, len);
+
+	snprintf(what, sizeof(what), "setxattr(inode %" PRIu64 ", type %u, %s, %zu bytes, flags %u)",
+		 in->ino, type, q, size, flags);
+	free(q);
+	logop(rn, "%s", what);
+	r = o2_xattr_set(rn->v.fs, in->ino, type, name, len, rn->wbuf, size, flags);
+	if (!(e.nerr == 0 && may_enospc && r == -ENOSPC))
+		check_result(rn, what, r, &e);
+	rn->xattr_set_ok += r == 0;
+	rn->xattr_enospc += r == -ENOSPC;
+	rn->xattr_long_values += r == 0 && size > 80;
+	if (r == 0) {
+		model_xattr_set(in, type, name, len, rn->wbuf, size);
+		model_touch_c(&rn->m, in);
+	}
+}
+
+static void op_rmxattr(struct run *rn)
+{
+	struct m_inode *in = pick_xattr_inode(rn);
+	char name[O2_XATTR_NAME_MAX], what[512];
+	struct expect e = { 0 };
+	unsigned type;
+	size_t len;
+	int r;
+
+	if (!in)
+		return;
+	if (in->nxattrs && rng_pct(&rn->r, 85)) {
+		const struct m_xattr *x = &in->xattrs[rng_below(&rn->r, in->nxattrs)];
+
+		type = x->type;
+		len = x->name_len;
+		memcpy(name, x->name, len);
+	} else {
+		len = pick_xattr_name(rn, &type, name);
+	}
+	if (!has_xattrs(rn))
+		expect_add(&e, -EOPNOTSUPP);
+	else if (!model_xattr_find(in, type, name, len))
+		expect_add(&e, -ENODATA);
+	char *q = quote_name(name, len);
+
+	snprintf(what, sizeof(what), "removexattr(inode %" PRIu64 ", type %u, %s)", in->ino, type, q);
+	free(q);
+	logop(rn, "%s", what);
+	r = o2_xattr_remove(rn->v.fs, in->ino, type, name, len);
+	check_result(rn, what, r, &e);
+	if (r == 0) {
+		model_xattr_set(in, type, name, len, NULL, 0);
+		model_touch_c(&rn->m, in);
+	}
+}
 static unsigned total_refs(struct run *rn)
 {
 	unsigned n = 0;
@@ -1361,7 +1508,7 @@ static void run_op(struct run *rn)
 		[OP_LINK] = 5,	  [OP_UNLINK] = 10, [OP_RMDIR] = 6,   [OP_RENAME] = 16,
 		[OP_WRITE] = 22,  [OP_TRUNCATE] = 8, [OP_FALLOCATE] = 2, [OP_SETATTR] = 3,
 		[OP_OPEN] = 3,	  [OP_CLOSE] = 3,   [OP_SYNC] = 1,	 [OP_BULK] = 1,
-		[OP_PURGE] = 1,   [OP_SCATTER] = 1,
+		[OP_PURGE] = 1,   [OP_SCATTER] = 1, [OP_SETXATTR] = 5, [OP_RMXATTR] = 2,
 	};
 	static bool weights_set;
 	unsigned total = 0, k;
@@ -1452,6 +1599,12 @@ static void run_op(struct run *rn)
 		break;
 	case OP_SCATTER:
 		op_scatter(rn);
+		break;
+	case OP_SETXATTR:
+		op_setxattr(rn);
+		break;
+	case OP_RMXATTR:
+		op_rmxattr(rn);
 		break;
 	case OP_SYNC: {
 		struct expect e = { 0 };
@@ -1580,7 +1733,7 @@ static void close_all_refs(struct run *rn)
 /* What shapes the volume reached: directories out of inline data, indexed, deep trees. */
 static void sample_coverage(struct run *rn)
 {
-	unsigned block_dirs = 0, indexed = 0;
+	unsigned block_dirs = 0, indexed = 0, inl = 0, blk = 0;
 
 	for (size_t i = 0; i < rn->m.nall; i++) {
 		struct m_inode *in = rn->m.all[i];
@@ -1588,6 +1741,8 @@ static void sample_coverage(struct run *rn)
 
 		if (in->type == M_DIR && in->nents > rn->max_dir_entries)
 			rn->max_dir_entries = in->nents;
+		if (in->nxattrs > rn->max_xattrs)
+			rn->max_xattrs = in->nxattrs;
 		if ((in->type != M_DIR && in->type != M_REG) || o2_inode_get(rn->v.fs, in->ino, &x))
 			continue;
 		const struct o2_inode_info *info = o2_inode_info(x);
@@ -1596,6 +1751,8 @@ static void sample_coverage(struct run *rn)
 			block_dirs += info->kind == O2_ID2_EXTENTS;
 			indexed += (info->dyn_features & O2_INODE_DYN_INDEXED_DIR) != 0;
 		}
+		inl += (info->dyn_features & O2_INODE_DYN_INLINE_XATTR) != 0;
+		blk += info->xattr_loc != 0;
 		if (info->kind == O2_ID2_EXTENTS && info->list_depth > rn->max_extent_depth)
 			rn->max_extent_depth = info->list_depth;
 		o2_inode_unref(x);
@@ -1604,6 +1761,10 @@ static void sample_coverage(struct run *rn)
 		rn->max_block_dirs = block_dirs;
 	if (indexed > rn->max_indexed_dirs)
 		rn->max_indexed_dirs = indexed;
+	if (inl > rn->xattr_inline_inodes)
+		rn->xattr_inline_inodes = inl;
+	if (blk > rn->xattr_block_inodes)
+		rn->xattr_block_inodes = blk;
 }
 
 static void end_batch(struct run *rn)
@@ -1735,6 +1896,10 @@ static void print_summary(struct run *rn, const char *extra)
 		"\n  reached: a directory of %zu entries, %u block directories (%u indexed) at once, "
 		"extent tree depth %u\n",
 		rn->max_dir_entries, rn->max_block_dirs, rn->max_indexed_dirs, rn->max_extent_depth);
+	fprintf(stderr, "  xattrs: %lu set (%lu in clusters), %lu ENOSPC, up to %zu on one inode, "
+		"%u inodes with an inline store and %u with a block at once\n", rn->xattr_set_ok,
+		rn->xattr_long_values, rn->xattr_enospc, rn->max_xattrs, rn->xattr_inline_inodes,
+		rn->xattr_block_inodes);
 }
 
 /* ---- the random cases ---- */

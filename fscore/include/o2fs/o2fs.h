@@ -431,6 +431,7 @@ struct o2_xattr {
 	uint64_t value_size;
 	bool local;		  /* value in the store (value points at it) */
 	const uint8_t *value;
+	const void *root;	  /* !local: its value root in the store */
 	uint32_t value_clusters;  /* !local: clusters of the value's tree */
 	uint64_t store_blkno;	  /* the inode, xattr block or bucket holding the entry */
 };
@@ -443,6 +444,32 @@ typedef int (*o2_xattr_fn)(const struct o2_xattr *x, void *arg);
  * return of fn and returns it.
  */
 int o2_xattr_iterate(struct o2_fs *fs, struct o2_inode *inode, o2_xattr_fn fn, void *arg);
+/* Copy x's value (x->value_size bytes) into buf, from its clusters if not local. */
+int o2_xattr_read_value(struct o2_fs *fs, const struct o2_xattr *x, void *buf);
+
+#define O2_XATTR_USER 1
+#define O2_XATTR_ACL_ACCESS 2
+#define O2_XATTR_ACL_DEFAULT 3
+#define O2_XATTR_TRUSTED 4
+#define O2_XATTR_SECURITY 5
+#define O2_XATTR_NAME_MAX 255 /* bytes of a name after its prefix */
+#define O2_XATTR_VALUE_MAX 65536
+/*
+ * Split a full name ("user.foo", "system.posix_acl_access") into its type
+ * and the name the volume keeps (after the prefix; empty for the ACLs):
+ * -EOPNOTSUPP for a prefix OCFS2 has no type for, -EINVAL for an empty
+ * name after a prefix that needs one.
+ */
+int o2_xattr_parse_name(const char *full, unsigned *ret_type, const char **ret_name);
+/* The prefix of a type ("user.", ...; the ACLs' whole names), NULL if none. */
+const char *o2_xattr_prefix(unsigned type);
+/*
+ * The value of one attribute: its size if size is 0, else copied into buf
+ * (-ERANGE if larger than size).  -ENODATA if the inode has no such
+ * attribute.
+ */
+ssize_t o2_xattr_get(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name, size_t len,
+		     void *buf, size_t size);
 
 /*
  * Read and validate every block of every system file and, recursively,
@@ -515,6 +542,23 @@ struct o2_setattr {
 	struct o2_timespec atime, mtime, ctime;
 };
 int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *attr, unsigned mask);
+
+/*
+ * Set one extended attribute (as setxattr(2): O2_XATTR_CREATE fails with
+ * -EEXIST if it exists, O2_XATTR_REPLACE with -ENODATA if it does not) or
+ * remove it (-ENODATA if absent).  It goes where the kernel would put it:
+ * the inode's own tail if it fits, else the inode's xattr block; a value
+ * over 80 bytes in clusters of its own.  -ENOSPC when neither has room (the
+ * kernel would then index the block: not implemented), -EOPNOTSUPP for an
+ * inode whose xattrs are already indexed or on a volume without xattrs,
+ * -E2BIG for a value over O2_XATTR_VALUE_MAX, -ERANGE for a name over
+ * O2_XATTR_NAME_MAX.  Sets the inode's ctime.
+ */
+#define O2_XATTR_CREATE 0x1
+#define O2_XATTR_REPLACE 0x2
+int o2_xattr_set(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name, size_t len,
+		 const void *value, size_t size, unsigned flags);
+int o2_xattr_remove(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name, size_t len);
 
 /*
  * Open-file references: an inode unlinked while referenced lives on in the

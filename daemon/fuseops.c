@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -980,6 +981,149 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 	op_fsync(req, ino, datasync, fi);
 }
 
+/* ---- extended attributes ----
+ *
+ * Names map onto OCFS2's kinds by prefix: user. (unless nouser_xattr),
+ * trusted. and security.  POSIX ACLs are not served: the kernel enforces
+ * only ACLs it has been told about (FUSE_POSIX_ACL, not taken yet), so
+ * system.posix_acl_* gets EOPNOTSUPP, as on a kernel OCFS2 mount with noacl.
+ */
+
+static int xattr_name(const struct volume *v, const char *full, unsigned *type, const char **name)
+{
+	int r = o2_xattr_parse_name(full, type, name);
+
+	if (r < 0)
+		return r;
+	if (*type == O2_XATTR_ACL_ACCESS || *type == O2_XATTR_ACL_DEFAULT)
+		return -EOPNOTSUPP;
+	if (*type == O2_XATTR_USER && v->opts.nouser_xattr)
+		return -EOPNOTSUPP;
+	return strlen(*name) > O2_XATTR_NAME_MAX ? -ERANGE : 0;
+}
+
+/* A refusal fscore explains (xattrs in buckets, say) goes to the log. */
+static int xattr_note(struct volume *v, const char *op, int r)
+{
+	if (r == -EOPNOTSUPP) {
+		g_mutex_lock(&v->lock);
+		g_message("%s: %s: %s", v->device, op, o2_fs_error(v->fs));
+		g_mutex_unlock(&v->lock);
+		return r;
+	}
+	return note(v, op, r);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *full, const char *value,
+			size_t size, int flags)
+{
+	struct volume *v = vol_of(req);
+	unsigned type, o2flags = 0;
+	const char *name;
+	int r = xattr_name(v, full, &type, &name);
+
+	if (flags & XATTR_CREATE)
+		o2flags |= O2_XATTR_CREATE;
+	if (flags & XATTR_REPLACE)
+		o2flags |= O2_XATTR_REPLACE;
+	if (r == 0) {
+		lock(v);
+		r = o2_xattr_set(v->fs, to_blk(v, ino), type, name, strlen(name), value, size, o2flags);
+		unlock(v);
+		r = xattr_note(v, "setxattr", r);
+	}
+	fuse_reply_err(req, -r);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *full, size_t size)
+{
+	struct volume *v = vol_of(req);
+	g_autofree char *buf = size ? g_try_malloc(size) : NULL;
+	const char *name;
+	unsigned type;
+	ssize_t n;
+	int r = xattr_name(v, full, &type, &name);
+
+	if (r == 0 && size && !buf)
+		r = -ENOMEM;
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	lock(v);
+	n = o2_xattr_get(v->fs, to_blk(v, ino), type, name, strlen(name), buf, size);
+	unlock(v);
+	if (n < 0)
+		fuse_reply_err(req, -note(v, "getxattr", (int)n));
+	else if (!size)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+}
+
+struct xattr_list {
+	const struct volume *v;
+	bool trusted; /* the caller may see trusted.* */
+	GString *out;
+};
+
+static int list_one(const struct o2_xattr *x, void *arg)
+{
+	struct xattr_list *l = arg;
+	const char *prefix = o2_xattr_prefix(x->type);
+
+	if (x->type == O2_XATTR_ACL_ACCESS || x->type == O2_XATTR_ACL_DEFAULT ||
+	    (x->type == O2_XATTR_USER && l->v->opts.nouser_xattr) ||
+	    (x->type == O2_XATTR_TRUSTED && !l->trusted))
+		return 0;
+	g_string_append(l->out, prefix);
+	g_string_append_len(l->out, x->name, x->name_len);
+	g_string_append_c(l->out, '\0');
+	return 0;
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct volume *v = vol_of(req);
+	/* trusted.* is for the privileged, as kernel filesystems list it */
+	struct xattr_list l = { v, fuse_req_ctx(req)->uid == 0, g_string_new(NULL) };
+	struct o2_inode *in;
+	int r;
+
+	lock(v);
+	r = o2_inode_get(v->fs, to_blk(v, ino), &in);
+	if (r == 0) {
+		r = o2_xattr_iterate(v->fs, in, list_one, &l);
+		o2_inode_unref(in);
+	}
+	unlock(v);
+	if (r < 0)
+		fuse_reply_err(req, -note(v, "listxattr", r));
+	else if (!size)
+		fuse_reply_xattr(req, l.out->len);
+	else if (l.out->len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, l.out->str, l.out->len);
+	g_string_free(l.out, TRUE);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *full)
+{
+	struct volume *v = vol_of(req);
+	const char *name;
+	unsigned type;
+	int r = xattr_name(v, full, &type, &name);
+
+	if (r == 0) {
+		lock(v);
+		r = o2_xattr_remove(v->fs, to_blk(v, ino), type, name, strlen(name));
+		unlock(v);
+		r = xattr_note(v, "removexattr", r);
+	}
+	fuse_reply_err(req, -r);
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
 	.lookup = op_lookup,
@@ -1010,6 +1154,10 @@ static const struct fuse_lowlevel_ops ops = {
 	.fallocate = op_fallocate,
 	.copy_file_range = op_copy_file_range,
 	.lseek = op_lseek,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
 };
 
 struct fuse_session *fuseops_session_new(struct volume *v, GError **err)

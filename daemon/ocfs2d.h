@@ -34,6 +34,7 @@ struct mount_opts {
 	unsigned slot;		/* journal slot (single node: 0) */
 	unsigned poll_us;	/* spin this long for the next request (0: sleep at once) */
 	unsigned threads;	/* FUSE worker threads at most (1: one thread, no hand-offs) */
+	bool nouser_xattr;	/* refuse user.* extended attributes */
 };
 
 void mount_opts_default(struct mount_opts *o);

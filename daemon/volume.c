@@ -78,6 +78,10 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 			o->allow_other = true;
 		else if (!strcmp(key, "debug") && !val)
 			o->debug = true;
+		else if (!strcmp(key, "user_xattr") && !val)
+			o->nouser_xattr = false;
+		else if (!strcmp(key, "nouser_xattr") && !val)
+			o->nouser_xattr = true;
 		else if (!strcmp(key, "entry_timeout") && val)
 			ok = parse_double(val, &o->entry_timeout);
 		else if (!strcmp(key, "attr_timeout") && val)
@@ -96,7 +100,8 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 		else {
 			g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
 				    "unknown mount option \"%s%s%s\" (known: ro, rw, allow_other, "
-				    "entry_timeout=S, attr_timeout=S, commit=S, slot=N, poll=USEC, threads=N, debug)",
+				    "entry_timeout=S, attr_timeout=S, commit=S, slot=N, poll=USEC, threads=N, "
+				    "user_xattr, nouser_xattr, debug)",
 				    key, val ? "=" : "", val ? val : "");
 			return false;
 		}

@@ -16,6 +16,7 @@ ocfs2-tools (else exit 77).  FUSE_STRESS_SECONDS bounds the stress case's
 operations (default 40); FUSE_TEST_WATCHDOG the whole case (540 s).
 """
 
+import ctypes
 import errno
 import hashlib
 import json
@@ -35,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuselib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,  # noqa: E402
                      RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW,
                      UTIME_OMIT, Failure, as_user, mount_entry, compare_snapshots, errno_of, fallocate,
-                     TOOLS_PATH, file_sha, lazy_umount, log, main, preload_env, renameat2, run, sanitizer_report,
+                     TOOLS_PATH, file_sha, lazy_umount, libc, log, main, preload_env, renameat2, run, sanitizer_report,
                      snapshot,
                      utimensat)
 
@@ -812,6 +813,208 @@ def case_space(env, chk):
             break
     vol.umount()
     vol.fsck(chk, "at the end")
+
+
+# ====================================================================
+# xattr: extended attributes
+# ====================================================================
+
+def xattrs_of(path, follow=True):
+    """Every attribute of path the caller may list, with its value."""
+    return {n: os.getxattr(path, n, follow_symlinks=follow)
+            for n in sorted(os.listxattr(path, follow_symlinks=follow))}
+
+
+libc.getxattr.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
+libc.getxattr.restype = ctypes.c_ssize_t
+
+
+def getxattr_errno(path, name, size):
+    """getxattr(2) with a buffer of size bytes: (errno name or "OK", value length)."""
+    buf = ctypes.create_string_buffer(max(size, 1))
+    n = libc.getxattr(os.fsencode(path), os.fsencode(name), buf if size else None, size)
+    if n < 0:
+        return errno.errorcode[ctypes.get_errno()], -1
+    return "OK", n
+
+
+NOTSUP = errno.errorcode[errno.EOPNOTSUPP]
+
+
+def fill_xattrs(chk, path, block_size):
+    """Set 60-byte attributes on a new file until ENOSPC: both stores hold
+    some (more than the block alone could), all read back."""
+    write_file(path, b"")
+    got, err = {}, "OK"
+    for i in range(400):
+        n, v = "user.fill%03d" % i, bytes([i % 251]) * 60
+        err = errno_of(lambda: os.setxattr(path, n, v))
+        if err != "OK":
+            break
+        got[n] = v
+    per_entry = 16 + 12 + 60  # entry, padded name, value
+    block_alone = (block_size - 48 - 20) // per_entry
+    chk.eq(err, "ENOSPC", "%d-byte blocks: an inode whose stores are full (after %d)" % (
+        block_size, len(got)))
+    chk.ok(len(got) > block_alone, "%d-byte blocks: the inode's tail and its block both held "
+           "attributes (%d, the block alone %d)" % (block_size, len(got), block_alone))
+    chk.eq(xattrs_of(path), got, "%d-byte blocks: a full inode's attributes read back" % block_size)
+    return got
+
+
+def case_xattr(env, chk):
+    """Extended attributes through the mount: every store (the inode's
+    tail, an xattr block, values in clusters), the setxattr flags, the
+    kernel's limits, ENOSPC when both stores are full, namespaces and who
+    may list them, xattrs kept across writes that move inline data out,
+    through hard links, open-unlinked files and a remount, and their space
+    given back on unlink (more values than one transaction frees).  fsck
+    (name hashes, layout, leaks) after each unmount."""
+    vol = env.volume("xattr", mkfs="mkfs.ocfs2")  # 4K blocks: a roomy xattr block
+    os.chmod(env.tmp, 0o755)
+    vol.mount("allow_other")
+    m = vol.mnt
+    os.chmod(m, 0o777)
+    P = lambda *a: os.path.join(m, *a)  # noqa: E731
+    f, d = P("f"), P("d")
+    write_file(f, b"small")
+    os.mkdir(d)
+    os.symlink("f", P("l"))
+    os.mkfifo(P("fifo"))
+    want = {}
+
+    # the three namespaces, short values (in the inode) and long ones (in clusters)
+    values = {"user.a": b"hello", "user.empty": b"", "user.eighty": b"8" * 80,
+              "user.eightyone": b"9" * 81, "user.block4k": os.urandom(4000),
+              "user.max": os.urandom(65536), "security.label": b"system_u:object_r:x:s0",
+              "trusted.t": b"root only", "user.\u00e9t\u00e9": b"high bytes in the name"}
+    for n, v in values.items():
+        chk.eq(errno_of(lambda: os.setxattr(f, n, v)), "OK", "setxattr %s (%d bytes)" % (n, len(v)))
+    want[f] = dict(sorted(values.items()))
+    chk.eq(xattrs_of(f), want[f], "every attribute reads back")
+    chk.eq(getxattr_errno(f, "user.a", 0), ("OK", 5), "size probe")
+    chk.eq(getxattr_errno(f, "user.block4k", 100), ("ERANGE", -1), "a buffer too small")
+    chk.eq(getxattr_errno(f, "user.none", 10), ("ENODATA", -1), "a missing attribute")
+
+    # the flags, replacing, removing
+    chk.eq(errno_of(lambda: os.setxattr(f, "user.a", b"x", os.XATTR_CREATE)), "EEXIST", "XATTR_CREATE on one")
+    chk.eq(errno_of(lambda: os.setxattr(f, "user.none", b"x", os.XATTR_REPLACE)), "ENODATA",
+           "XATTR_REPLACE on none")
+    chk.eq(errno_of(lambda: os.setxattr(f, "user.new", b"n", os.XATTR_CREATE)), "OK", "XATTR_CREATE on none")
+    chk.eq(errno_of(lambda: os.setxattr(f, "user.max", b"short now", os.XATTR_REPLACE)), "OK",
+           "a long value replaced by a short one")
+    chk.eq(errno_of(lambda: os.setxattr(f, "user.a", os.urandom(3000))), "OK", "a short value made long")
+    want[f]["user.new"] = b"n"
+    want[f]["user.max"] = b"short now"
+    want[f]["user.a"] = os.getxattr(f, "user.a")
+    chk.eq(errno_of(lambda: os.removexattr(f, "user.empty")), "OK", "removexattr")
+    chk.eq(errno_of(lambda: os.removexattr(f, "user.empty")), "ENODATA", "removexattr again")
+    del want[f]["user.empty"]
+    want[f] = dict(sorted(want[f].items()))
+    chk.eq(xattrs_of(f), want[f], "after replacing and removing")
+
+    # what is not served, and the kernel's limits
+    chk.eq(errno_of(lambda: os.setxattr(f, "system.posix_acl_access", b"\x02\0\0\0")), NOTSUP,
+           "POSIX ACLs (not enforced, so not stored)")
+    chk.eq(errno_of(lambda: os.setxattr(f, "os2.x", b"v")), NOTSUP, "a namespace OCFS2 lacks")
+    chk.eq(errno_of(lambda: os.setxattr(f, "user." + "n" * 250, b"v")), "OK", "a name of 255 bytes")
+    chk.eq(errno_of(lambda: os.setxattr(f, "user." + "n" * 251, b"v")), "ERANGE", "a name of 256 bytes")
+    chk.eq(errno_of(lambda: os.setxattr(f, "user.", b"v")), "EINVAL", "an empty name after the prefix")
+    chk.eq(errno_of(lambda: os.setxattr(f, "user.big", bytes(65537))), "E2BIG", "a value over 64 KiB")
+    want[f]["user." + "n" * 250] = b"v"
+    want[f] = dict(sorted(want[f].items()))
+    chk.eq(errno_of(lambda: os.setxattr(P("l"), "user.x", b"v", follow_symlinks=False)), "EPERM",
+           "user.* on a symlink (the kernel's rule)")
+    chk.eq(errno_of(lambda: os.setxattr(P("l"), "trusted.x", b"v", follow_symlinks=False)), "OK",
+           "trusted.* on a symlink")
+    want[P("l")] = {"trusted.x": b"v"}
+    chk.eq(errno_of(lambda: os.setxattr(P("fifo"), "security.s", b"fifo")), "OK", "security.* on a FIFO")
+    want[P("fifo")] = {"security.s": b"fifo"}
+
+    # ctime moves, directories have them too
+    c0 = os.stat(d).st_ctime_ns
+    time.sleep(0.01)
+    os.setxattr(d, "user.dir", b"on a directory")
+    chk.ok(os.stat(d).st_ctime_ns > c0, "setxattr sets ctime")
+    want[d] = {"user.dir": b"on a directory"}
+    for i in range(40):  # a directory that grows out of its inode keeps them
+        write_file(os.path.join(d, "entry-with-a-long-name-%03d" % i), b"")
+
+    # inline data moved out to clusters: the inode's xattr tail stays
+    write_file(P("g"), b"tiny")
+    os.setxattr(P("g"), "user.keep", b"kept")
+    with open(P("g"), "r+b") as fh:
+        fh.seek(0, 2)
+        fh.write(os.urandom(20000))
+    want[P("g")] = {"user.keep": b"kept"}
+    chk.eq(xattrs_of(P("g")), want[P("g")], "xattrs after the data left the inode")
+    chk.eq(len(read_file(P("g"))), 20004, "and the data")
+    os.link(P("g"), P("g-link"))
+    chk.eq(xattrs_of(P("g-link")), want[P("g")], "a hard link sees the same attributes")
+    want[P("g-link")] = want[P("g")]
+
+    # a full inode: ENOSPC, and what was set stays readable
+    h = P("full")
+    got = fill_xattrs(chk, h, 4096)
+    os.removexattr(h, "user.fill000")
+    del got["user.fill000"]
+    chk.eq(errno_of(lambda: os.setxattr(h, "user.again", b"y" * 20)), "OK", "room again after a removal")
+    got["user.again"] = b"y" * 20
+    want[h] = dict(sorted(got.items()))
+
+    # who may list what
+    listed = as_user(NOBODY, NOBODY, lambda: sorted(os.listxattr(f)))
+    chk.eq(listed, sorted(n for n in want[f] if not n.startswith("trusted.")),
+           "a user's list leaves out trusted.*")
+
+    # an open-unlinked file keeps its attributes until the last close
+    fd = os.open(P("u"), os.O_RDWR | os.O_CREAT, 0o644)
+    os.setxattr(fd, "user.orphan", b"still here" * 20)
+    os.unlink(P("u"))
+    chk.eq(os.getxattr(fd, "user.orphan"), b"still here" * 20, "an unlinked open file's attribute")
+    os.close(fd)
+
+    # remount: everything read back
+    for p in sorted(want):
+        chk.eq(xattrs_of(p, follow=not p.endswith("/l")), want[p], "%s before the remount" % p)
+    vol.umount()
+    vol.fsck(chk, "after setting xattrs")
+    vol.mount("allow_other")
+    for p in sorted(want):
+        chk.eq(xattrs_of(p, follow=not p.endswith("/l")), want[p], "%s after the remount" % p)
+
+    # their space back on unlink: more values in clusters than one transaction frees
+    cs = os.statvfs(m).f_frsize
+    free0 = os.statvfs(m).f_bfree
+    k = P("many")
+    write_file(k, b"")
+    for i in range(30):
+        os.setxattr(k, "user.v%02d" % i, os.urandom(cs))
+    free1 = os.statvfs(m).f_bfree
+    chk.ok(free1 <= free0 - 30, "30 values took clusters: %d -> %d" % (free0, free1))
+    os.unlink(k)
+    for p in (f, h, P("g"), P("g-link")):
+        os.unlink(p)
+    free2 = wait_free(m, free0)
+    chk.ok(free2 >= free0, "unlink gave their clusters back: %d -> %d -> %d" % (free0, free1, free2))
+    vol.umount()
+    vol.fsck(chk, "after unlinking files with xattrs")
+
+    # nouser_xattr: user.* refused, the others still served
+    vol.mount("nouser_xattr")
+    chk.eq(errno_of(lambda: os.setxattr(d, "user.y", b"v")), NOTSUP, "user.* under nouser_xattr")
+    chk.eq(errno_of(lambda: os.getxattr(d, "user.dir")), NOTSUP, "reading user.* under nouser_xattr")
+    chk.eq(sorted(os.listxattr(d)), [], "nothing listed under nouser_xattr")
+    chk.eq(errno_of(lambda: os.setxattr(d, "security.z", b"v")), "OK", "security.* under nouser_xattr")
+    vol.umount()
+    vol.fsck(chk, "at the end")
+
+    # ocfs2ctl's default for a small volume, 1K blocks: a smaller block fills sooner
+    small = env.volume("xattr-1k")
+    small.mount()
+    fill_xattrs(chk, os.path.join(small.mnt, "full"), 1024)
+    small.umount()
+    small.fsck(chk, "1K blocks, a full inode")
 
 
 def wait_free(mnt, want, timeout=10):
@@ -1944,7 +2147,7 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
 
 
 CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
-         "stress": case_stress, "crash": case_crash, "space": case_space,
+         "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr,
          "fault": case_fault, "enomem": case_enomem}
 
 if __name__ == "__main__":

@@ -972,6 +972,117 @@ out:
 	return msg;
 }
 
+/* ---- debugfs xattr ---- */
+
+struct xattr_shape {
+	unsigned type, name_len, inline_;
+	unsigned long long value_len;
+};
+
+static int cmp_shape(const void *a, const void *b)
+{
+	const struct xattr_shape *x = a, *y = b;
+
+	if (x->type != y->type)
+		return x->type < y->type ? -1 : 1;
+	if (x->name_len != y->name_len)
+		return x->name_len < y->name_len ? -1 : 1;
+	if (x->value_len != y->value_len)
+		return x->value_len < y->value_len ? -1 : 1;
+	return (int)x->inline_ - (int)y->inline_;
+}
+
+/* One "xattr PATH" block: its entries' type, name length, value length, in-store flag. */
+static char *xattr_block_vs_model(const char *path, const char *blk, const struct m_inode *in)
+{
+	struct xattr_shape got[256], want[256];
+	size_t ng = 0, nw = 0;
+	unsigned long long total = 0;
+	const char *t;
+
+	for (const char *l = blk; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		struct xattr_shape x;
+		unsigned idx;
+
+		while (*l == '\t' || *l == ' ')
+			l++;
+		if (sscanf(l, "#%u %u %u %u %llu", &idx, &x.type, &x.inline_, &x.name_len,
+			   &x.value_len) == 5) {
+			if (ng == 256)
+				return fmt("%s: more than 256 xattrs in debugfs output", path);
+			got[ng++] = x;
+		}
+	}
+	t = strstr(blk, "Extended attributes in total: ");
+	if (!t || sscanf(t, "Extended attributes in total: %llu", &total) != 1)
+		return fmt("%s: cannot parse debugfs xattr:\n%.1500s", path, blk);
+	for (size_t i = 0; i < in->nxattrs && nw < 256; i++)
+		want[nw++] = (struct xattr_shape){ in->xattrs[i].type, in->xattrs[i].name_len,
+						   in->xattrs[i].size <= 80, in->xattrs[i].size };
+	qsort(got, ng, sizeof(*got), cmp_shape);
+	qsort(want, nw, sizeof(*want), cmp_shape);
+	bool same = total == in->nxattrs && ng == nw;
+
+	for (size_t i = 0; same && i < ng; i++)
+		same = cmp_shape(&got[i], &want[i]) == 0;
+	if (!same)
+		return fmt("%s: debugfs xattr lists %zu entries (total %llu), the model %zu, or they "
+			   "differ in type, name length, value length or placement:\n%.1500s", path, ng,
+			   total, in->nxattrs, blk);
+	return NULL;
+}
+
+char *judge_debugfs_xattr(struct vol *v, const struct model *m, unsigned nmax)
+{
+	struct stat_pick *all = NULL, *pick[64];
+	size_t n = 0, cap = 0, np = 0;
+	char *cmdfile = fmt("%s/xattr.cmd", v->dir), *cmd = NULL, *out = NULL, *msg = NULL;
+	FILE *f;
+
+	gather_paths(m->top, &all, &n, &cap);
+	if (nmax > 64)
+		nmax = 64;
+	for (size_t i = 0; i < n && np < nmax; i++)
+		if (all[i].in->nxattrs)
+			pick[np++] = &all[i];
+	if (!np)
+		goto out;
+	f = fopen(cmdfile, "w");
+	ck_assert_msg(f != NULL, "%s: %s", cmdfile, strerror(errno));
+	for (size_t i = 0; i < np; i++)
+		fprintf(f, "xattr -v %s\n", pick[i]->path);
+	fclose(f);
+	cmd = fmt(TOOL_PATH "debugfs.ocfs2 -f %s %s", cmdfile, v->image);
+	judge_run(cmd, &out);
+	for (size_t i = 0; i < np && !msg; i++) {
+		char *hdr = fmt("debugfs: xattr -v %s\n", pick[i]->path);
+		char *blk = strstr(out, hdr), *next;
+
+		if (!blk) {
+			msg = fmt("%s: no debugfs xattr output for it:\n%.1500s", pick[i]->path, out);
+			free(hdr);
+			break;
+		}
+		blk += strlen(hdr);
+		free(hdr);
+		next = strstr(blk, "debugfs: ");
+		if (next)
+			*next = '\0';
+		msg = xattr_block_vs_model(pick[i]->path, blk, pick[i]->in);
+		if (next)
+			*next = 'd';
+	}
+out:
+	for (size_t i = 0; i < n; i++)
+		free(all[i].path);
+	free(all);
+	unlink(cmdfile);
+	free(cmdfile);
+	free(cmd);
+	free(out);
+	return msg;
+}
+
 /* ---- debugfs ls ---- */
 
 struct ls_ent {

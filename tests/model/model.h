@@ -217,6 +217,14 @@ char *judge_rdump(struct vol *v, const struct model *m);
 char *judge_debugfs_stat(struct vol *v, const struct model *m, struct rng *r, unsigned nsample);
 
 /*
+ * debugfs.ocfs2 "xattr -v" of up to nmax paths whose inodes have extended
+ * attributes: per inode the same number of entries with the model's types,
+ * name lengths and value lengths, and a value in its store exactly when it
+ * is at most 80 bytes.  (debugfs prints no names or values.)
+ */
+char *judge_debugfs_xattr(struct vol *v, const struct model *m, unsigned nmax);
+
+/*
  * debugfs.ocfs2 "ls PATH" of directory dir: the same names naming the same
  * inodes as the model (cheaper than rdump for huge directories).
  */

@@ -1788,6 +1788,7 @@ static void end_batch(struct run *rn)
 	judge_or_fail(rn, judge_rdump(&rn->v, &rn->m), "debugfs rdump");
 	t[6] = now_s();
 	judge_or_fail(rn, judge_debugfs_stat(&rn->v, &rn->m, &rn->r, 6), "debugfs stat");
+	judge_or_fail(rn, judge_debugfs_xattr(&rn->v, &rn->m, 24), "debugfs xattr");
 	t[7] = now_s();
 	sample_coverage(rn);
 	if (verbose)

@@ -235,6 +235,19 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		v->no_open = true;
 	}
 	conn->time_gran = 1;
+	/*
+	 * acl: the kernel enforces POSIX ACLs (asking us for them), and leaves
+	 * the umask to us, since a default ACL replaces it.
+	 */
+	if (v->opts.acl) {
+		if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK)) {
+			conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
+			v->acl = true;
+		} else {
+			g_warning("%s: the kernel offers no POSIX ACL support to FUSE: mounted "
+				  "without ACLs", v->device);
+		}
+	}
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -413,6 +426,9 @@ static int new_inode(struct volume *v, fuse_req_t req, uint64_t dir, mode_t mode
 	ni->uid = ctx->uid;
 	ni->gid = ctx->gid;
 	ni->rdev = 0;
+	/* with ACLs the kernel leaves the umask to us: fscore applies it unless
+	 * the directory's default ACL decides */
+	ni->umask = v->acl ? (uint16_t)ctx->umask : 0;
 	if (di->mode & S_ISGID) {
 		ni->gid = di->gid;
 		if (S_ISDIR(mode))
@@ -984,10 +1000,17 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 /* ---- extended attributes ----
  *
  * Names map onto OCFS2's kinds by prefix: user. (unless nouser_xattr),
- * trusted. and security.  POSIX ACLs are not served: the kernel enforces
- * only ACLs it has been told about (FUSE_POSIX_ACL, not taken yet), so
- * system.posix_acl_* gets EOPNOTSUPP, as on a kernel OCFS2 mount with noacl.
+ * trusted. and security.  POSIX ACLs (system.posix_acl_*) only with the
+ * acl option, as kernel OCFS2: the kernel then enforces them
+ * (FUSE_POSIX_ACL) and fscore keeps them and the mode in step.  Without
+ * it they get EOPNOTSUPP, as on a kernel OCFS2 mount with noacl (the
+ * default).
  */
+
+static bool is_acl(unsigned type)
+{
+	return type == O2_XATTR_ACL_ACCESS || type == O2_XATTR_ACL_DEFAULT;
+}
 
 static int xattr_name(const struct volume *v, const char *full, unsigned *type, const char **name)
 {
@@ -995,7 +1018,7 @@ static int xattr_name(const struct volume *v, const char *full, unsigned *type, 
 
 	if (r < 0)
 		return r;
-	if (*type == O2_XATTR_ACL_ACCESS || *type == O2_XATTR_ACL_DEFAULT)
+	if (is_acl(*type) && !v->acl)
 		return -EOPNOTSUPP;
 	if (*type == O2_XATTR_USER && v->opts.nouser_xattr)
 		return -EOPNOTSUPP;
@@ -1028,7 +1051,11 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *full, const 
 		o2flags |= O2_XATTR_REPLACE;
 	if (r == 0) {
 		lock(v);
-		r = o2_xattr_set(v->fs, to_blk(v, ino), type, name, strlen(name), value, size, o2flags);
+		if (is_acl(type))
+			r = o2_acl_set(v->fs, to_blk(v, ino), type, value, size);
+		else
+			r = o2_xattr_set(v->fs, to_blk(v, ino), type, name, strlen(name), value, size,
+					 o2flags);
 		unlock(v);
 		r = xattr_note(v, "setxattr", r);
 	}
@@ -1051,7 +1078,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *full, size_t
 		return;
 	}
 	lock(v);
-	n = o2_xattr_get(v->fs, to_blk(v, ino), type, name, strlen(name), buf, size);
+	if (is_acl(type))
+		n = o2_acl_get(v->fs, to_blk(v, ino), type, buf, size);
+	else
+		n = o2_xattr_get(v->fs, to_blk(v, ino), type, name, strlen(name), buf, size);
 	unlock(v);
 	if (n < 0)
 		fuse_reply_err(req, -note(v, "getxattr", (int)n));
@@ -1072,7 +1102,7 @@ static int list_one(const struct o2_xattr *x, void *arg)
 	struct xattr_list *l = arg;
 	const char *prefix = o2_xattr_prefix(x->type);
 
-	if (x->type == O2_XATTR_ACL_ACCESS || x->type == O2_XATTR_ACL_DEFAULT ||
+	if ((is_acl(x->type) && !l->v->acl) ||
 	    (x->type == O2_XATTR_USER && l->v->opts.nouser_xattr) ||
 	    (x->type == O2_XATTR_TRUSTED && !l->trusted))
 		return 0;
@@ -1117,7 +1147,10 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *full)
 
 	if (r == 0) {
 		lock(v);
-		r = o2_xattr_remove(v->fs, to_blk(v, ino), type, name, strlen(name));
+		if (is_acl(type))
+			r = o2_acl_set(v->fs, to_blk(v, ino), type, NULL, 0);
+		else
+			r = o2_xattr_remove(v->fs, to_blk(v, ino), type, name, strlen(name));
 		unlock(v);
 		r = xattr_note(v, "removexattr", r);
 	}

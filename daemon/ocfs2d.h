@@ -35,6 +35,7 @@ struct mount_opts {
 	unsigned poll_us;	/* spin this long for the next request (0: sleep at once) */
 	unsigned threads;	/* FUSE worker threads at most (1: one thread, no hand-offs) */
 	bool nouser_xattr;	/* refuse user.* extended attributes */
+	bool acl;		/* POSIX ACLs (kernel OCFS2's default is noacl) */
 };
 
 void mount_opts_default(struct mount_opts *o);
@@ -49,6 +50,7 @@ struct volume {
 	uint64_t root;		/* the root directory's inode (block) number */
 	uint32_t cluster_size, block_size;
 	bool no_open;		/* the kernel opens files without asking us */
+	bool acl;		/* POSIX ACLs on: the kernel enforces them, we keep them */
 
 	GMutex lock;		/* guards fs, nodes and ro_reported */
 	GHashTable *nodes;	/* inode number -> lookup count (uint64_t *) */

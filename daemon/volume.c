@@ -82,6 +82,10 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 			o->nouser_xattr = false;
 		else if (!strcmp(key, "nouser_xattr") && !val)
 			o->nouser_xattr = true;
+		else if (!strcmp(key, "acl") && !val)
+			o->acl = true;
+		else if (!strcmp(key, "noacl") && !val)
+			o->acl = false;
 		else if (!strcmp(key, "entry_timeout") && val)
 			ok = parse_double(val, &o->entry_timeout);
 		else if (!strcmp(key, "attr_timeout") && val)
@@ -101,7 +105,7 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 			g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
 				    "unknown mount option \"%s%s%s\" (known: ro, rw, allow_other, "
 				    "entry_timeout=S, attr_timeout=S, commit=S, slot=N, poll=USEC, threads=N, "
-				    "user_xattr, nouser_xattr, debug)",
+				    "user_xattr, nouser_xattr, acl, noacl, debug)",
 				    key, val ? "=" : "", val ? val : "");
 			return false;
 		}
@@ -210,7 +214,7 @@ static bool open_fs(struct volume *v, GError **err)
 		return false;
 
 	struct o2_open_opts oo = {
-		.flags = v->opts.ro ? O2_OPEN_RDONLY : O2_OPEN_RDWR,
+		.flags = (v->opts.ro ? O2_OPEN_RDONLY : O2_OPEN_RDWR) | (v->opts.acl ? O2_OPEN_ACL : 0),
 		.slot = v->opts.slot,
 		.commit_interval_ms = v->opts.commit_s * 1000,
 		.cache_blocks = 32768,

@@ -776,14 +776,28 @@ int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *a, unsig
 	}
 	if (!(mask & ~(unsigned)O2_SET_SIZE))
 		return 0;
-	r = o2_trans_begin(fs, 2, &t);
-	if (r < 0)
+	/* with ACLs on, chmod rewrites the access ACL in the same transaction */
+	uint8_t *acl = NULL;
+	size_t acl_len = 0;
+
+	if (mask & O2_SET_MODE) {
+		r = o2_acl_chmod_plan(fs, ino, a->mode, &acl, &acl_len);
+		if (r < 0)
+			return r;
+	}
+	r = acl ? o2_trans_begin_freeing(fs, 2 + O2_XATTR_SET_CREDITS, &t) : o2_trans_begin(fs, 2, &t);
+	if (r < 0) {
+		free(acl);
 		return r;
+	}
 	r = o2_inode_buf(fs, ino, &ib);
 	if (r == 0) {
 		struct o2_dinode *di = o2_buf_dinode(ib);
 
-		r = o2_trans_add(t, ib);
+		if (acl)
+			r = o2_xattr_change_in(t, fs, ib, O2_XATTR_ACL_ACCESS, "", 0, acl, acl_len, 0);
+		if (r == 0)
+			r = o2_trans_add(t, ib);
 		if (r == 0) {
 			if (mask & O2_SET_MODE)
 				di->i_mode = cpu_le16((uint16_t)((le16(di->i_mode) & S_IFMT) |
@@ -809,6 +823,7 @@ int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *a, unsig
 		}
 		o2_brelse(fs, ib);
 	}
+	free(acl);
 	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;
 }

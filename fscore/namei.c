@@ -987,13 +987,20 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 	if (target && (tlen == 0 || tlen >= 4096))
 		return tlen ? -ENAMETOOLONG : -ENOENT;
 	uint32_t spare;
+	struct o2_acl_inherit acl = { 0 };
 
 	r = o2_space_spare(fs, &spare);
+	if (r == 0 && !target) /* symlinks take no ACL, as in the kernel */
+		r = o2_acl_inherit_plan(fs, dir, &mode, ni->umask, &acl);
 	if (r < 0)
 		return r;
-	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
-	if (r < 0)
+	bool acls = acl.access || acl.deflt;
+
+	r = o2_trans_begin(fs, NAMEI_CREDITS + (acls ? 2 * O2_XATTR_SET_CREDITS : 0), &t);
+	if (r < 0) {
+		o2_acl_inherit_free(&acl);
 		return r;
+	}
 	r = o2_inode_buf(fs, dir, &dib);
 	if (r < 0)
 		goto end;
@@ -1048,6 +1055,8 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 			}
 		}
 	}
+	if (r == 0 && acls)
+		r = o2_acl_inherit_apply(t, fs, ib, &acl);
 	if (r == 0)
 		r = dir_add(t, fs, dib, name, len, ib->blkno, type_of(mode));
 	if (r == 0) {
@@ -1064,6 +1073,7 @@ rel:
 	o2_brelse(fs, ib);
 	o2_brelse(fs, dib);
 end:
+	o2_acl_inherit_free(&acl);
 	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;
 }

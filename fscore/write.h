@@ -57,6 +57,36 @@ int o2_xattr_free_all(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib);
 int o2_xattr_strip_values(struct o2_fs *fs, uint64_t ino);
 /* Whether o2_xattr_free_all can free the inode's xattrs in one transaction. */
 bool o2_xattr_free_fits(struct o2_fs *fs, uint64_t ino_blkno);
+/*
+ * Inside t (which has O2_XATTR_SET_CREDITS for it): set (value non-NULL)
+ * or remove one attribute of the inode in ib, as o2_xattr_set does.  What
+ * may fail for want of space is tried before anything is logged, so call
+ * it before changing other blocks where that matters.
+ */
+#define O2_XATTR_SET_CREDITS (4 + 3 * O2_ALLOC_CREDITS + 8)
+int o2_xattr_change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, unsigned type,
+		       const char *name, size_t len, const void *value, size_t size, unsigned flags);
+
+/* POSIX ACLs (acl.c), on volumes opened with O2_OPEN_ACL. */
+#define O2_ACL_INLINE_BYTES 128
+struct o2_acl_inherit {
+	uint8_t *access, *deflt; /* entries as stored; NULL: none */
+	size_t access_len, deflt_len;
+};
+/*
+ * A new inode of *mode in dir: the ACLs it inherits from dir's default
+ * ACL, *mode cut down by it - or by umask when dir has none.  Nothing
+ * without O2_OPEN_ACL (the caller applied the umask).
+ */
+int o2_acl_inherit_plan(struct o2_fs *fs, uint64_t dir, uint16_t *mode, uint16_t umask,
+			struct o2_acl_inherit *ret);
+/* Inside t (2 * O2_XATTR_SET_CREDITS): give the new inode its ACLs. */
+int o2_acl_inherit_apply(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
+			 const struct o2_acl_inherit *in);
+void o2_acl_inherit_free(struct o2_acl_inherit *in);
+/* The inode's access ACL after chmod to mode (malloc'd; NULL if it has none). */
+int o2_acl_chmod_plan(struct o2_fs *fs, uint64_t ino, uint16_t mode, uint8_t **ret, size_t *ret_len);
+
 /* Inside t: give an xattr block (its buffer, head checked) back to its allocator. */
 int o2_xattr_block_free(struct o2_trans *t, struct o2_fs *fs, const uint8_t *buf);
 /* Credits o2_xattr_free_all may use: the allocator's blocks, truncate log, inode. */

@@ -42,7 +42,7 @@
 #define BLOCK_STORE_AT offsetof(struct o2_xattr_block, xb_attrs)
 #define XATTR_LOCAL 0x80
 #define XATTR_INDEXED 0x1
-#define SET_CREDITS (4 + 3 * O2_ALLOC_CREDITS + 8)
+#define SET_CREDITS O2_XATTR_SET_CREDITS
 
 static size_t pad4(size_t n)
 {
@@ -486,9 +486,33 @@ static int apply(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, const 
 	return r;
 }
 
-static int change(struct o2_fs *fs, uint64_t ino, const struct change *c)
+static int change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
+		     const struct change *c)
 {
 	struct plan p = { 0 };
+	int r = make_plan(fs, ib->blkno, ib, c, &p);
+
+	if (r == 0)
+		r = apply(t, fs, ib, c, &p);
+	plan_free(fs, &p);
+	return r;
+}
+
+int o2_xattr_change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, unsigned type,
+		       const char *name, size_t len, const void *value, size_t size, unsigned flags)
+{
+	static const uint8_t empty[1];
+	struct change c = { type, name, len, value ? value : NULL, size, flags };
+	int r;
+
+	if (value && !size)
+		c.value = empty;
+	r = check_args(fs, &c);
+	return r < 0 ? r : change_in(t, fs, ib, &c);
+}
+
+static int change(struct o2_fs *fs, uint64_t ino, const struct change *c)
+{
 	struct o2_trans *t;
 	struct o2_buf *ib;
 	int r = check_args(fs, c), e;
@@ -502,10 +526,7 @@ static int change(struct o2_fs *fs, uint64_t ino, const struct change *c)
 	if (r == 0) {
 		r = o2_check_writable(fs, o2_buf_dinode(ib), false);
 		if (r == 0)
-			r = make_plan(fs, ino, ib, c, &p);
-		if (r == 0)
-			r = apply(t, fs, ib, c, &p);
-		plan_free(fs, &p);
+			r = change_in(t, fs, ib, c);
 		o2_brelse(fs, ib);
 	}
 	e = o2_trans_finish(t, r);

@@ -1017,6 +1017,131 @@ def case_xattr(env, chk):
     small.fsck(chk, "1K blocks, a full inode")
 
 
+# ====================================================================
+# acl: POSIX ACLs (the acl mount option)
+# ====================================================================
+
+ACL_USER_OBJ, ACL_USER, ACL_GROUP_OBJ, ACL_GROUP, ACL_MASK, ACL_OTHER = 1, 2, 4, 8, 0x10, 0x20
+ACL_ACCESS, ACL_DEFAULT = "system.posix_acl_access", "system.posix_acl_default"
+
+
+def acl_bytes(entries):
+    """The system.posix_acl_* value of [(tag, perm, id)] (id -1 where none)."""
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, i & 0xffffffff)
+                                            for t, p, i in entries)
+
+
+def acl_entries(value):
+    n = (len(value) - 4) // 8
+    return [tuple(struct.unpack_from("<HHI", value, 4 + 8 * k)) for k in range(n)]
+
+
+def case_acl(env, chk):
+    """POSIX ACLs with -o acl: the kernel enforces them (named users, the
+    mask), setting one sets the mode and an ACL the mode says all of is
+    not kept, chmod rewrites the ACL, new files and directories inherit a
+    default ACL (and the umask then does not apply; elsewhere it does),
+    all kept across a remount; fsck.ocfs2 -fn clean."""
+    vol = env.volume("acl", mkfs="mkfs.ocfs2")
+    os.chmod(env.tmp, 0o755)
+    vol.mount("acl,allow_other")
+    m = vol.mnt
+    os.chmod(m, 0o777)
+    P = lambda *a: os.path.join(m, *a)  # noqa: E731
+    old_umask = os.umask(0o022)
+    U = 0xffffffff
+    f = P("f")
+    write_file(f, b"guarded", 0o640)
+    reader = lambda: errno_of(lambda: read_file(f))  # noqa: E731
+    chk.eq(as_user(NOBODY, NOBODY, reader), "EACCES", "mode 0640: another user cannot read")
+
+    # a named user, under a mask
+    acl = [(ACL_USER_OBJ, 6, U), (ACL_USER, 4, NOBODY), (ACL_GROUP_OBJ, 4, U), (ACL_MASK, 4, U),
+           (ACL_OTHER, 0, U)]
+    chk.eq(errno_of(lambda: os.setxattr(f, ACL_ACCESS, acl_bytes(acl))), "OK", "setting an access ACL")
+    chk.eq(acl_entries(os.getxattr(f, ACL_ACCESS)), [(t, p, i & U) for t, p, i in acl], "it reads back")
+    chk.eq(oct(os.stat(f).st_mode & 0o777), oct(0o640), "the mode shows owner, mask and other")
+    chk.ok(ACL_ACCESS in os.listxattr(f), "listed")
+    chk.eq(as_user(NOBODY, NOBODY, reader), "OK", "the named user reads")
+    chk.eq(as_user(OTHER, OTHER, reader), "EACCES", "someone else still cannot")
+    chk.eq(as_user(NOBODY, NOBODY, lambda: errno_of(lambda: os.close(os.open(f, os.O_WRONLY)))),
+           "EACCES", "the named user may not write")
+
+    # chmod moves the mask: the named user loses read
+    os.chmod(f, 0o600)
+    got = dict(((t, i), p) for t, p, i in acl_entries(os.getxattr(f, ACL_ACCESS)))
+    chk.eq((got[(ACL_MASK, U)], got[(ACL_USER, NOBODY)], got[(ACL_USER_OBJ, U)]), (0, 4, 6),
+           "chmod 0600 sets the mask to ---, the named entry stays")
+    chk.eq(as_user(NOBODY, NOBODY, reader), "EACCES", "after chmod 0600 the named user cannot read")
+    os.chmod(f, 0o640)
+    chk.eq(as_user(NOBODY, NOBODY, reader), "OK", "after chmod 0640 again it can")
+
+    # an ACL the mode says all of is the mode
+    g = P("g")
+    write_file(g, b"", 0o600)
+    os.setxattr(g, ACL_ACCESS, acl_bytes([(ACL_USER_OBJ, 7, U), (ACL_GROUP_OBJ, 5, U), (ACL_OTHER, 1, U)]))
+    chk.eq(oct(os.stat(g).st_mode & 0o777), oct(0o751), "a minimal ACL sets the mode")
+    chk.eq(errno_of(lambda: os.getxattr(g, ACL_ACCESS)), "ENODATA", "and is not kept")
+    chk.ok(ACL_ACCESS not in os.listxattr(g), "nor listed")
+
+    # removing an access ACL leaves the mode
+    os.removexattr(f, ACL_ACCESS)
+    chk.eq(errno_of(lambda: os.getxattr(f, ACL_ACCESS)), "ENODATA", "removexattr takes the ACL away")
+    chk.eq(oct(os.stat(f).st_mode & 0o777), oct(0o640), "and leaves the mode")
+    chk.eq(as_user(NOBODY, NOBODY, reader), "EACCES", "the named user is gone with it")
+    chk.eq(errno_of(lambda: os.setxattr(f, ACL_DEFAULT, acl_bytes(acl))), "EACCES",
+           "a default ACL on a file")
+
+    # a default ACL: inherited, and it replaces the umask
+    d = P("d")
+    os.mkdir(d, 0o777)
+    dacl = [(ACL_USER_OBJ, 7, U), (ACL_USER, 7, NOBODY), (ACL_GROUP_OBJ, 5, U), (ACL_MASK, 7, U),
+            (ACL_OTHER, 0, U)]
+    os.setxattr(d, ACL_DEFAULT, acl_bytes(dacl))
+    write_file(os.path.join(d, "child"), b"inherits", 0o666)
+    st = os.stat(os.path.join(d, "child"))
+    chk.eq(oct(st.st_mode & 0o777), oct(0o660), "a new file: 0666 cut down by the default ACL, "
+           "no umask")
+    chk.eq(acl_entries(os.getxattr(os.path.join(d, "child"), ACL_ACCESS)),
+           [(ACL_USER_OBJ, 6, U), (ACL_USER, 7, NOBODY), (ACL_GROUP_OBJ, 5, U), (ACL_MASK, 6, U),
+            (ACL_OTHER, 0, U)], "its access ACL")
+    chk.eq(errno_of(lambda: os.getxattr(os.path.join(d, "child"), ACL_DEFAULT)), "ENODATA",
+           "a file inherits no default ACL")
+    chk.eq(as_user(NOBODY, NOBODY, lambda: errno_of(lambda: write_file(os.path.join(d, "child"), b"x"))),
+           "OK", "the named user writes the inherited file (mask rw-)")
+    os.mkdir(os.path.join(d, "sub"), 0o777)
+    sub = os.path.join(d, "sub")
+    chk.eq(oct(os.stat(sub).st_mode & 0o777), oct(0o770), "a new directory")
+    chk.eq(acl_entries(os.getxattr(sub, ACL_DEFAULT)), [(t, p, i & U) for t, p, i in dacl],
+           "a new directory inherits the default ACL")
+    chk.eq(as_user(NOBODY, NOBODY, lambda: errno_of(lambda: write_file(os.path.join(sub, "n"), b""))),
+           "OK", "the named user creates in the inherited directory")
+    # elsewhere the umask applies (the kernel leaves it to us under acl)
+    write_file(P("plain"), b"", 0o666)
+    chk.eq(oct(os.stat(P("plain")).st_mode & 0o777), oct(0o644), "without a default ACL the umask applies")
+    os.mkdir(P("plaind"), 0o777)
+    chk.eq(oct(os.stat(P("plaind")).st_mode & 0o777), oct(0o755), "for directories too")
+
+    # kept across a remount
+    want = {p: {n: os.getxattr(p, n) for n in os.listxattr(p)} for p in (f, g, d, sub, os.path.join(d, "child"))}
+    vol.umount()
+    vol.fsck(chk, "after setting ACLs")
+    vol.mount("acl,allow_other")
+    for p, w in want.items():
+        chk.eq({n: os.getxattr(p, n) for n in os.listxattr(p)}, w, "%s after the remount" % p)
+    chk.eq(as_user(NOBODY, NOBODY, lambda: errno_of(lambda: read_file(os.path.join(d, "child")))),
+           "OK", "enforced after the remount")
+    vol.umount()
+    # without acl they are neither served nor enforced
+    vol.mount("allow_other")
+    chk.eq(errno_of(lambda: os.getxattr(os.path.join(d, "child"), ACL_ACCESS)), NOTSUP,
+           "noacl: ACLs not served")
+    chk.eq(oct(os.stat(os.path.join(d, "child")).st_mode & 0o777), oct(0o660), "noacl: the mode as it was")
+    vol.umount()
+    vol.fsck(chk, "at the end")
+    os.umask(old_umask)
+
+
 def wait_free(mnt, want, timeout=10):
     """Free clusters once they reach want (the kernel forgets unlinked
     inodes a little after the last close), or after timeout."""
@@ -2147,7 +2272,7 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
 
 
 CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
-         "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr,
+         "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
          "fault": case_fault, "enomem": case_enomem}
 
 if __name__ == "__main__":

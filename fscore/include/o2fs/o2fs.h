@@ -57,6 +57,10 @@ const char *o2_feature_name(enum o2_feature_class cls, uint32_t bit);
 
 #define O2_OPEN_RDONLY 0x0
 #define O2_OPEN_RDWR 0x1
+/* POSIX ACLs take part in permissions (kernel OCFS2's "acl" mount option):
+ * o2_acl_set is allowed, new inodes inherit default ACLs, chmod updates
+ * the access ACL.  Without it ACLs on disk are left alone. */
+#define O2_OPEN_ACL 0x2
 
 /*
  * Probe dev for an OCFS2 superblock at every block size 512..4096, validate
@@ -496,6 +500,7 @@ struct o2_new_inode {
 	uint16_t mode;	/* type and permission bits */
 	uint32_t uid, gid;
 	uint64_t rdev;	/* character and block devices */
+	uint16_t umask; /* O2_OPEN_ACL: applied unless the directory has a default ACL */
 };
 
 /* Create a regular file, device node, FIFO or socket named name in dir. */
@@ -559,6 +564,18 @@ int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *attr, un
 int o2_xattr_set(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name, size_t len,
 		 const void *value, size_t size, unsigned flags);
 int o2_xattr_remove(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name, size_t len);
+
+/*
+ * POSIX ACLs in the format of the system.posix_acl_access/default
+ * attributes (a version-2 header, then entries).  o2_acl_get: as
+ * o2_xattr_get (-ENODATA: none).  o2_acl_set (value NULL or a bare header:
+ * remove) needs O2_OPEN_ACL (else -EOPNOTSUPP); it checks the ACL
+ * (-EINVAL), sets the mode's permission bits from an access ACL and keeps
+ * no ACL the mode says all of, in one transaction; a default ACL on a
+ * non-directory is -EACCES.
+ */
+ssize_t o2_acl_get(struct o2_fs *fs, uint64_t ino, unsigned type, void *buf, size_t size);
+int o2_acl_set(struct o2_fs *fs, uint64_t ino, unsigned type, const void *value, size_t size);
 
 /*
  * Open-file references: an inode unlinked while referenced lives on in the

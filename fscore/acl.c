@@ -27,19 +27,10 @@
 #include "journal.h"
 #include "write.h"
 
+/* The xattr interface's header: a version, then entries as OCFS2 keeps them. */
 #define ACL_XATTR_VERSION 2
 #define ACL_HEADER 4u
-#define ACL_ENTRY 8u
-#define ACL_UNDEFINED_ID 0xffffffffu
-
-enum {
-	TAG_USER_OBJ = 0x01,
-	TAG_USER = 0x02,
-	TAG_GROUP_OBJ = 0x04,
-	TAG_GROUP = 0x08,
-	TAG_MASK = 0x10,
-	TAG_OTHER = 0x20,
-};
+#define ACL_ENTRY sizeof(struct o2_acl_entry)
 
 struct acl_entry {
 	uint16_t tag, perm;
@@ -50,28 +41,6 @@ struct acl {
 	struct acl_entry *e;
 	unsigned n;
 };
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
 
 /*
  * Entries as POSIX requires them: each tag known, perms rwx only, one
@@ -91,17 +60,17 @@ static bool acl_valid(const struct acl *a)
 		if (x->perm & ~7u)
 			return false;
 		switch (x->tag) {
-		case TAG_USER_OBJ:
-		case TAG_GROUP_OBJ:
-		case TAG_MASK:
-		case TAG_OTHER:
+		case O2_ACL_USER_OBJ:
+		case O2_ACL_GROUP_OBJ:
+		case O2_ACL_MASK:
+		case O2_ACL_OTHER:
 			if (seen & x->tag)
 				return false;
 			break;
-		case TAG_USER:
-		case TAG_GROUP:
+		case O2_ACL_USER:
+		case O2_ACL_GROUP:
 			named++;
-			if (x->id == ACL_UNDEFINED_ID || (prev_tag == x->tag && x->id <= prev_id))
+			if (x->id == O2_ACL_UNDEFINED_ID || (prev_tag == x->tag && x->id <= prev_id))
 				return false;
 			break;
 		default:
@@ -113,13 +82,13 @@ static bool acl_valid(const struct acl *a)
 		prev_tag = x->tag;
 		prev_id = x->id;
 	}
-	if ((seen & (TAG_USER_OBJ | TAG_GROUP_OBJ | TAG_OTHER)) !=
-	    (TAG_USER_OBJ | TAG_GROUP_OBJ | TAG_OTHER))
+	if ((seen & (O2_ACL_USER_OBJ | O2_ACL_GROUP_OBJ | O2_ACL_OTHER)) !=
+	    (O2_ACL_USER_OBJ | O2_ACL_GROUP_OBJ | O2_ACL_OTHER))
 		return false;
-	return !named || (seen & TAG_MASK);
+	return !named || (seen & O2_ACL_MASK);
 }
 
-/* Parse n entries at p (no header); -EINVAL if they do not make an ACL. */
+/* Parse the entries at p (no header); -EINVAL if they do not make an ACL. */
 static int acl_parse(const uint8_t *p, size_t len, struct acl *a)
 {
 	if (len % ACL_ENTRY || len == 0)
@@ -128,10 +97,11 @@ static int acl_parse(const uint8_t *p, size_t len, struct acl *a)
 	a->e = o2_malloc(a->n * sizeof(*a->e));
 	if (!a->e)
 		return -ENOMEM;
-	for (unsigned i = 0; i < a->n; i++, p += ACL_ENTRY) {
-		a->e[i].tag = get16(p);
-		a->e[i].perm = get16(p + 2);
-		a->e[i].id = get32(p + 4);
+	for (unsigned i = 0; i < a->n; i++) {
+		struct o2_acl_entry d;
+
+		memcpy(&d, p + i * ACL_ENTRY, sizeof(d));
+		a->e[i] = (struct acl_entry){ le16(d.e_tag), le16(d.e_perm), le32(d.e_id) };
 	}
 	if (!acl_valid(a)) {
 		free(a->e);
@@ -143,10 +113,11 @@ static int acl_parse(const uint8_t *p, size_t len, struct acl *a)
 
 static void acl_store(const struct acl *a, uint8_t *p)
 {
-	for (unsigned i = 0; i < a->n; i++, p += ACL_ENTRY) {
-		put16(p, a->e[i].tag);
-		put16(p + 2, a->e[i].perm);
-		put32(p + 4, a->e[i].id);
+	for (unsigned i = 0; i < a->n; i++) {
+		struct o2_acl_entry d = { cpu_le16(a->e[i].tag), cpu_le16(a->e[i].perm),
+					  cpu_le32(a->e[i].id) };
+
+		memcpy(p + i * ACL_ENTRY, &d, sizeof(d));
 	}
 }
 
@@ -160,16 +131,16 @@ static bool acl_mode(const struct acl *a, uint16_t *mode)
 		const struct acl_entry *x = &a->e[i];
 
 		switch (x->tag) {
-		case TAG_USER_OBJ:
+		case O2_ACL_USER_OBJ:
 			m |= (uint16_t)((x->perm & 7) << 6);
 			break;
-		case TAG_GROUP_OBJ:
+		case O2_ACL_GROUP_OBJ:
 			m |= (uint16_t)((x->perm & 7) << 3);
 			break;
-		case TAG_OTHER:
+		case O2_ACL_OTHER:
 			m |= x->perm & 7;
 			break;
-		case TAG_MASK: /* sorted after GROUP_OBJ: the mask is what the group bits show */
+		case O2_ACL_MASK: /* sorted after GROUP_OBJ: the mask is what the group bits show */
 			m = (uint16_t)((m & ~070) | (x->perm & 7) << 3);
 			equiv = false;
 			break;
@@ -193,18 +164,18 @@ static bool acl_create_masq(struct acl *a, uint16_t *mode)
 		struct acl_entry *x = &a->e[i];
 
 		switch (x->tag) {
-		case TAG_USER_OBJ:
+		case O2_ACL_USER_OBJ:
 			x->perm &= (m >> 6) & 7;
 			m &= (uint16_t)((x->perm << 6) | ~0700);
 			break;
-		case TAG_OTHER:
+		case O2_ACL_OTHER:
 			x->perm &= m & 7;
 			m &= (uint16_t)(x->perm | ~07);
 			break;
-		case TAG_GROUP_OBJ:
+		case O2_ACL_GROUP_OBJ:
 			group = x;
 			break;
-		case TAG_MASK:
+		case O2_ACL_MASK:
 			mask = x;
 			equiv = false;
 			break;
@@ -229,13 +200,13 @@ static void acl_chmod(struct acl *a, uint16_t mode)
 	for (unsigned i = 0; i < a->n; i++) {
 		struct acl_entry *x = &a->e[i];
 
-		if (x->tag == TAG_USER_OBJ)
+		if (x->tag == O2_ACL_USER_OBJ)
 			x->perm = (mode >> 6) & 7;
-		else if (x->tag == TAG_OTHER)
+		else if (x->tag == O2_ACL_OTHER)
 			x->perm = mode & 7;
-		else if (x->tag == TAG_GROUP_OBJ)
+		else if (x->tag == O2_ACL_GROUP_OBJ)
 			group = x;
-		else if (x->tag == TAG_MASK)
+		else if (x->tag == O2_ACL_MASK)
 			mask = x;
 	}
 	(mask ? mask : group)->perm = (mode >> 3) & 7;
@@ -288,7 +259,9 @@ ssize_t o2_acl_get(struct o2_fs *fs, uint64_t ino, unsigned type, void *buf, siz
 		return -ERANGE;
 	}
 	if (size) {
-		put32(buf, ACL_XATTR_VERSION);
+		o2le32 v = cpu_le32(ACL_XATTR_VERSION);
+
+		memcpy(buf, &v, sizeof(v));
 		acl_store(&a, (uint8_t *)buf + ACL_HEADER);
 	}
 	free(a.e);
@@ -299,7 +272,12 @@ ssize_t o2_acl_get(struct o2_fs *fs, uint64_t ino, unsigned type, void *buf, siz
 static int acl_from_xattr(const void *value, size_t size, struct acl *a)
 {
 	memset(a, 0, sizeof(*a));
-	if (!value || size < ACL_HEADER || get32(value) != ACL_XATTR_VERSION)
+	o2le32 v;
+
+	if (!value || size < ACL_HEADER)
+		return -EINVAL;
+	memcpy(&v, value, sizeof(v));
+	if (le32(v) != ACL_XATTR_VERSION)
 		return -EINVAL;
 	if (size == ACL_HEADER)
 		return 0;

@@ -460,6 +460,24 @@ struct o2_xattr_block {
 	} xb_attrs;
 } __attribute__((packed));
 
+/* ---- POSIX ACLs: xattr types 2 and 3 with an empty name, these entries, no header ---- */
+
+struct o2_acl_entry {
+	o2le16 e_tag; /* 0x00 */
+	o2le16 e_perm; /* 0x02 */
+	o2le32 e_id; /* 0x04: the user or group; (u32)-1 where the tag names none */
+} __attribute__((packed));
+
+enum {
+	O2_ACL_USER_OBJ = 0x01,
+	O2_ACL_USER = 0x02,
+	O2_ACL_GROUP_OBJ = 0x04,
+	O2_ACL_GROUP = 0x08,
+	O2_ACL_MASK = 0x10,
+	O2_ACL_OTHER = 0x20,
+};
+#define O2_ACL_UNDEFINED_ID 0xffffffffu
+
 /* ---- JBD2 (big-endian) ---- */
 
 #define JBD2_MAGIC 0xC03B3998u

@@ -885,90 +885,109 @@ static void gather_paths(const struct m_inode *dir, struct stat_pick **v, size_t
 	}
 }
 
-char *judge_debugfs_stat(struct vol *v, const struct model *m, struct rng *r, unsigned nsample)
-{
-	struct stat_pick *all = NULL, *pick[64];
-	size_t n = 0, cap = 0, np = 0;
-	char *cmdfile = fmt("%s/stat.cmd", v->dir), *cmd = NULL, *out = NULL, *msg = NULL;
-	FILE *f;
+typedef char *(*debugfs_block_fn)(const struct stat_pick *pick, char *blk);
 
-	gather_paths(m->top, &all, &n, &cap);
-	if (nsample > 64)
-		nsample = 64;
-	while (n && np < nsample) {
-		pick[np++] = &all[rng_below(r, n)];
-	}
-	if (!np)
-		goto out;
-	f = fopen(cmdfile, "w");
+/*
+ * One debugfs.ocfs2 session running "VERB PATH" for each pick; fn judges
+ * each command's output (opened by the echoed "debugfs: VERB PATH", found
+ * in order, so a path picked twice is judged twice).
+ */
+static char *debugfs_each(struct vol *v, const char *verb, struct stat_pick **pick, size_t np,
+			  debugfs_block_fn fn)
+{
+	char *cmdfile = fmt("%s/debugfs.cmd", v->dir), *cmd, *out = NULL, *msg = NULL, *p;
+	FILE *f = fopen(cmdfile, "w");
+
 	ck_assert_msg(f != NULL, "%s: %s", cmdfile, strerror(errno));
 	for (size_t i = 0; i < np; i++)
-		fprintf(f, "stat %s\n", pick[i]->path);
+		fprintf(f, "%s %s\n", verb, pick[i]->path);
 	fclose(f);
 	cmd = fmt(TOOL_PATH "debugfs.ocfs2 -f %s %s", cmdfile, v->image);
 	judge_run(cmd, &out);
-	/* one block per command, each opened by the echoed "debugfs: stat PATH" */
-	char *p = out;
-
-	for (size_t i = 0; i < np; i++) {
-		const struct m_inode *in = pick[i]->in;
-		char *hdr = fmt("debugfs: stat %s\n", pick[i]->path);
-		char *blk = strstr(p, hdr), *next, *s;
-		unsigned long long inode = 0, size = 0;
-		unsigned mode = 0, links = 0, uid = 0, gid = 0;
-		bool ok = true;
+	p = out;
+	for (size_t i = 0; i < np && !msg; i++) {
+		char *hdr = fmt("debugfs: %s %s\n", verb, pick[i]->path);
+		char *blk = strstr(p, hdr), *next;
 
 		if (!blk) {
-			msg = fmt("%s: no debugfs output for it:\n%.1500s", pick[i]->path, p);
+			msg = fmt("%s: no debugfs %s output for it:\n%.1500s", pick[i]->path, verb, p);
 			free(hdr);
-			goto out;
+			break;
 		}
 		blk += strlen(hdr);
 		free(hdr);
 		next = strstr(blk, "debugfs: ");
 		if (next)
 			*next = '\0';
-		s = strstr(blk, "Inode: ");
-		ok = ok && s && sscanf(s, "Inode: %llu Mode: %o", &inode, &mode) == 2;
-		s = strstr(blk, "User: ");
-		ok = ok && s && sscanf(s, "User: %u", &uid) == 1;
-		s = strstr(blk, "Group: ");
-		ok = ok && s && sscanf(s, "Group: %u", &gid) == 1;
-		/* the file size follows the group ("Extended Attributes Inline Size" comes before) */
-		s = s ? strstr(s, "Size: ") : NULL;
-		ok = ok && s && sscanf(s, "Size: %llu", &size) == 1;
-		s = strstr(blk, "Links: ");
-		ok = ok && s && sscanf(s, "Links: %u", &links) == 1;
-		if (!ok) {
-			msg = fmt("%s: cannot parse debugfs stat:\n%.1500s", pick[i]->path, blk);
-			goto out;
-		}
-		uint64_t want_size = in->type == M_REG ? in->size :
-				     in->type == M_LNK ? strlen(in->target) : size;
-
-		/* debugfs.ocfs2 prints only the 0777 bits of the mode */
-		if (inode != in->ino || (mode & 0777) != (in->perm & 0777u) || links != in->nlink ||
-		    uid != in->uid || gid != in->gid || size != want_size) {
-			msg = fmt("%s: debugfs stat says inode %llu mode 0%o links %u uid %u gid %u "
-				  "size %llu; model inode %" PRIu64 " mode 0%o links %u uid %u gid %u "
-				  "size %" PRIu64,
-				  pick[i]->path, inode, mode, links, uid, gid, size, in->ino,
-				  in->perm, in->nlink, in->uid, in->gid, want_size);
-			goto out;
-		}
+		msg = fn(pick[i], blk);
 		if (next) {
 			*next = 'd';
 			p = next;
 		}
 	}
-out:
-	for (size_t i = 0; i < n; i++)
-		free(all[i].path);
-	free(all);
 	unlink(cmdfile);
 	free(cmdfile);
 	free(cmd);
 	free(out);
+	return msg;
+}
+
+static void free_paths(struct stat_pick *all, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(all[i].path);
+	free(all);
+}
+
+static char *stat_vs_model(const struct stat_pick *pick, char *blk)
+{
+	const struct m_inode *in = pick->in;
+	unsigned long long inode = 0, size = 0;
+	unsigned mode = 0, links = 0, uid = 0, gid = 0;
+	char *s;
+	bool ok = true;
+
+	s = strstr(blk, "Inode: ");
+	ok = ok && s && sscanf(s, "Inode: %llu Mode: %o", &inode, &mode) == 2;
+	s = strstr(blk, "User: ");
+	ok = ok && s && sscanf(s, "User: %u", &uid) == 1;
+	s = strstr(blk, "Group: ");
+	ok = ok && s && sscanf(s, "Group: %u", &gid) == 1;
+	/* the file size follows the group ("Extended Attributes Inline Size" comes before) */
+	s = s ? strstr(s, "Size: ") : NULL;
+	ok = ok && s && sscanf(s, "Size: %llu", &size) == 1;
+	s = strstr(blk, "Links: ");
+	ok = ok && s && sscanf(s, "Links: %u", &links) == 1;
+	if (!ok)
+		return fmt("%s: cannot parse debugfs stat:\n%.1500s", pick->path, blk);
+	uint64_t want_size = in->type == M_REG ? in->size :
+			     in->type == M_LNK ? strlen(in->target) : size;
+
+	/* debugfs.ocfs2 prints only the 0777 bits of the mode */
+	if (inode != in->ino || (mode & 0777) != (in->perm & 0777u) || links != in->nlink ||
+	    uid != in->uid || gid != in->gid || size != want_size)
+		return fmt("%s: debugfs stat says inode %llu mode 0%o links %u uid %u gid %u "
+			   "size %llu; model inode %" PRIu64 " mode 0%o links %u uid %u gid %u "
+			   "size %" PRIu64,
+			   pick->path, inode, mode, links, uid, gid, size, in->ino, in->perm,
+			   in->nlink, in->uid, in->gid, want_size);
+	return NULL;
+}
+
+char *judge_debugfs_stat(struct vol *v, const struct model *m, struct rng *r, unsigned nsample)
+{
+	struct stat_pick *all = NULL, *pick[64];
+	size_t n = 0, cap = 0, np = 0;
+	char *msg = NULL;
+
+	gather_paths(m->top, &all, &n, &cap);
+	if (nsample > 64)
+		nsample = 64;
+	while (n && np < nsample)
+		pick[np++] = &all[rng_below(r, n)];
+	if (np)
+		msg = debugfs_each(v, "stat", pick, np, stat_vs_model);
+	free_paths(all, n);
 	return msg;
 }
 
@@ -992,9 +1011,11 @@ static int cmp_shape(const void *a, const void *b)
 	return (int)x->inline_ - (int)y->inline_;
 }
 
-/* One "xattr PATH" block: its entries' type, name length, value length, in-store flag. */
-static char *xattr_block_vs_model(const char *path, const char *blk, const struct m_inode *in)
+/* One "xattr -v PATH" block: its entries' type, name length, value length, in-store flag. */
+static char *xattr_vs_model(const struct stat_pick *pick, char *blk)
 {
+	const char *path = pick->path;
+	const struct m_inode *in = pick->in;
 	struct xattr_shape got[256], want[256];
 	size_t ng = 0, nw = 0;
 	unsigned long long total = 0;
@@ -1036,8 +1057,7 @@ char *judge_debugfs_xattr(struct vol *v, const struct model *m, unsigned nmax)
 {
 	struct stat_pick *all = NULL, *pick[64];
 	size_t n = 0, cap = 0, np = 0;
-	char *cmdfile = fmt("%s/xattr.cmd", v->dir), *cmd = NULL, *out = NULL, *msg = NULL;
-	FILE *f;
+	char *msg = NULL;
 
 	gather_paths(m->top, &all, &n, &cap);
 	if (nmax > 64)
@@ -1045,41 +1065,9 @@ char *judge_debugfs_xattr(struct vol *v, const struct model *m, unsigned nmax)
 	for (size_t i = 0; i < n && np < nmax; i++)
 		if (all[i].in->nxattrs)
 			pick[np++] = &all[i];
-	if (!np)
-		goto out;
-	f = fopen(cmdfile, "w");
-	ck_assert_msg(f != NULL, "%s: %s", cmdfile, strerror(errno));
-	for (size_t i = 0; i < np; i++)
-		fprintf(f, "xattr -v %s\n", pick[i]->path);
-	fclose(f);
-	cmd = fmt(TOOL_PATH "debugfs.ocfs2 -f %s %s", cmdfile, v->image);
-	judge_run(cmd, &out);
-	for (size_t i = 0; i < np && !msg; i++) {
-		char *hdr = fmt("debugfs: xattr -v %s\n", pick[i]->path);
-		char *blk = strstr(out, hdr), *next;
-
-		if (!blk) {
-			msg = fmt("%s: no debugfs xattr output for it:\n%.1500s", pick[i]->path, out);
-			free(hdr);
-			break;
-		}
-		blk += strlen(hdr);
-		free(hdr);
-		next = strstr(blk, "debugfs: ");
-		if (next)
-			*next = '\0';
-		msg = xattr_block_vs_model(pick[i]->path, blk, pick[i]->in);
-		if (next)
-			*next = 'd';
-	}
-out:
-	for (size_t i = 0; i < n; i++)
-		free(all[i].path);
-	free(all);
-	unlink(cmdfile);
-	free(cmdfile);
-	free(cmd);
-	free(out);
+	if (np)
+		msg = debugfs_each(v, "xattr -v", pick, np, xattr_vs_model);
+	free_paths(all, n);
 	return msg;
 }
 

@@ -514,6 +514,11 @@ START_TEST(test_xattr)
 		  xb_attrs.xb_root.xt_list.l_recs);
 	SIZE(struct o2_xattr_block, struct ocfs2_xattr_block);
 	AT(struct o2_xattr_block, xb_check, 0x18);
+	/* POSIX ACL entries (fs/ocfs2/acl.h; not in the installed headers) */
+	AT(struct o2_acl_entry, e_tag, 0x00);
+	AT(struct o2_acl_entry, e_perm, 0x02);
+	AT(struct o2_acl_entry, e_id, 0x04);
+	ck_assert_uint_eq(sizeof(struct o2_acl_entry), 8);
 }
 END_TEST
 

@@ -70,7 +70,7 @@ static void usage_full(FILE *out)
 		"  -s           ln: a symbolic link\n"
 		"  -o OPTS      mount: ro, allow_other, entry_timeout=S, attr_timeout=S,\n"
 		"               commit=S (default 5), slot=N, poll=USEC (default 200),\n"
-		"               threads=N (with poll=0), nouser_xattr, acl\n"
+		"               threads=N (with poll=0), nouser_xattr, acl, noxattr\n"
 		"  --foreground mount: run ocfs2d in the foreground for this volume\n"
 		"  --help       this text\n"
 		"  --version    the version\n"

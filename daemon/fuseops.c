@@ -1216,7 +1216,13 @@ struct fuse_session *fuseops_session_new(struct volume *v, GError **err)
 		g_ptr_array_add(argv, (char *)"-d");
 	struct fuse_args args = FUSE_ARGS_INIT((int)argv->len, (char **)argv->pdata);
 
-	se = fuse_session_new(&args, &ops, sizeof(ops), v);
+	/* noxattr: libfuse answers ENOSYS and the kernel stops asking - above
+	 * all for security.capability before every write() */
+	struct fuse_lowlevel_ops o = ops;
+
+	if (v->opts.noxattr)
+		o.setxattr = NULL, o.getxattr = NULL, o.listxattr = NULL, o.removexattr = NULL;
+	se = fuse_session_new(&args, &o, sizeof(o), v);
 	fuse_opt_free_args(&args);
 	g_ptr_array_free(argv, TRUE);
 	if (!se)

@@ -36,6 +36,7 @@ struct mount_opts {
 	unsigned threads;	/* FUSE worker threads at most (1: one thread, no hand-offs) */
 	bool nouser_xattr;	/* refuse user.* extended attributes */
 	bool acl;		/* POSIX ACLs (kernel OCFS2's default is noacl) */
+	bool noxattr;		/* serve no extended attributes at all */
 };
 
 void mount_opts_default(struct mount_opts *o);

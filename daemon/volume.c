@@ -86,6 +86,10 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 			o->acl = true;
 		else if (!strcmp(key, "noacl") && !val)
 			o->acl = false;
+		else if (!strcmp(key, "xattr") && !val)
+			o->noxattr = false;
+		else if (!strcmp(key, "noxattr") && !val)
+			o->noxattr = true;
 		else if (!strcmp(key, "entry_timeout") && val)
 			ok = parse_double(val, &o->entry_timeout);
 		else if (!strcmp(key, "attr_timeout") && val)
@@ -105,7 +109,7 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 			g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
 				    "unknown mount option \"%s%s%s\" (known: ro, rw, allow_other, "
 				    "entry_timeout=S, attr_timeout=S, commit=S, slot=N, poll=USEC, threads=N, "
-				    "user_xattr, nouser_xattr, acl, noacl, debug)",
+				    "user_xattr, nouser_xattr, acl, noacl, xattr, noxattr, debug)",
 				    key, val ? "=" : "", val ? val : "");
 			return false;
 		}
@@ -114,6 +118,11 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 				    "bad value for mount option %s: \"%s\"", key, val ? val : "");
 			return false;
 		}
+	}
+	if (o->acl && o->noxattr) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+			    "mount options acl and noxattr exclude each other (ACLs are xattrs)");
+		return false;
 	}
 	return true;
 }

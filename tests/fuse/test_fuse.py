@@ -1009,6 +1009,15 @@ def case_xattr(env, chk):
     vol.umount()
     vol.fsck(chk, "at the end")
 
+    # noxattr: nothing served (the kernel stops asking); acl cannot go with it
+    vol.mount("noxattr")
+    chk.eq(errno_of(lambda: os.getxattr(d, "security.z")), NOTSUP, "noxattr: getxattr")
+    chk.eq(errno_of(lambda: os.setxattr(d, "user.y", b"v")), NOTSUP, "noxattr: setxattr")
+    chk.eq(errno_of(lambda: os.listxattr(d)), NOTSUP, "noxattr: listxattr")
+    vol.umount()
+    rc, out = run([env.daemon, "-f", "-o", "acl,noxattr", vol.img, vol.mnt], timeout=30)
+    chk.ok(rc != 0 and "exclude each other" in out, "acl,noxattr refused: %d %s" % (rc, out.strip()))
+
     # ocfs2ctl's default for a small volume, 1K blocks: a smaller block fills sooner
     small = env.volume("xattr-1k")
     small.mount()

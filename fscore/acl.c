@@ -284,7 +284,10 @@ static int acl_from_xattr(const void *value, size_t size, struct acl *a)
 	return acl_parse((const uint8_t *)value + ACL_HEADER, size - ACL_HEADER, a);
 }
 
-/* Inside t: store a (or remove the ACL when a is NULL or empty). */
+/*
+ * Inside t: store a (or remove the ACL when a is NULL or empty).  1 if the
+ * inode changed, 0 if there was no ACL to remove.
+ */
 static int acl_put(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, unsigned type,
 		   const struct acl *a)
 {
@@ -294,7 +297,7 @@ static int acl_put(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, unsi
 
 	if (!len) {
 		r = o2_xattr_change_in(t, fs, ib, type, "", 0, NULL, 0, 0);
-		return r == -ENODATA ? 0 : r;
+		return r == -ENODATA ? 0 : r < 0 ? r : 1;
 	}
 	if (len > sizeof(small) && !(buf = o2_malloc(len)))
 		return -ENOMEM;
@@ -302,7 +305,7 @@ static int acl_put(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, unsi
 	r = o2_xattr_change_in(t, fs, ib, type, "", 0, buf, len, 0);
 	if (buf != small)
 		free(buf);
-	return r;
+	return r < 0 ? r : 1;
 }
 
 int o2_acl_set(struct o2_fs *fs, uint64_t ino, unsigned type, const void *value, size_t size)
@@ -341,13 +344,16 @@ int o2_acl_set(struct o2_fs *fs, uint64_t ino, unsigned type, const void *value,
 
 		if (r == 0)
 			r = acl_put(t, fs, ib, type, equiv ? NULL : &a);
-		if (r == 0 && type == O2_XATTR_ACL_ACCESS && a.n) {
+		/* an access ACL sets the mode; removing no ACL changes nothing */
+		bool set_mode = type == O2_XATTR_ACL_ACCESS && a.n;
+
+		if (r > 0 || (r == 0 && set_mode)) {
 			r = o2_trans_add(t, ib);
-			if (r == 0)
+			if (r == 0 && set_mode)
 				di->i_mode = cpu_le16(mode);
+			if (r == 0)
+				o2_touch(fs, di, false, true);
 		}
-		if (r == 0)
-			o2_touch(fs, di, false, true);
 		o2_brelse(fs, ib);
 	}
 	free(a.e);

@@ -133,7 +133,7 @@ void vol_make(struct vol *v, const char *name, uint64_t size, const char *mkfs_a
 void vol_open(struct vol *v)
 {
 	struct o2_open_opts o = {
-		.flags = O2_OPEN_RDWR,
+		.flags = O2_OPEN_RDWR | (v->acl ? O2_OPEN_ACL : 0),
 		.slot = 0,
 		.now_ns = vol_now,
 		.clock_arg = v,
@@ -723,6 +723,12 @@ static char *rdump_check_attrs(struct vol *v, const char *lpath, const char *pat
 	return NULL;
 }
 
+/* The longest target a fast symlink holds (in its inode). */
+static size_t fast_symlink_room(const struct vol *v)
+{
+	return o2_fs_super(v->fs)->block_size - 0xC0;
+}
+
 static char *rdump_dir(struct vol *v, const char *lpath, const struct m_inode *dir)
 {
 	char *path = model_path(dir, NULL, 0), *msg = NULL;
@@ -787,6 +793,16 @@ static char *rdump_dir(struct vol *v, const char *lpath, const struct m_inode *d
 			char t[8192];
 			ssize_t n = readlink(lp, t, sizeof(t) - 1);
 
+			size_t tl = strlen(in->target);
+			/*
+			 * debugfs.ocfs2 reads an extent-based target into a buffer of whole
+			 * blocks and uses it as a C string: when the target fills its blocks
+			 * exactly (no room for a NUL in the buffer) what follows in its heap
+			 * comes along.  Then only the first tl bytes are the target.
+			 */
+			if (n > 0 && (size_t)n > tl && tl >= fast_symlink_room(v) &&
+			    tl % o2_fs_super(v->fs)->block_size == 0)
+				n = (ssize_t)tl;
 			if (!S_ISLNK(st.st_mode) || n < 0)
 				msg = fmt("%s: rdump made no symlink", cp);
 			else if ((t[n] = '\0', strcmp(t, in->target)))

@@ -174,6 +174,7 @@ struct vol {
 	struct o2_fs *fs;
 	uint64_t clock_ns;
 	uint64_t top_ino;
+	bool acl; /* open with O2_OPEN_ACL */
 };
 
 /* Whether mkfs.ocfs2, fsck.ocfs2 and debugfs.ocfs2 can be run. */

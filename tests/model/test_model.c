@@ -56,17 +56,20 @@ struct cfg {
 	unsigned bs, cs;
 	const char *journal;
 	uint64_t size;
+	bool acl; /* opened with O2_OPEN_ACL: POSIX ACL operations and rules too */
 };
 
 static const struct cfg random_cfgs[] = {
-	{ "default-b512-c4k", "default", 512, 4096, "4M", 256 * MIB },
-	{ "default-b512-c1m", "default", 512, 1 << 20, "16M", 512 * MIB },
-	{ "default-b4096-c4k", "default", 4096, 4096, "4M", 256 * MIB },
-	{ "default-b4096-c1m", "default", 4096, 1 << 20, "16M", 512 * MIB },
-	{ "maxcompat-b512-c4k", "max-compat", 512, 4096, "4M", 256 * MIB },
-	{ "maxcompat-b512-c1m", "max-compat", 512, 1 << 20, "16M", 512 * MIB },
-	{ "maxcompat-b4096-c4k", "max-compat", 4096, 4096, "4M", 256 * MIB },
-	{ "maxcompat-b4096-c1m", "max-compat", 4096, 1 << 20, "16M", 512 * MIB },
+	{ "default-b512-c4k", "default", 512, 4096, "4M", 256 * MIB, false },
+	{ "default-b512-c1m", "default", 512, 1 << 20, "16M", 512 * MIB, false },
+	{ "default-b4096-c4k", "default", 4096, 4096, "4M", 256 * MIB, false },
+	{ "default-b4096-c1m", "default", 4096, 1 << 20, "16M", 512 * MIB, false },
+	{ "maxcompat-b512-c4k", "max-compat", 512, 4096, "4M", 256 * MIB, false },
+	{ "maxcompat-b512-c1m", "max-compat", 512, 1 << 20, "16M", 512 * MIB, false },
+	{ "maxcompat-b4096-c4k", "max-compat", 4096, 4096, "4M", 256 * MIB, false },
+	{ "maxcompat-b4096-c1m", "max-compat", 4096, 1 << 20, "16M", 512 * MIB, false },
+	{ "acl-b4096-c4k", "default", 4096, 4096, "4M", 256 * MIB, true },
+	{ "acl-b512-c4k", "default", 512, 4096, "4M", 256 * MIB, true },
 };
 
 static const char *g_case;
@@ -135,6 +138,7 @@ struct run {
 	unsigned max_block_dirs, max_indexed_dirs, max_extent_depth;
 	/* extended attributes: results of setxattr, most on one inode, in which stores */
 	unsigned long xattr_set_ok, xattr_enospc, xattr_long_values;
+	unsigned long acl_set_ok, acl_inherited; /* ACL cases */
 	size_t max_xattrs;
 	unsigned xattr_inline_inodes, xattr_block_inodes;
 	double t0;
@@ -508,13 +512,14 @@ enum op {
 	OP_SCATTER,
 	OP_SETXATTR,
 	OP_RMXATTR,
+	OP_SETACL,
 	OP_COUNT
 };
 
 static const char *const op_names[] = {
 	"create", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir", "rename",
 	"write", "truncate", "fallocate", "setattr", "open", "close", "sync", "bulk", "purge",
-	"scatter", "setxattr", "rmxattr",
+	"scatter", "setxattr", "rmxattr", "setacl",
 };
 
 static void note_new_ino(struct run *rn, uint64_t ino, const char *what)
@@ -524,6 +529,202 @@ static void note_new_ino(struct run *rn, uint64_t ino, const char *what)
 			mfail(rn, "%s: fscore gave inode %" PRIu64 ", which is still in use", what, ino);
 	if (ino == 0 || ino == rn->m.top->ino)
 		mfail(rn, "%s: fscore gave inode %" PRIu64, what, ino);
+}
+
+static bool has_xattrs(struct run *rn)
+{
+	return o2_fs_super(rn->v.fs)->feature_incompat & O2_FEATURE_INCOMPAT_XATTR;
+}
+
+/* ---- POSIX ACLs (cases opened with O2_OPEN_ACL), the rules written again ---- */
+
+#define T_USER_OBJ 0x01
+#define T_USER 0x02
+#define T_GROUP_OBJ 0x04
+#define T_GROUP 0x08
+#define T_MASK 0x10
+#define T_OTHER 0x20
+#define NO_ID 0xffffffffu
+
+struct tacl {
+	uint16_t tag, perm;
+	uint32_t id;
+};
+
+static size_t tacl_decode(const uint8_t *v, size_t len, struct tacl *out)
+{
+	size_t n = len / 8;
+
+	for (size_t i = 0; i < n; i++)
+		out[i] = (struct tacl){ (uint16_t)(v[8 * i] | v[8 * i + 1] << 8),
+					(uint16_t)(v[8 * i + 2] | v[8 * i + 3] << 8),
+					(uint32_t)v[8 * i + 4] | (uint32_t)v[8 * i + 5] << 8 |
+						(uint32_t)v[8 * i + 6] << 16 | (uint32_t)v[8 * i + 7] << 24 };
+	return n;
+}
+
+static size_t tacl_encode(const struct tacl *a, size_t n, uint8_t *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *p = out + 8 * i;
+
+		p[0] = (uint8_t)a[i].tag, p[1] = (uint8_t)(a[i].tag >> 8);
+		p[2] = (uint8_t)a[i].perm, p[3] = (uint8_t)(a[i].perm >> 8);
+		for (int k = 0; k < 4; k++)
+			p[4 + k] = (uint8_t)(a[i].id >> (8 * k));
+	}
+	return 8 * n;
+}
+
+static struct tacl *tacl_find(struct tacl *a, size_t n, uint16_t tag)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i].tag == tag)
+			return &a[i];
+	return NULL;
+}
+
+/* The class that stands for the group in the mode: the mask if there is one. */
+static struct tacl *tacl_group_class(struct tacl *a, size_t n)
+{
+	struct tacl *m = tacl_find(a, n, T_MASK);
+
+	return m ? m : tacl_find(a, n, T_GROUP_OBJ);
+}
+
+/* Mode bits an access ACL gives; true when three entries say it all. */
+static bool tacl_to_mode(struct tacl *a, size_t n, uint16_t *mode)
+{
+	*mode = (uint16_t)((*mode & ~0777) | tacl_find(a, n, T_USER_OBJ)->perm << 6 |
+			   tacl_group_class(a, n)->perm << 3 | tacl_find(a, n, T_OTHER)->perm);
+	return n == 3;
+}
+
+/* A random valid ACL: sorted by tag and id, a mask when anything is named. */
+static size_t tacl_random(struct run *rn, struct tacl *a)
+{
+	static const uint32_t ids[] = { 7, 1000, 4242, 65534 };
+	size_t n = 0;
+	unsigned users = (unsigned)rng_below(&rn->r, 3), groups = (unsigned)rng_below(&rn->r, 3);
+
+	a[n++] = (struct tacl){ T_USER_OBJ, (uint16_t)rng_below(&rn->r, 8), NO_ID };
+	for (unsigned i = 0, k = (unsigned)rng_below(&rn->r, 2); i < users; i++, k++)
+		a[n++] = (struct tacl){ T_USER, (uint16_t)rng_below(&rn->r, 8), ids[k] };
+	a[n++] = (struct tacl){ T_GROUP_OBJ, (uint16_t)rng_below(&rn->r, 8), NO_ID };
+	for (unsigned i = 0, k = (unsigned)rng_below(&rn->r, 2); i < groups; i++, k++)
+		a[n++] = (struct tacl){ T_GROUP, (uint16_t)rng_below(&rn->r, 8), ids[k] };
+	if (users || groups || rng_pct(&rn->r, 30))
+		a[n++] = (struct tacl){ T_MASK, (uint16_t)rng_below(&rn->r, 8), NO_ID };
+	a[n++] = (struct tacl){ T_OTHER, (uint16_t)rng_below(&rn->r, 8), NO_ID };
+	return n;
+}
+
+static void op_setacl(struct run *rn)
+{
+	unsigned type = rng_pct(&rn->r, 60) ? O2_XATTR_ACL_ACCESS : O2_XATTR_ACL_DEFAULT;
+	/* default ACLs mostly where they belong, so that new inodes inherit them */
+	struct m_inode *in = type == O2_XATTR_ACL_DEFAULT && rng_pct(&rn->r, 85) ?
+				     pick_inode(rn, M_DIR, false) : pick_inode(rn, -1, true);
+	struct tacl a[12];
+	uint8_t value[4 + 12 * 8], raw[12 * 8];
+	size_t n = 0, len = 0;
+	bool remove = rng_pct(&rn->r, 15);
+	struct expect e = { 0 };
+	char what[200];
+	int r;
+
+	if (!in || in->type == M_LNK)
+		return;
+	if (!remove) {
+		n = tacl_random(rn, a);
+		len = tacl_encode(a, n, raw);
+		value[0] = 2, value[1] = value[2] = value[3] = 0;
+		memcpy(value + 4, raw, len);
+	}
+	uint16_t mode = in->perm;
+	bool equiv = type == O2_XATTR_ACL_ACCESS && n && tacl_to_mode(a, n, &mode);
+	struct m_xattr *old = model_xattr_find(in, type, "", 0);
+	size_t need = 20 + model_xattr_bytes(in, old) + model_xattr_entry_bytes(0, len);
+	bool may_enospc = n && !equiv && need > rn->m.block_size - 48;
+
+	if (!has_xattrs(rn))
+		expect_add(&e, -EOPNOTSUPP);
+	else if (type == O2_XATTR_ACL_DEFAULT && in->type != M_DIR && n)
+		expect_add(&e, -EACCES);
+	snprintf(what, sizeof(what), "setacl(inode %" PRIu64 ", %s, %zu entries%s)", in->ino,
+		 type == O2_XATTR_ACL_ACCESS ? "access" : "default", n, remove ? ", remove" : "");
+	logop(rn, "%s", what);
+	r = o2_acl_set(rn->v.fs, in->ino, type, remove ? NULL : value, remove ? 0 : 4 + len);
+	if (!(e.nerr == 0 && may_enospc && r == -ENOSPC))
+		check_result(rn, what, r, &e);
+	if (r < 0)
+		return;
+	/* removing an ACL that is not there changes nothing, not even ctime */
+	if (!n && !old)
+		return;
+	rn->acl_set_ok++;
+	model_xattr_set(in, type, "", 0, n && !equiv ? raw : NULL, len);
+	if (type == O2_XATTR_ACL_ACCESS && n)
+		in->perm = (uint16_t)((in->perm & ~0777) | (mode & 0777));
+	model_touch_c(&rn->m, in);
+}
+
+/*
+ * A new inode of *mode in dir (ACL cases): the ACLs it inherits, *mode cut
+ * down by them, or by umask when dir has no default ACL.
+ */
+static void acl_inherit(struct run *rn, struct m_inode *dir, struct m_inode *in, uint16_t umask)
+{
+	struct m_xattr *d = model_xattr_find(dir, O2_XATTR_ACL_DEFAULT, "", 0);
+	struct tacl a[12];
+	uint8_t raw[12 * 8];
+
+	if (!rn->v.acl)
+		return;
+	if (!d) {
+		in->perm &= (uint16_t)~(umask & 0777);
+		return;
+	}
+	size_t n = tacl_decode(d->value, d->size, a);
+
+	rn->acl_inherited++;
+	if (in->type == M_DIR)
+		model_xattr_set(in, O2_XATTR_ACL_DEFAULT, "", 0, d->value, d->size);
+	/* each class keeps what both the ACL and the mode grant */
+	struct tacl *uo = tacl_find(a, n, T_USER_OBJ), *ot = tacl_find(a, n, T_OTHER);
+	struct tacl *gc = tacl_group_class(a, n);
+	uint16_t m = in->perm;
+
+	uo->perm &= (m >> 6) & 7;
+	gc->perm &= (m >> 3) & 7;
+	ot->perm &= m & 7;
+	in->perm = (uint16_t)((m & ~0777) | uo->perm << 6 | gc->perm << 3 | ot->perm);
+	if (n > 3)
+		model_xattr_set(in, O2_XATTR_ACL_ACCESS, "", 0, raw, tacl_encode(a, n, raw));
+}
+
+/* chmod in an ACL case: the access ACL's owner, group class and other follow. */
+static void acl_chmod(struct run *rn, struct m_inode *in)
+{
+	struct m_xattr *x = model_xattr_find(in, O2_XATTR_ACL_ACCESS, "", 0);
+	struct tacl a[12];
+	uint8_t raw[12 * 8];
+
+	if (!rn->v.acl || !x)
+		return;
+	size_t n = tacl_decode(x->value, x->size, a);
+
+	tacl_find(a, n, T_USER_OBJ)->perm = (in->perm >> 6) & 7;
+	tacl_group_class(a, n)->perm = (in->perm >> 3) & 7;
+	tacl_find(a, n, T_OTHER)->perm = in->perm & 7;
+	model_xattr_set(in, O2_XATTR_ACL_ACCESS, "", 0, raw, tacl_encode(a, n, raw));
+}
+
+static uint16_t pick_umask(struct run *rn)
+{
+	static const uint16_t masks[] = { 0, 022, 027, 077 };
+
+	return rn->v.acl ? masks[rng_below(&rn->r, 4)] : 0;
 }
 
 static void op_create(struct run *rn, bool mknod)
@@ -547,6 +748,7 @@ static void op_create(struct run *rn, bool mknod)
 					  (unsigned)rng_range(&rn->r, 0, 70000));
 	}
 	ni.mode = (uint16_t)(model_type_bits(t) | pick_perm(rn, false));
+	ni.umask = pick_umask(rn);
 	pick_owner(rn, &ni.uid, &ni.gid);
 	if (len > NAME_MAX_O2)
 		expect_add(&e, -ENAMETOOLONG);
@@ -570,6 +772,7 @@ static void op_create(struct run *rn, bool mknod)
 	in->gid = ni.gid;
 	in->rdev = ni.rdev;
 	in->nlink = 1;
+	acl_inherit(rn, dir, in, ni.umask);
 	model_add_entry(dir, name, len, in);
 	model_touch_mc(&rn->m, dir);
 }
@@ -589,6 +792,7 @@ static void op_mkdir(struct run *rn)
 		dir = rn->m.top;
 	len = pick_entry_name(rn, dir, 15, name);
 	ni.mode = (uint16_t)(S_IFDIR | pick_perm(rn, true));
+	ni.umask = pick_umask(rn);
 	pick_owner(rn, &ni.uid, &ni.gid);
 	if (len > NAME_MAX_O2)
 		expect_add(&e, -ENAMETOOLONG);
@@ -611,6 +815,7 @@ static void op_mkdir(struct run *rn)
 	in->uid = ni.uid;
 	in->gid = ni.gid;
 	in->nlink = 2;
+	acl_inherit(rn, dir, in, ni.umask);
 	model_add_entry(dir, name, len, in);
 	dir->nlink++;
 	model_touch_mc(&rn->m, dir);
@@ -1158,8 +1363,10 @@ static void op_setattr(struct run *rn)
 	r = o2_setattr(rn->v.fs, in->ino, &sa, mask);
 	check_result(rn, what, r, &e);
 	model_touch_c(&rn->m, in);
-	if (mask & O2_SET_MODE)
+	if (mask & O2_SET_MODE) {
 		in->perm = sa.mode & 07777;
+		acl_chmod(rn, in);
+	}
 	if (mask & O2_SET_UID) {
 		in->uid = sa.uid;
 		in->gid = sa.gid;
@@ -1167,11 +1374,6 @@ static void op_setattr(struct run *rn)
 }
 
 /* ---- extended attributes ---- */
-
-static bool has_xattrs(struct run *rn)
-{
-	return o2_fs_super(rn->v.fs)->feature_incompat & O2_FEATURE_INCOMPAT_XATTR;
-}
 
 /* A name from a small pool (so that names recur), now and then a long one. */
 static size_t pick_xattr_name(struct run *rn, unsigned *type, char *buf)
@@ -1182,7 +1384,8 @@ static size_t pick_xattr_name(struct run *rn, unsigned *type, char *buf)
 					  O2_XATTR_TRUSTED, O2_XATTR_SECURITY };
 	size_t len;
 
-	if (rng_pct(&rn->r, 5)) { /* POSIX ACLs: no name */
+	/* POSIX ACLs: no name (raw bytes only where ACLs are not in force) */
+	if (!rn->v.acl && rng_pct(&rn->r, 5)) {
 		*type = rng_pct(&rn->r, 50) ? O2_XATTR_ACL_ACCESS : O2_XATTR_ACL_DEFAULT;
 		return 0;
 	}
@@ -1416,6 +1619,7 @@ static void op_bulk(struct run *rn)
 		if (!src) {
 			note_new_ino(rn, ino, what);
 			src = model_new_inode(&rn->m, M_REG, ino, 0644);
+			acl_inherit(rn, dir, src, 0);
 		} else {
 			model_touch_c(&rn->m, src);
 		}
@@ -1509,6 +1713,7 @@ static void run_op(struct run *rn)
 		[OP_WRITE] = 22,  [OP_TRUNCATE] = 8, [OP_FALLOCATE] = 2, [OP_SETATTR] = 3,
 		[OP_OPEN] = 3,	  [OP_CLOSE] = 3,   [OP_SYNC] = 1,	 [OP_BULK] = 1,
 		[OP_PURGE] = 1,   [OP_SCATTER] = 1, [OP_SETXATTR] = 5, [OP_RMXATTR] = 2,
+		[OP_SETACL] = 6,
 	};
 	static bool weights_set;
 	unsigned total = 0, k;
@@ -1605,6 +1810,10 @@ static void run_op(struct run *rn)
 		break;
 	case OP_RMXATTR:
 		op_rmxattr(rn);
+		break;
+	case OP_SETACL:
+		if (rn->v.acl)
+			op_setacl(rn);
 		break;
 	case OP_SYNC: {
 		struct expect e = { 0 };
@@ -1901,6 +2110,9 @@ static void print_summary(struct run *rn, const char *extra)
 		"%u inodes with an inline store and %u with a block at once\n", rn->xattr_set_ok,
 		rn->xattr_long_values, rn->xattr_enospc, rn->max_xattrs, rn->xattr_inline_inodes,
 		rn->xattr_block_inodes);
+	if (rn->v.acl)
+		fprintf(stderr, "  ACLs: %lu set or removed, %lu inodes made under a default ACL\n",
+			rn->acl_set_ok, rn->acl_inherited);
 }
 
 /* ---- the random cases ---- */
@@ -1919,6 +2131,7 @@ static void random_case(const struct cfg *c)
 	snprintf(args, sizeof(args), "--fs-feature-level=%s -b %u -C %u -J size=%s", c->level,
 		 c->bs, c->cs, c->journal);
 	run_init(&rn, c->name, c->size, args);
+	rn.v.acl = c->acl;
 	rn.nops = nops;
 	rn.batch_size = batch;
 	fprintf(stderr, "[%s] seed 0x%" PRIx64 ", %lu ops in batches of %lu, mkfs %s, %s\n",

@@ -371,7 +371,7 @@ static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const st
 	return 0;
 }
 
-static void set_value_root(struct o2_fs *fs, struct xent *a, uint64_t blkno, uint32_t clusters)
+static void set_value_root(struct xent *a, uint64_t blkno, uint32_t clusters)
 {
 	struct o2_xattr_value_root *vr = (struct o2_xattr_value_root *)(void *)a->body;
 
@@ -381,7 +381,6 @@ static void set_value_root(struct o2_fs *fs, struct xent *a, uint64_t blkno, uin
 	vr->xr_list.next_free_rec = cpu_le16(1);
 	vr->xr_list.recs[0].leaf_clusters = cpu_le16((uint16_t)clusters);
 	vr->xr_list.recs[0].blkno = cpu_le64(blkno);
-	(void)fs;
 }
 
 static int new_block(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, struct plan *p)
@@ -457,7 +456,7 @@ static int apply(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, const 
 		r = o2_data_fill(fs, blk, got, c->value, c->size);
 		if (r < 0)
 			return r;
-		set_value_root(fs, &p->add, blk, got);
+		set_value_root(&p->add, blk, got);
 	}
 	r = o2_trans_add(t, ib);
 	if (r == 0 && p->xb)

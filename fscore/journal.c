@@ -65,6 +65,7 @@ struct o2_journal {
 struct o2_trans {
 	struct o2_fs *fs;
 	unsigned credits, used;
+	bool joined; /* a buffer already in the running transaction was added: it may change */
 };
 
 #define BATCH_BLOCKS 64u
@@ -605,8 +606,10 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 
 	if (fs->ro_reason)
 		return -EROFS;
-	if (b->in_running)
+	if (b->in_running) {
+		t->joined = true;
 		return 0;
+	}
 	if (t->used >= t->credits)
 		return o2_fail(fs, -ENOSPC, "transaction logged more than its %u credits (block %llu)",
 			       t->credits, (unsigned long long)b->blkno);
@@ -711,7 +714,7 @@ int o2_trans_finish(struct o2_trans *t, int r)
 	 * commit that.  The volume turns read-only; the disk keeps its last
 	 * committed state.
 	 */
-	if (r < 0 && t->used && !fs->ro_reason) {
+	if (r < 0 && (t->used || t->joined) && !fs->ro_reason) {
 		char cause[sizeof(fs->err)];
 
 		/* keep the message that names the cause (a damaged block, say) */

@@ -765,6 +765,86 @@ int wl_execute(struct wl_run *run, const struct workload *w)
 	return run->err;
 }
 
+/* ---- the namespace workload ---- */
+
+#define NS(call)                                                                   \
+	do {                                                                       \
+		long r_ = (call);                                                  \
+		if (!run->judge(run, #call, r_, r_ >= 0))                          \
+			return;                                                    \
+	} while (0)
+#define NS_WRITE(ino, off, len)                                                       \
+	do {                                                                          \
+		long r_ = o2_write(fs, ino, off, data, len);                         \
+		if (!run->judge(run, "o2_write(" #off ", " #len ")", r_, r_ == (long)(len))) \
+			return;                                                       \
+	} while (0)
+
+void ns_script(struct ns_run *run)
+{
+	struct o2_fs *fs = run->fs;
+	struct o2_new_inode fi = { .mode = S_IFREG | 0644 }, di = { .mode = S_IFDIR | 0755 };
+	uint64_t root = o2_fs_super(fs)->root_blkno, d, e, f, x;
+	static uint8_t data[40000];
+	char name[64], target[400];
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 7 + i / 251);
+	memset(target, 't', sizeof(target) - 1);
+	target[sizeof(target) - 1] = '\0';
+
+	NS(o2_mkdir(fs, root, "d", 1, &di, &d));
+	NS(o2_create(fs, d, "f", 1, &fi, &f));
+	NS_WRITE(f, 0, 9000);
+	NS_WRITE(f, 300000, 40000);
+	/*
+	 * xattrs: a short value and one in clusters in the inode's 256 bytes,
+	 * the big one replaced (new clusters, the old through the truncate
+	 * log), then more than the inode holds (the xattr block), one removed
+	 */
+	NS(o2_xattr_set(fs, f, O2_XATTR_USER, "short", 5, "value", 5, O2_XATTR_CREATE));
+	NS(o2_xattr_set(fs, f, O2_XATTR_USER, "big", 3, data, 5000, 0));
+	NS(o2_xattr_set(fs, f, O2_XATTR_USER, "big", 3, data + 7, 9000, O2_XATTR_REPLACE));
+	for (unsigned i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "label-%u", i);
+		NS(o2_xattr_set(fs, f, O2_XATTR_SECURITY, name, strlen(name), data + i, 80, 0));
+	}
+	NS(o2_xattr_set(fs, f, O2_XATTR_SECURITY, "label-3", 7, data + 9, 300, 0));
+	NS(o2_xattr_remove(fs, f, O2_XATTR_USER, "short", 5));
+	NS(o2_xattr_set(fs, d, O2_XATTR_ACL_DEFAULT, "", 0, data, 44, 0));
+	for (unsigned i = 0; i < 60; i++) {
+		snprintf(name, sizeof(name), "entry-with-a-long-name-%03u", i);
+		NS(o2_create(fs, d, name, strlen(name), &fi, &x));
+	}
+	NS(o2_symlink(fs, d, "s", 1, target, &fi, &x));
+	NS(o2_link(fs, f, root, "l", 1));
+	NS(o2_rename(fs, d, "f", 1, root, "g", 1, 0));
+	NS(o2_truncate(fs, f, 3000));
+	NS(o2_fallocate(fs, f, 0, 65536, 65536));
+	NS_WRITE(f, 70000, 5000);
+	NS(o2_fs_sync(fs));
+	for (unsigned i = 0; i < 60; i += 2) {
+		snprintf(name, sizeof(name), "entry-with-a-long-name-%03u", i);
+		NS(o2_unlink(fs, d, name, strlen(name)));
+	}
+	/* a file whose last name goes while it has xattrs: they go with it */
+	NS(o2_create(fs, root, "x", 1, &fi, &x));
+	NS(o2_xattr_set(fs, x, O2_XATTR_TRUSTED, "v", 1, data, 20000, 0));
+	NS(o2_xattr_set(fs, x, O2_XATTR_USER, "n", 1, data, 30, 0));
+	NS(o2_fs_sync(fs));
+	NS(o2_unlink(fs, root, "x", 1));
+	NS(o2_mkdir(fs, d, "e", 1, &di, &e));
+	NS(o2_rename(fs, d, "entry-with-a-long-name-001", 26, e, "moved", 5, 0));
+	NS(o2_unlink(fs, e, "moved", 5));
+	NS(o2_rmdir(fs, d, "e", 1));
+	NS(o2_inode_open_ref(fs, f));
+	NS(o2_unlink(fs, root, "g", 1));
+	NS(o2_unlink(fs, root, "l", 1));
+	NS_WRITE(f, 0, 20000); /* an orphan still takes writes */
+	NS(o2_fs_sync(fs));
+	NS(o2_inode_close_ref(fs, f)); /* freed, xattrs in its tail and block with it */
+}
+
 /* ---- judging what a run left behind ---- */
 
 void model_for(const struct vol_image *v, struct model *m, unsigned pool)
@@ -868,6 +948,6 @@ void judge_fsck(const char *what, struct o2_blockdev *dev)
 	unlink(path);
 	rmdir(dir);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && strstr(out, "All passes succeeded."),
-		      "%s: fsck.ocfs2 -fn: exit status %d:\n%s", what,
+		      "%s: fsck.ocfs2 -fn: exit status %d:\n%.3000s", what, /* Check's limit */
 		      WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
 }

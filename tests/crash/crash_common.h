@@ -184,6 +184,35 @@ int wl_execute(struct wl_run *run, const struct workload *w);
 /* Record a durability point: everything up to handle m->h_ended, ops so far. */
 void model_durable_now(struct model *m, struct o2_blockdev *crash);
 
+/* ---- the namespace workload ---- */
+
+struct ns_run;
+/*
+ * Judges one call of the script: r its result, ok whether that is success.
+ * Returns false to stop the script (at its first error).
+ */
+typedef bool ns_judge_fn(struct ns_run *run, const char *call, long r, bool ok);
+
+struct ns_run {
+	struct o2_fs *fs;
+	ns_judge_fn *judge;
+	void *arg;		/* the judge's */
+	uint64_t failed_before; /* the judge's: failures seen before the current call */
+	const char *failed_call;
+	long err;
+};
+
+/*
+ * One of every write-path call ocfs2d makes, on a fresh 4K-block volume
+ * with default features: directories grown over several blocks (and their
+ * index), files with holes, unwritten extents and a truncated tail, a slow
+ * symlink, hard links, renames, extended attributes (in the inode, in an
+ * xattr block, values in clusters, replaced and removed), a file unlinked
+ * with its xattrs, an orphan freed at its last close, rmdir.  Stops at the
+ * first call the judge stops it at.
+ */
+void ns_script(struct ns_run *run);
+
 /* ---- judging what a run left behind ---- */
 
 /* The targets of a fresh volume v, for a model. */

@@ -203,13 +203,6 @@ END_TEST
 
 /* ---- the namespace workload ---- */
 
-struct ns_run {
-	struct o2_fs *fs;
-	uint64_t failed_before; /* allocation failures before the current call */
-	const char *failed_call;
-	long err;
-};
-
 /*
  * After a call: an allocation that failed during it must show as its error,
  * which must be -ENOMEM or (read-only) -EROFS.  False on the first error.
@@ -234,64 +227,6 @@ static bool ns_ok(struct ns_run *run, const char *name, long r, bool ok)
 	return false;
 }
 
-#define NS(call) do { long r_ = (call); if (!ns_ok(run, #call, r_, r_ >= 0)) return; } while (0)
-#define NS_WRITE(ino, off, len)                                                       \
-	do {                                                                          \
-		long r_ = o2_write(fs, ino, off, data, len);                         \
-		if (!ns_ok(run, "o2_write(" #off ", " #len ")", r_, r_ == (long)(len))) \
-			return;                                                       \
-	} while (0)
-
-/*
- * One of every write-path call ocfs2d makes: directories grown over several
- * blocks (and their index), files with holes, unwritten extents and a
- * truncated tail, a slow symlink, hard links, renames, an orphan freed at
- * its last close, rmdir.  Stops at the first error.
- */
-static void ns_script(struct ns_run *run)
-{
-	struct o2_fs *fs = run->fs;
-	struct o2_new_inode fi = { .mode = S_IFREG | 0644 }, di = { .mode = S_IFDIR | 0755 };
-	uint64_t root = o2_fs_super(fs)->root_blkno, d, e, f, x;
-	static uint8_t data[40000];
-	char name[64], target[400];
-
-	for (size_t i = 0; i < sizeof(data); i++)
-		data[i] = (uint8_t)(i * 7 + i / 251);
-	memset(target, 't', sizeof(target) - 1);
-	target[sizeof(target) - 1] = '\0';
-
-	NS(o2_mkdir(fs, root, "d", 1, &di, &d));
-	NS(o2_create(fs, d, "f", 1, &fi, &f));
-	NS_WRITE(f, 0, 9000);
-	NS_WRITE(f, 300000, 40000);
-	for (unsigned i = 0; i < 60; i++) {
-		snprintf(name, sizeof(name), "entry-with-a-long-name-%03u", i);
-		NS(o2_create(fs, d, name, strlen(name), &fi, &x));
-	}
-	NS(o2_symlink(fs, d, "s", 1, target, &fi, &x));
-	NS(o2_link(fs, f, root, "l", 1));
-	NS(o2_rename(fs, d, "f", 1, root, "g", 1, 0));
-	NS(o2_truncate(fs, f, 3000));
-	NS(o2_fallocate(fs, f, 0, 65536, 65536));
-	NS_WRITE(f, 70000, 5000);
-	NS(o2_fs_sync(fs));
-	for (unsigned i = 0; i < 60; i += 2) {
-		snprintf(name, sizeof(name), "entry-with-a-long-name-%03u", i);
-		NS(o2_unlink(fs, d, name, strlen(name)));
-	}
-	NS(o2_mkdir(fs, d, "e", 1, &di, &e));
-	NS(o2_rename(fs, d, "entry-with-a-long-name-001", 26, e, "moved", 5, 0));
-	NS(o2_unlink(fs, e, "moved", 5));
-	NS(o2_rmdir(fs, d, "e", 1));
-	NS(o2_inode_open_ref(fs, f));
-	NS(o2_unlink(fs, root, "g", 1));
-	NS(o2_unlink(fs, root, "l", 1));
-	NS_WRITE(f, 0, 20000); /* an orphan still takes writes */
-	NS(o2_fs_sync(fs));
-	NS(o2_inode_close_ref(fs, f));
-}
-
 /* The namespace workload with allocation nth failing, judged by walk and fsck. */
 static uint64_t ns_run(uint64_t nth, bool sticky, bool fsck, struct enomem_totals *tot,
 		       bool *fired)
@@ -313,7 +248,7 @@ static uint64_t ns_run(uint64_t nth, bool sticky, bool fsck, struct enomem_total
 			      "%s: open failed: %d %s", what, r, err);
 		tot->open_failed++;
 	} else {
-		struct ns_run run = { .fs = fs };
+		struct ns_run run = { .fs = fs, .judge = ns_ok };
 		bool ro;
 
 		ns_script(&run);

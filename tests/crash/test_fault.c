@@ -14,6 +14,13 @@
  * (replaying the journal) and hold a committed prefix that includes
  * everything made durable before the failure.
  *
+ * The namespace workload of crash_common.c (ns_script: directories, files,
+ * links, renames, extended attributes, orphans) runs the same way with
+ * every write and every flush failing in turn, once or for good: the call
+ * that met the fault must fail with -EIO or -EROFS, and the disk left
+ * behind must replay, walk and close; fsck.ocfs2 -fn judges every
+ * NS_FSCK_EVERY-th run.
+ *
  * Then journal replay itself is interrupted by every read, write and flush
  * failing in turn: the open must fail cleanly, and replaying again - after
  * a crash that tears what the interrupted replay had not flushed - must
@@ -31,7 +38,10 @@
 enum { VOL_4K, VOL_1K, NVOLS };
 
 static struct vol_image vols[NVOLS];
-static bool quick;
+static bool quick, fsck_ok;
+
+/* fsck.ocfs2 judges the namespace runs this often */
+#define NS_FSCK_EVERY 8
 
 struct fault_totals {
 	size_t runs, fired, points;
@@ -222,6 +232,133 @@ START_TEST(fail_each_read)
 	}
 	report("read faults", v, &t, &t0);
 	wl_free(&w);
+}
+END_TEST
+
+/* ---- the namespace workload ---- */
+
+/*
+ * After a call: a fault during it must show as its error, which must be
+ * -EIO or -EROFS (a short write is how a write reports an error after
+ * some progress).  False on the first error.
+ */
+static bool ns_fault_ok(struct ns_run *run, const char *name, long r, bool ok)
+{
+	struct o2_fault_counts fc;
+
+	o2_faultdev_counts(run->arg, &fc);
+	ck_assert_msg(!(fc.failed > run->failed_before && ok), "%s returned %ld although an I/O "
+		      "failed during it", name, r);
+	run->failed_before = fc.failed;
+	if (ok)
+		return true;
+	ck_assert_msg(fc.failed > 0, "%s failed with %ld (%s) without an I/O fault", name, r,
+		      o2_fs_error(run->fs));
+	ck_assert_msg(r >= 0 || r == -EIO || r == -EROFS, "%s failed with %ld (%s) after an I/O "
+		      "fault", name, r, o2_fs_error(run->fs));
+	run->err = r;
+	run->failed_call = name;
+	return false;
+}
+
+/*
+ * The namespace workload on the 4K volume with one planned fault, then the
+ * disk replayed, walked and closed without faults (and judged by fsck if
+ * asked).  Returns whether the fault fired; *ret_counts gets the I/O counts.
+ */
+static bool ns_fault_run(const struct o2_fault_plan *plan, const char *what, bool fsck,
+			 struct fault_totals *tot, struct o2_fault_counts *ret_counts)
+{
+	const struct vol_image *v = &vols[VOL_4K];
+	struct o2_blockdev *mem = vol_image_dev(v), *fault;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct o2_fault_counts fc;
+	struct o2_walk_stats ws;
+	struct o2_fs *fs;
+	char err[256] = "";
+	int r;
+
+	ck_assert_int_eq(o2_faultdev_new(mem, &fault), 0);
+	o2_faultdev_set_plan(fault, plan);
+	r = open_rw(fault, &clk, &fs, err, sizeof(err));
+	if (r < 0) {
+		o2_faultdev_counts(fault, &fc);
+		ck_assert_msg(fc.failed > 0 && err[0], "%s: open failed: %d %s", what, r, err);
+	} else {
+		struct ns_run run = { .fs = fs, .judge = ns_fault_ok, .arg = fault };
+		bool ro;
+
+		ns_script(&run);
+		ro = o2_fs_readonly_reason(fs) < 0;
+		o2_faultdev_counts(fault, &fc);
+		ck_assert_msg(!run.failed_call || fc.failed > 0, "%s: stopped without a fault", what);
+		r = o2_fs_close(fs);
+		ck_assert_msg(!(ro && r == 0), "%s: close of a read-only volume succeeded", what);
+		if (r < 0 && !ro) {
+			struct o2_fault_counts after;
+
+			o2_faultdev_counts(fault, &after);
+			ck_assert_msg(after.failed > fc.failed, "%s: close failed with %d without a "
+				      "fault during it", what, r);
+		}
+	}
+	o2_faultdev_counts(fault, &fc);
+	if (ret_counts)
+		*ret_counts = fc;
+	o2_blockdev_free(fault);
+	tot->runs++;
+	tot->fired += fc.failed > 0;
+
+	/* the disk as the fault left it: it replays, walks and closes; fsck agrees */
+	r = open_rw(mem, &clk, &fs, err, sizeof(err));
+	ck_assert_msg(r == 0, "%s, then without faults: open failed: %d %s", what, r, err);
+	r = o2_fs_walk(fs, &ws);
+	ck_assert_msg(r == 0, "%s, then without faults: walk failed: %d %s", what, r,
+		      o2_fs_error(fs));
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	tot->points++;
+	if (fsck && fsck_ok)
+		judge_fsck(what, mem);
+	o2_blockdev_free(mem);
+	return fc.failed > 0;
+}
+
+/* _i: 0 every write failing in turn (once, for good, short), 1 every flush (once, for good) */
+START_TEST(ns_fail_each_io)
+{
+	struct fault_totals t = { 0 };
+	struct o2_fault_counts base;
+	struct timespec t0;
+	bool flush = _i;
+	unsigned variants = flush ? 2 : 4;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert(!ns_fault_run(&(struct o2_fault_plan){ 0 }, "namespace, no fault", true, &t,
+				&base));
+	ck_assert_uint_gt(base.writes, 20);
+	uint64_t total = flush ? base.flushes : base.writes;
+
+	for (uint64_t n = 1; n <= total; n++) {
+		for (unsigned variant = 0; variant < variants; variant++) {
+			struct o2_fault_plan plan = { .sticky = variant & 1,
+						      .short_write = !!(variant & 2) };
+			char what[96];
+
+			if (flush)
+				plan.fail_flush = n;
+			else
+				plan.fail_write = n;
+			snprintf(what, sizeof(what), "namespace, %s %llu of %llu failing%s%s",
+				 flush ? "flush" : "write", (unsigned long long)n,
+				 (unsigned long long)total, plan.sticky ? " (sticky)" : "",
+				 plan.short_write ? " (short)" : "");
+			bool fsck = (n % NS_FSCK_EVERY == 0 && variant == 0) || n + 2 > total;
+			ck_assert_msg(ns_fault_run(&plan, what, fsck, &t, NULL), "%s: never fired",
+				      what);
+		}
+	}
+	report(flush ? "namespace flush faults" : "namespace write faults", &vols[VOL_4K], &t,
+	       &t0);
 }
 END_TEST
 
@@ -471,6 +608,7 @@ int main(int argc, char **argv)
 		printf("SKIP: mkfs.ocfs2 (ocfs2-tools) is not installed\n");
 		return SKIP_CODE;
 	}
+	fsck_ok = have_fsck();
 	vol_image_make(&vols[VOL_4K], "4k", 16u << 20, "-b 4096 -C 4096 -J size=4M");
 	vol_image_make(&vols[VOL_1K], "1k", 8u << 20, "-b 1024 -C 4096 -J size=4M");
 	nv = quick ? 1 : 2;
@@ -488,6 +626,10 @@ int main(int argc, char **argv)
 	tcase_set_timeout(tc, 900);
 	tcase_add_loop_test(tc, fail_each_read, 0, nv);
 	tcase_add_loop_test(tc, fail_open_reads, 0, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("ns");
+	tcase_set_timeout(tc, 900);
+	tcase_add_loop_test(tc, ns_fail_each_io, 0, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("replay");
 	tcase_set_timeout(tc, 900);

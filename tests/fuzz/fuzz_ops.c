@@ -9,8 +9,13 @@
  * noreplace, exchange), unlink, rmdir, link, symlink, fallocate, setattr,
  * open/close references (unlink while open makes orphans), many creates in
  * one directory (inline -> block -> indexed directories), sync, tick, a
- * close-and-reopen, and a crash point (a copy of the device as it is now).
- * Inodes and directories are named by index into the ones made so far.
+ * close-and-reopen, a crash point (a copy of the device as it is now), and
+ * setting and removing extended attributes (any type, invalid ones too;
+ * names from a small pool or from the input, empty, long or with high
+ * bytes; flags; values from empty to past 64 KiB).  Inodes and directories
+ * are named by index into the ones made so far.  The xattr opcodes come
+ * after the older ones, so inputs made before them decode as they did
+ * (but for opcode bytes of 18 and up).
  *
  * Findings (abort):
  *   - an operation fails with -EUCLEAN, -EIO or -EROFS, or an error the API
@@ -19,6 +24,10 @@
  *     second read-write open and close fail;
  *   - the content of the first regular file created differs from a model
  *     of it (writes, truncates, fallocate within its first 256 KiB);
+ *   - an xattr call fails other than as the API says for its arguments
+ *     (-EEXIST/-ENODATA only where the model agrees, -ENOSPC, and the
+ *     argument errors exactly where expected), or after a close the
+ *     attributes of an inode differ from a model of them (values, count);
  *   - the crash copy cannot be recovered by a read-write open (replay) or
  *     then fails the walk.
  */
@@ -35,6 +44,9 @@
 #define MAX_CREATES 400
 #define MODEL_CAP (256u << 10)
 #define MAX_IO (64u << 10)
+#define XM_MAX 64		/* attributes the xattr model follows */
+#define XV_LIT 32		/* value bytes taken from the input */
+#define XV_BUF (O2_XATTR_VALUE_MAX + 512)
 
 enum op {
 	OP_CREATE,
@@ -55,12 +67,38 @@ enum op {
 	OP_REMOUNT,
 	OP_CRASH,
 	OP_WRITE2, /* writes are the most useful: a second opcode for them */
+	OP_SETXATTR,
+	OP_RMXATTR,
+	OP_SETXATTR2,
 	OP_COUNT
 };
 
 static const char *const op_names[OP_COUNT] = {
 	"create", "mkdir", "write", "truncate", "rename", "unlink", "rmdir", "link", "symlink",
 	"fallocate", "setattr", "ref", "many", "sync", "tick", "remount", "crash", "write",
+	"setxattr", "removexattr", "setxattr",
+};
+
+/* A value: lit[0..nlit), then bytes made from pat (regenerated to compare). */
+struct xval {
+	uint32_t size;
+	uint8_t pat, nlit;
+	uint8_t lit[XV_LIT];
+};
+
+/* One attribute the model expects on inode ino of generation gen. */
+struct xattr_model {
+	uint64_t ino;
+	uint32_t gen;
+	uint8_t type, name_len;
+	char name[O2_XATTR_NAME_MAX];
+	struct xval v;
+};
+
+/* An inode whose attributes were changed: the model knows all of them. */
+struct xattr_inode {
+	uint64_t ino;
+	uint32_t gen;
 };
 
 struct state {
@@ -84,6 +122,14 @@ struct state {
 	bool model_valid;
 	uint64_t model_size;
 	uint8_t *model;
+	/* the model of extended attributes */
+	bool has_xattr; /* the volume has the feature */
+	bool xm_valid;	/* false once more than the model holds were made */
+	struct xattr_model xm[XM_MAX];
+	unsigned nxm;
+	struct xattr_inode xi[XM_MAX];
+	unsigned nxi;
+	uint8_t *xbuf, *xbuf2; /* XV_BUF bytes each */
 	unsigned opno;
 	const char *opname;
 };
@@ -115,6 +161,84 @@ static void open_rw(struct state *s, struct o2_blockdev *dev, struct o2_fs **ret
 		fz_fail("op %u: read-write open (%s) failed: %d %s", s->opno, why, r, err);
 }
 
+/* ---- the xattr model ---- */
+
+static void xval_fill(const struct xval *v, uint8_t *buf)
+{
+	for (uint32_t i = 0; i < v->size; i++)
+		buf[i] = i < v->nlit ? v->lit[i] : (uint8_t)(v->pat + i * 13 + (i >> 8));
+}
+
+/* Whether ino is in use on fs, and its generation. */
+static bool inode_gen(struct o2_fs *fs, uint64_t ino, uint32_t *ret_gen)
+{
+	struct o2_inode *in;
+	bool ok;
+
+	if (o2_inode_get(fs, ino, &in) < 0)
+		return false;
+	ok = (o2_inode_info(in)->flags & O2_INODE_VALID) != 0;
+	*ret_gen = o2_inode_info(in)->generation;
+	o2_inode_unref(in);
+	return ok;
+}
+
+static int count_xattr(const struct o2_xattr *x, void *arg)
+{
+	(void)x;
+	(*(unsigned *)arg)++;
+	return 0;
+}
+
+/* The attributes of every inode the model follows, as fs (read-only) has them. */
+static void xattr_verify(struct state *s, struct o2_fs *fs, const char *why)
+{
+	if (!s->xm_valid)
+		return;
+	for (unsigned i = 0; i < s->nxm; i++) {
+		const struct xattr_model *m = &s->xm[i];
+		uint32_t gen;
+
+		if (!inode_gen(fs, m->ino, &gen) || gen != m->gen)
+			continue; /* freed since: its attributes went with it */
+		ssize_t n = o2_xattr_get(fs, m->ino, m->type, m->name, m->name_len, NULL, 0);
+		if (n != (ssize_t)m->v.size)
+			fz_fail("xattr model (%s): inode %llu type %u name %.*s: size %zd, expected "
+				"%u (%s)", why, (unsigned long long)m->ino, m->type, m->name_len,
+				m->name, n, m->v.size, o2_fs_error(fs));
+		if (!n)
+			continue;
+		n = o2_xattr_get(fs, m->ino, m->type, m->name, m->name_len, s->xbuf, m->v.size);
+		if (n != (ssize_t)m->v.size)
+			fz_fail("xattr model (%s): inode %llu: reading %.*s gave %zd of %u bytes (%s)",
+				why, (unsigned long long)m->ino, m->name_len, m->name, n, m->v.size,
+				o2_fs_error(fs));
+		xval_fill(&m->v, s->xbuf2);
+		if (memcmp(s->xbuf, s->xbuf2, m->v.size))
+			fz_fail("xattr model (%s): inode %llu: the value of %.*s (%u bytes) differs",
+				why, (unsigned long long)m->ino, m->name_len, m->name, m->v.size);
+	}
+	for (unsigned i = 0; i < s->nxi; i++) {
+		const struct xattr_inode *xi = &s->xi[i];
+		struct o2_inode *in;
+		unsigned want = 0, have = 0;
+		uint32_t gen;
+
+		if (!inode_gen(fs, xi->ino, &gen) || gen != xi->gen)
+			continue;
+		for (unsigned k = 0; k < s->nxm; k++)
+			want += s->xm[k].ino == xi->ino && s->xm[k].gen == xi->gen;
+		if (o2_inode_get(fs, xi->ino, &in) < 0)
+			fz_fail("xattr model (%s): inode %llu cannot be read: %s", why,
+				(unsigned long long)xi->ino, o2_fs_error(fs));
+		int r = o2_xattr_iterate(fs, in, count_xattr, &have);
+		o2_inode_unref(in);
+		if (r < 0 || have != want)
+			fz_fail("xattr model (%s): inode %llu has %u attributes, expected %u (%d %s)",
+				why, (unsigned long long)xi->ino, have, want, r, o2_fs_error(fs));
+	}
+}
+
 /* A read-only open of dev must work and the walk must accept the volume. */
 static void verify(struct state *s, struct o2_blockdev *dev, const char *why, bool full)
 {
@@ -129,6 +253,7 @@ static void verify(struct state *s, struct o2_blockdev *dev, const char *why, bo
 	if (r < 0)
 		fz_fail("op %u: o2_fs_walk (%s) rejects the volume: %d %s", s->opno, why, r,
 			o2_fs_error(fs));
+	xattr_verify(s, fs, why);
 
 	/* the model file */
 	if (full && s->model_ino && s->model_valid) {
@@ -420,6 +545,224 @@ static void do_many(struct state *s, struct fz_reader *r)
 	}
 }
 
+/* ---- extended attributes ---- */
+
+/*
+ * An attribute name (after its prefix): mostly from a small pool, so that
+ * sets, replaces and removes meet (the POSIX ACLs' names are empty); else
+ * up to 255 bytes from the input (any bytes: high, NUL), or 256 (too long).
+ */
+static size_t pick_xname(struct fz_reader *r, unsigned type, char *buf)
+{
+	static const char *const pool[] = {
+		"a", "b", "mime_type", "x.y.z", "\xc3\xa9t\xc3\xa9", "\x80\xff",
+		"pppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp", "",
+	};
+	uint8_t k = fz_u8(r);
+
+	if (k < 200) {
+		if (type == O2_XATTR_ACL_ACCESS || type == O2_XATTR_ACL_DEFAULT)
+			return 0;
+		strcpy(buf, pool[k % 8]);
+		return strlen(buf);
+	}
+	if (k == 255) {
+		memset(buf, 'N', O2_XATTR_NAME_MAX + 1);
+		return O2_XATTR_NAME_MAX + 1;
+	}
+	size_t len = fz_u8(r);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (char)fz_u8(r);
+	return len;
+}
+
+/* A value size: empty, local (up to 80 bytes), around 80, a cluster or more, 64 KiB, too big. */
+static uint32_t pick_xsize(struct fz_reader *r)
+{
+	uint8_t sel = fz_u8(r);
+
+	switch (sel & 7) {
+	case 0:
+		return 0;
+	case 1:
+		return fz_u8(r) % 81;
+	case 2:
+		return 78 + fz_u8(r) % 6;
+	case 3:
+		return fz_u16(r) % 4200;
+	case 4:
+		return fz_u16(r);
+	case 5:
+		return O2_XATTR_VALUE_MAX - fz_u8(r) % 2;
+	case 6: {
+		uint32_t clusters = 1 + fz_u8(r) % 16;
+
+		return 4096u * clusters - 1 + fz_u8(r) % 3; /* 4K clusters: a boundary */
+	}
+	default:
+		return O2_XATTR_VALUE_MAX + 1 + fz_u8(r);
+	}
+}
+
+static struct xattr_model *xm_find(struct state *s, uint64_t ino, uint32_t gen, unsigned type,
+				   const char *name, size_t len)
+{
+	for (unsigned i = 0; i < s->nxm; i++) {
+		struct xattr_model *m = &s->xm[i];
+
+		if (m->ino == ino && m->gen == gen && m->type == type && m->name_len == len &&
+		    !memcmp(m->name, name, len))
+			return m;
+	}
+	return NULL;
+}
+
+/* Forget what the model knows of inodes freed since (their numbers come back). */
+static void xm_prune(struct state *s)
+{
+	unsigned k = 0;
+	uint32_t gen;
+
+	for (unsigned i = 0; i < s->nxm; i++)
+		if (inode_gen(s->fs, s->xm[i].ino, &gen) && gen == s->xm[i].gen)
+			s->xm[k++] = s->xm[i];
+	s->nxm = k;
+	k = 0;
+	for (unsigned i = 0; i < s->nxi; i++)
+		if (inode_gen(s->fs, s->xi[i].ino, &gen) && gen == s->xi[i].gen)
+			s->xi[k++] = s->xi[i];
+	s->nxi = k;
+}
+
+/* The model after a successful set (v) or remove (v NULL). */
+static void xm_update(struct state *s, uint64_t ino, uint32_t gen, unsigned type,
+		      const char *name, size_t len, const struct xval *v)
+{
+	struct xattr_model *m = xm_find(s, ino, gen, type, name, len);
+	bool known = false;
+
+	for (unsigned i = 0; i < s->nxi; i++)
+		known |= s->xi[i].ino == ino && s->xi[i].gen == gen;
+	if ((!known && s->nxi == XM_MAX) || (v && !m && s->nxm == XM_MAX)) {
+		xm_prune(s); /* moves entries: find this one again */
+		m = xm_find(s, ino, gen, type, name, len);
+	}
+	if (!known) {
+		if (s->nxi == XM_MAX) {
+			s->xm_valid = false;
+			return;
+		}
+		s->xi[s->nxi++] = (struct xattr_inode){ ino, gen };
+	}
+	if (!v) {
+		if (m)
+			*m = s->xm[--s->nxm];
+		return;
+	}
+	if (!m) {
+		if (s->nxm == XM_MAX) {
+			s->xm_valid = false;
+			return;
+		}
+		m = &s->xm[s->nxm++];
+		m->ino = ino;
+		m->gen = gen;
+		m->type = (uint8_t)type;
+		m->name_len = (uint8_t)len;
+		memcpy(m->name, name, len);
+	}
+	m->v = *v;
+}
+
+/*
+ * Set (or remove) one attribute.  With a valid argument set the result must
+ * be what the model says (-EEXIST, -ENODATA or success; a set may also meet
+ * -ENOSPC); with invalid ones, one of their documented errors.
+ */
+static void do_xattr(struct state *s, struct fz_reader *r, bool remove)
+{
+	static const unsigned types[8] = { O2_XATTR_USER,     O2_XATTR_USER,
+					   O2_XATTR_ACL_ACCESS, O2_XATTR_ACL_DEFAULT,
+					   O2_XATTR_TRUSTED,  O2_XATTR_SECURITY,
+					   O2_XATTR_USER,     0 };
+	static const unsigned flag_sets[4] = { 0, O2_XATTR_CREATE, O2_XATTR_REPLACE,
+					       O2_XATTR_CREATE | O2_XATTR_REPLACE };
+	char name[O2_XATTR_NAME_MAX + 2];
+	struct xval v = { 0 };
+	uint64_t ino = pick_ino(s, r);
+	uint8_t t = fz_u8(r);
+	unsigned type = types[t & 7], flags = flag_sets[(t >> 3) & 3];
+	bool null_value = false;
+	size_t len;
+	uint32_t gen;
+	long ret;
+
+	if ((t & 7) == 7 && (t >> 5))
+		type = O2_XATTR_SECURITY + (t >> 5); /* 6..12: no such type */
+	len = pick_xname(r, type, name);
+	if (!remove) {
+		v.size = pick_xsize(r);
+		v.pat = fz_u8(r);
+		v.nlit = (uint8_t)(fz_u8(r) % (XV_LIT + 1));
+		if (v.nlit > v.size)
+			v.nlit = (uint8_t)v.size;
+		for (unsigned i = 0; i < v.nlit; i++)
+			v.lit[i] = fz_u8(r);
+		null_value = v.size == 0 && (t & 0x80);
+	}
+	if (!inode_gen(s->fs, ino, &gen))
+		return;
+	if (!remove)
+		xval_fill(&v, s->xbuf);
+	ret = remove ? o2_xattr_remove(s->fs, ino, type, name, len)
+		     : o2_xattr_set(s->fs, ino, type, name, len, null_value ? NULL : s->xbuf,
+				    v.size, flags);
+	fz_debug("op %u %s: inode %llu type %u name %zu bytes size %u flags %u -> %ld %s",
+		 s->opno, s->opname, (unsigned long long)ino, type, len, v.size, flags, ret,
+		 ret < 0 ? o2_fs_error(s->fs) : "");
+
+	/* the argument errors, any of those that apply */
+	bool bad_type = type == 0 || type > O2_XATTR_SECURITY;
+	bool acl = type == O2_XATTR_ACL_ACCESS || type == O2_XATTR_ACL_DEFAULT;
+	bool arg_err = !s->has_xattr || bad_type || len > O2_XATTR_NAME_MAX || (!len && !acl) ||
+		       (!remove && v.size > O2_XATTR_VALUE_MAX);
+	const char *what = remove ? "o2_xattr_remove" : "o2_xattr_set";
+
+	if (arg_err) {
+		if ((!s->has_xattr && ret == -EOPNOTSUPP) ||
+		    (s->has_xattr && bad_type && ret == -EINVAL) ||
+		    (s->has_xattr && len > O2_XATTR_NAME_MAX && ret == -ERANGE) ||
+		    (s->has_xattr && !len && !acl && ret == -EINVAL) ||
+		    (s->has_xattr && !remove && v.size > O2_XATTR_VALUE_MAX && ret == -E2BIG))
+			return;
+		fz_fail("op %u (%s): %s with invalid arguments (type %u, name of %zu bytes, "
+			"value of %u) returned %ld (%s)", s->opno, s->opname, what, type, len,
+			v.size, ret, o2_fs_error(s->fs));
+	}
+
+	/* valid arguments: the model says what must happen */
+	bool exists = xm_find(s, ino, gen, type, name, len) != NULL;
+	long want = 0;
+
+	if (remove)
+		want = exists ? 0 : -ENODATA;
+	else if ((flags & O2_XATTR_CREATE) && exists)
+		want = -EEXIST;
+	else if ((flags & O2_XATTR_REPLACE) && !exists)
+		want = -ENODATA;
+	if (!s->xm_valid) {
+		if (ret == 0 || ret == -EEXIST || ret == -ENODATA || (!remove && ret == -ENOSPC))
+			return;
+	} else if (ret == want || (want == 0 && !remove && ret == -ENOSPC)) {
+		if (ret == 0)
+			xm_update(s, ino, gen, type, name, len, remove ? NULL : &v);
+		return;
+	}
+	fz_fail("op %u (%s): %s on inode %llu (type %u, name of %zu bytes, value of %u, flags %u; "
+		"the model expects %ld) returned %ld (%s)", s->opno, s->opname, what,
+		(unsigned long long)ino, type, len, v.size, flags, want, ret, o2_fs_error(s->fs));
+}
+
 static void remount(struct state *s, const char *why)
 {
 	int r = o2_fs_close(s->fs);
@@ -571,6 +914,13 @@ static void run_op(struct state *s, struct fz_reader *r)
 			fz_fail("out of memory");
 		memcpy(s->snap, fz_dev_mem(s->fzdev), s->vol->size);
 		break;
+	case OP_SETXATTR:
+	case OP_SETXATTR2:
+		do_xattr(s, r, false);
+		break;
+	case OP_RMXATTR:
+		do_xattr(s, r, true);
+		break;
 	case OP_COUNT:
 		break;
 	}
@@ -597,7 +947,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s->opts.clock_arg = &s->clock;
 	s->io = malloc(MAX_IO);
 	s->model = calloc(1, MODEL_CAP);
-	if (!s->io || !s->model)
+	s->xbuf = malloc(XV_BUF);
+	s->xbuf2 = malloc(XV_BUF);
+	if (!s->io || !s->model || !s->xbuf || !s->xbuf2)
 		fz_fail("out of memory");
 	if (!devs[cfg % FZ_CFG_COUNT])
 		devs[cfg % FZ_CFG_COUNT] = fz_dev_new(s->vol->data, s->vol->size);
@@ -605,6 +957,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_dev_reset(s->fzdev, NULL);
 	s->dev = fz_dev_blockdev(s->fzdev);
 	open_rw(s, s->dev, &s->fs, "first");
+	s->has_xattr = (o2_fs_super(s->fs)->feature_incompat & O2_FEATURE_INCOMPAT_XATTR) != 0;
+	s->xm_valid = true;
 
 	s->ino[0] = o2_fs_super(s->fs)->root_blkno;
 	s->is_dir[0] = true;
@@ -631,6 +985,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct o2_fs *fs;
 
 		s->model_valid = false;
+		s->xm_valid = false; /* any committed prefix: not the model's state */
 		if (o2_blockdev_new_memory_from(s->snap, s->vol->size, s->vol->size, &cd) < 0)
 			fz_fail("out of memory");
 		open_rw(s, cd, &fs, "crash copy: recovery");
@@ -644,6 +999,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(s->snap);
 	free(s->io);
 	free(s->model);
+	free(s->xbuf);
+	free(s->xbuf2);
 	free(s);
 	return 0;
 }

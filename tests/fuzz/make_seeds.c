@@ -237,7 +237,8 @@ static void emit(struct seq *q, unsigned n, ...)
 }
 
 enum { S_CREATE, S_MKDIR, S_WRITE, S_TRUNCATE, S_RENAME, S_UNLINK, S_RMDIR, S_LINK, S_SYMLINK,
-       S_FALLOCATE, S_SETATTR, S_REF, S_MANY, S_SYNC, S_TICK, S_REMOUNT, S_CRASH };
+       S_FALLOCATE, S_SETATTR, S_REF, S_MANY, S_SYNC, S_TICK, S_REMOUNT, S_CRASH, S_WRITE2,
+       S_SETXATTR, S_RMXATTR };
 
 /* off: a 16-bit value v and a scale selector (0: v, 3: v*4, 5: v*512, 6: v<<20, 7: v<<34) */
 static void q_create(struct seq *q, unsigned dir, unsigned name, unsigned type)
@@ -296,6 +297,24 @@ static void q_ref_close(struct seq *q)
 static void q_many(struct seq *q, unsigned dir, unsigned count, unsigned base)
 {
 	emit(q, 4, S_MANY, dir, count, base);
+}
+
+/*
+ * Extended attributes.  how: bits 0-2 the type (0 user, 2 and 3 the POSIX
+ * ACLs, 4 trusted, 5 security), bits 3-4 the flags (1 create, 2 replace).
+ * name: k < 200 picks from fuzz_ops' pool ("a", "b", "mime_type", ...; the
+ * ACLs' empty name), 200..254 takes a length byte and that many bytes.
+ * The value: size selector 4 and a 16-bit size, a pattern, no literal bytes.
+ */
+static void q_setxattr(struct seq *q, unsigned ino, unsigned how, unsigned name, unsigned size,
+		       unsigned pat)
+{
+	emit(q, 4, S_SETXATTR, ino, how, name);
+	emit(q, 5, 4, size & 255, size >> 8, pat, 0);
+}
+static void q_rmxattr(struct seq *q, unsigned ino, unsigned how, unsigned name)
+{
+	emit(q, 4, S_RMXATTR, ino, how, name);
 }
 
 static void ops_seeds(const char *dir)
@@ -370,6 +389,51 @@ static void ops_seeds(const char *dir)
 	q_setattr(&q, 2, 0x3fff, 3, 0x08);
 	q_many(&q, 1, 100, 9);
 	put(dir, "seed-compat", q.b, q.n);
+
+	/* extended attributes on 4K blocks: in the inode, in a block, values in clusters */
+	memset(&q, 0, sizeof(q));
+	emit(&q, 1, 0x01);
+	q_create(&q, 0, 0, 0);		/* /f0: ino 2 */
+	q_mkdir(&q, 0, 1);		/* /d0: ino 3 */
+	q_setxattr(&q, 2, 0x08, 0, 20, 1);	/* user.a, create: in the inode */
+	q_setxattr(&q, 2, 0x00, 1, 5000, 2);	/* user.b: two clusters */
+	q_setxattr(&q, 2, 0x10, 1, 200, 3);	/* replaced: one cluster */
+	q_setxattr(&q, 2, 0x02, 0, 60, 4);	/* the access ACL */
+	q_setxattr(&q, 3, 0x03, 0, 40, 5);	/* a directory's default ACL */
+	emit(&q, 6, S_SETXATTR, 2, 0x04, 210, 5, 'h');	/* trusted., a name with high bytes */
+	emit(&q, 4, 0xe9, 0xff, 0x80, 'x');
+	emit(&q, 5, 4, 90, 0, 6, 0);
+	for (unsigned i = 0; i < 6; i++)	/* more than the inode holds: the block; the
+						 * last name is empty: -EINVAL */
+		q_setxattr(&q, 2, 0x05, 2 + i, 70 + i, 7 + i);
+	q_write(&q, 2, 0, 0, 9000, 0x31);	/* inline data to extents, the xattrs kept */
+	q_rmxattr(&q, 2, 0x00, 0);		/* user.a */
+	q_rmxattr(&q, 2, 0x00, 0);		/* again: -ENODATA */
+	emit(&q, 1, S_REMOUNT);
+	q_setxattr(&q, 3, 0x00, 6, 65535, 13);	/* a 64 KiB value on the directory */
+	q_link(&q, 2, 3, 8);			/* /d0/f2 */
+	q_name_op(&q, S_UNLINK, 0, 0);		/* /f0: still linked */
+	emit(&q, 1, S_CRASH);
+	q_name_op(&q, S_UNLINK, 3, 8);		/* freed with its xattrs */
+	put(dir, "seed-xattr", q.b, q.n);
+
+	/* the same on 512-byte blocks with metaecc: no room in the inode, only the block */
+	memset(&q, 0, sizeof(q));
+	emit(&q, 1, 0x82);
+	q_create(&q, 0, 0, 0);		/* ino 2 */
+	q_symlink(&q, 0, 2, 20);	/* ino 3: a fast symlink */
+	q_setxattr(&q, 2, 0x00, 0, 80, 1);
+	q_setxattr(&q, 2, 0x00, 1, 81, 2);
+	q_setxattr(&q, 3, 0x05, 3, 12, 3);
+	q_setxattr(&q, 2, 0x00, 6, 80, 4);	/* a long name: the block nearly full */
+	q_setxattr(&q, 2, 0x10, 1, 3, 5);	/* a value from clusters back to the block */
+	q_rmxattr(&q, 2, 0x00, 0);
+	q_rmxattr(&q, 2, 0x00, 1);		/* the block empties and goes */
+	q_setxattr(&q, 2, 0x00, 4, 30000, 6);
+	emit(&q, 2, S_SYNC, S_REMOUNT);
+	q_name_op(&q, S_UNLINK, 0, 0);
+	q_name_op(&q, S_UNLINK, 0, 2);
+	put(dir, "seed-xattr-512", q.b, q.n);
 }
 
 static void encode(const char *in, const char *out, uint8_t flags)

@@ -231,7 +231,8 @@ static int check_args(struct o2_fs *fs, const struct change *c)
 		return -EINVAL;
 	if (c->len > O2_XATTR_NAME_MAX)
 		return -ERANGE;
-	if (c->len == 0 && c->type != O2_XATTR_ACL_ACCESS && c->type != O2_XATTR_ACL_DEFAULT)
+	/* the ACLs are kept under an empty name, everything else under one */
+	if ((c->len == 0) != (c->type == O2_XATTR_ACL_ACCESS || c->type == O2_XATTR_ACL_DEFAULT))
 		return -EINVAL;
 	if (c->value && c->size > O2_XATTR_VALUE_MAX)
 		return -E2BIG;
@@ -538,6 +539,8 @@ int o2_xattr_set(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name
 	static const uint8_t empty[1];
 	struct change c = { type, name, len, value ? value : empty, size, flags };
 
+	if (!value && size)
+		return -EINVAL;
 	return change(fs, ino, &c);
 }
 

@@ -724,15 +724,16 @@ static void do_xattr(struct state *s, struct fz_reader *r, bool remove)
 	/* the argument errors, any of those that apply */
 	bool bad_type = type == 0 || type > O2_XATTR_SECURITY;
 	bool acl = type == O2_XATTR_ACL_ACCESS || type == O2_XATTR_ACL_DEFAULT;
-	bool arg_err = !s->has_xattr || bad_type || len > O2_XATTR_NAME_MAX || (!len && !acl) ||
-		       (!remove && v.size > O2_XATTR_VALUE_MAX);
+	bool null_bad = !remove && null_value && v.size; /* NULL with a size */
+	bool arg_err = !s->has_xattr || bad_type || len > O2_XATTR_NAME_MAX || (!len != acl) ||
+		       null_bad || (!remove && v.size > O2_XATTR_VALUE_MAX);
 	const char *what = remove ? "o2_xattr_remove" : "o2_xattr_set";
 
 	if (arg_err) {
 		if ((!s->has_xattr && ret == -EOPNOTSUPP) ||
 		    (s->has_xattr && bad_type && ret == -EINVAL) ||
 		    (s->has_xattr && len > O2_XATTR_NAME_MAX && ret == -ERANGE) ||
-		    (s->has_xattr && !len && !acl && ret == -EINVAL) ||
+		    (s->has_xattr && (!len != acl || null_bad) && ret == -EINVAL) ||
 		    (s->has_xattr && !remove && v.size > O2_XATTR_VALUE_MAX && ret == -E2BIG))
 			return;
 		fz_fail("op %u (%s): %s with invalid arguments (type %u, name of %zu bytes, "

@@ -557,7 +557,9 @@ int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *attr, un
  * kernel would then index the block: not implemented), -EOPNOTSUPP for an
  * inode whose xattrs are already indexed or on a volume without xattrs,
  * -E2BIG for a value over O2_XATTR_VALUE_MAX, -ERANGE for a name over
- * O2_XATTR_NAME_MAX.  Sets the inode's ctime.
+ * O2_XATTR_NAME_MAX, -EINVAL for an unknown type, an empty name (but for
+ * the ACL types, whose name is always empty) or a NULL value of non-zero
+ * size.  Sets the inode's ctime.
  */
 #define O2_XATTR_CREATE 0x1
 #define O2_XATTR_REPLACE 0x2

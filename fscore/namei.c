@@ -1134,6 +1134,12 @@ int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size
 		r = -EPERM;
 		goto rel;
 	}
+	/* an inode whose last name went (an open orphan) takes no new one, as
+	 * Linux's vfs_link says: else its reaping would free a linked inode */
+	if (links_of(di) == 0 || (le32(di->i_flags) & O2_FL_ORPHANED)) {
+		r = -ENOENT;
+		goto rel;
+	}
 	if (links_of(di) >= 32000) {
 		r = -EMLINK;
 		goto rel;

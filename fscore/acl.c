@@ -212,30 +212,48 @@ static void acl_chmod(struct acl *a, uint16_t mode)
 	(mask ? mask : group)->perm = (mode >> 3) & 7;
 }
 
+struct acl_find {
+	struct o2_fs *fs;
+	unsigned type;
+	struct acl *a;
+	int r;
+};
+
+/* The entry of the ACL's type (its name is empty): read and parsed in one pass. */
+static int acl_found(const struct o2_xattr *x, void *arg)
+{
+	struct acl_find *f = arg;
+	uint8_t *buf;
+
+	if (x->type != f->type)
+		return 0;
+	buf = o2_malloc(x->value_size ? (size_t)x->value_size : 1);
+	f->r = buf ? o2_xattr_read_value(f->fs, x, buf) : -ENOMEM;
+	if (f->r == 0)
+		f->r = acl_parse(buf, (size_t)x->value_size, f->a);
+	free(buf);
+	return 1;
+}
+
 /* The inode's ACL of this type as kept on disk; a->n == 0 if it has none. */
 static int acl_read(struct o2_fs *fs, uint64_t ino, unsigned type, struct acl *a)
 {
-	uint8_t small[O2_ACL_INLINE_BYTES];
-	uint8_t *buf = small;
-	ssize_t n;
+	struct acl_find f = { fs, type, a, 0 };
+	struct o2_inode *in;
 	int r;
 
 	memset(a, 0, sizeof(*a));
-	n = o2_xattr_get(fs, ino, type, "", 0, NULL, 0);
-	if (n == -ENODATA)
-		return 0;
-	if (n < 0)
-		return (int)n;
-	if ((size_t)n > sizeof(small) && !(buf = o2_malloc((size_t)n)))
-		return -ENOMEM;
-	n = o2_xattr_get(fs, ino, type, "", 0, buf, (size_t)n);
-	r = n < 0 ? (int)n : acl_parse(buf, (size_t)n, a);
-	if (r == -EINVAL)
-		r = o2_corrupt(fs, ino, "its %s ACL is not a valid ACL",
-			       type == O2_XATTR_ACL_ACCESS ? "access" : "default");
-	if (buf != small)
-		free(buf);
-	return r;
+	r = o2_inode_get(fs, ino, &in);
+	if (r < 0)
+		return r;
+	r = o2_xattr_iterate(fs, in, acl_found, &f);
+	o2_inode_unref(in);
+	if (r < 0)
+		return r;
+	if (f.r == -EINVAL)
+		return o2_corrupt(fs, ino, "its %s ACL is not a valid ACL",
+				  type == O2_XATTR_ACL_ACCESS ? "access" : "default");
+	return f.r;
 }
 
 /* ---- the xattr interface ---- */

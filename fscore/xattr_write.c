@@ -502,12 +502,9 @@ int o2_xattr_change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, 
 		       const char *name, size_t len, const void *value, size_t size, unsigned flags)
 {
 	static const uint8_t empty[1];
-	struct change c = { type, name, len, value ? value : NULL, size, flags };
-	int r;
+	struct change c = { type, name, len, value && !size ? empty : value, size, flags };
+	int r = check_args(fs, &c);
 
-	if (value && !size)
-		c.value = empty;
-	r = check_args(fs, &c);
 	return r < 0 ? r : change_in(t, fs, ib, &c);
 }
 

@@ -215,8 +215,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	struct volume *v = userdata;
 
 	/* bigger requests: fewer round trips for sequential I/O */
-	conn->max_write = 1u << 20;
-	conn->max_readahead = 1u << 20;
+	conn->max_write = OCFS2D_MAX_WRITE;
+	conn->max_readahead = OCFS2D_MAX_WRITE;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
 	conn->want |= conn->capable & FUSE_CAP_READDIRPLUS;

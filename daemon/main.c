@@ -123,7 +123,8 @@ int main(int argc, char **argv)
 		{ "options", 'o', 0, G_OPTION_ARG_STRING, &opts_str,
 		  "mount options: ro, allow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, "
 		  "poll=USEC (default 200; 0: sleep between requests), threads=N (with poll=0), "
-		  "user_xattr (default), nouser_xattr, acl, noacl (default), noxattr, debug",
+		  "user_xattr (default), nouser_xattr, acl, noacl (default), noxattr, uring (FUSE over "
+		  "io_uring, Linux 6.14+), debug",
 		  "OPTS" },
 		{ "server", 's', 0, G_OPTION_ARG_NONE, &server,
 		  "serve mount requests on the control socket", NULL },

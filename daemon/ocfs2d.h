@@ -37,6 +37,7 @@ struct mount_opts {
 	bool nouser_xattr;	/* refuse user.* extended attributes */
 	bool acl;		/* POSIX ACLs (kernel OCFS2's default is noacl) */
 	bool noxattr;		/* serve no extended attributes at all */
+	bool uring;		/* serve through FUSE io_uring queues (uring.c) */
 };
 
 void mount_opts_default(struct mount_opts *o);
@@ -52,6 +53,7 @@ struct volume {
 	uint32_t cluster_size, block_size;
 	bool no_open;		/* the kernel opens files without asking us */
 	bool acl;		/* POSIX ACLs on: the kernel enforces them, we keep them */
+	bool use_uring;		/* serve through io_uring queues (uring.c) */
 
 	GMutex lock;		/* guards fs, nodes and ro_reported */
 	GHashTable *nodes;	/* inode number -> lookup count (uint64_t *) */
@@ -97,6 +99,15 @@ bool volume_unmount(struct volume *v, bool force, GError **err);
  * for the volume's threads and frees it. */
 struct volume *volume_ref(struct volume *v);
 void volume_unref(struct volume *v);
+
+/* The largest write (and read) a request carries. */
+#define OCFS2D_MAX_WRITE (1u << 20)
+
+/* uring.c: FUSE over io_uring.  Whether to try it (before mounting: the
+ * kernel offers it in INIT only if its module parameter is on then). */
+bool uring_wanted(struct volume *v);
+/* Serve the mounted session (on its FUSE thread) until it ends. */
+int uring_serve(struct volume *v);
 
 /* fuseops.c */
 struct fuse_session *fuseops_session_new(struct volume *v, GError **err);

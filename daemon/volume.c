@@ -96,6 +96,10 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 			ok = parse_double(val, &o->attr_timeout);
 		else if (!strcmp(key, "commit") && val)
 			ok = parse_uint(val, 3600, &o->commit_s) && o->commit_s > 0;
+		else if (!strcmp(key, "uring") && !val)
+			o->uring = true;
+		else if (!strcmp(key, "nouring") && !val)
+			o->uring = false;
 		else if (!strcmp(key, "poll") && val)
 			ok = parse_uint(val, 100000, &o->poll_us);
 		else if (!strcmp(key, "threads") && val)
@@ -109,7 +113,7 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
 			g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
 				    "unknown mount option \"%s%s%s\" (known: ro, rw, allow_other, "
 				    "entry_timeout=S, attr_timeout=S, commit=S, slot=N, poll=USEC, threads=N, "
-				    "user_xattr, nouser_xattr, acl, noacl, xattr, noxattr, debug)",
+				    "user_xattr, nouser_xattr, acl, noacl, xattr, noxattr, uring, nouring, debug)",
 				    key, val ? "=" : "", val ? val : "");
 			return false;
 		}
@@ -375,7 +379,9 @@ static gpointer fuse_main(gpointer arg)
 	struct volume *v = arg;
 	int r;
 
-	if (v->opts.poll_us) {
+	if (v->use_uring) {
+		r = uring_serve(v);
+	} else if (v->opts.poll_us) {
 		r = polling_loop(v);
 	} else if (v->opts.threads > 1) {
 		struct fuse_loop_config *cfg = fuse_loop_cfg_create();
@@ -496,6 +502,7 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 	v->se = fuseops_session_new(v, err);
 	if (!v->se)
 		goto fail;
+	v->use_uring = uring_wanted(v);
 	if (fuse_session_mount(v->se, v->mountpoint) != 0) {
 		g_set_error(err, G_IO_ERROR, G_IO_ERROR_FAILED,
 			    "mounting %s on %s failed (is /dev/fuse there, and are we root?)",

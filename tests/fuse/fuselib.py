@@ -175,6 +175,10 @@ class Volume:
         if self.proc and self.proc.poll() is None:
             raise Failure("%s: a daemon still runs" % self.name)
         self.mounts += 1
+        # FUSE_TEST_MOUNT_OPTS: options every mount of the case adds (a
+        # transport variant of the whole case, e.g. uring)
+        extra = os.environ.get("FUSE_TEST_MOUNT_OPTS", "")
+        opts = ",".join(o for o in (opts, extra) if o)
         argv = [self.env.daemon, "-f"] + (["-o", opts] if opts else []) + [self.img, self.mnt]
         denv = dict(self.env.daemon_env, **(extra_env or {}))
         with open(self.logpath, "a") as lf:
@@ -197,11 +201,20 @@ class Volume:
                 except OSError as e:
                     if e.errno not in first_errors:
                         raise
+                if "uring" in extra.split(","):
+                    self.expect_log("serving through io_uring", deadline)
                 return
             if self.proc.poll() is not None:
                 raise Failure("%s: ocfs2d exited %d before mounting" % (self.name, self.proc.returncode))
             time.sleep(0.02)
         raise Failure("%s: not mounted after %ds" % (self.name, timeout))
+
+    def expect_log(self, text, deadline):
+        """Wait until this mount's part of the log says text."""
+        while text not in self.log_text().rsplit("=== mount", 1)[-1]:
+            if time.time() > deadline or self.proc.poll() is not None:
+                raise Failure("%s: the daemon's log never said %r" % (self.name, text))
+            time.sleep(0.02)
 
     def umount(self, timeout=60, judge=True):
         """Unmount with umount(8) (retrying while busy), wait for the daemon:
@@ -381,6 +394,10 @@ def main(cases):
         return SKIP
     if not which("fsck.ocfs2"):
         print("SKIP: no fsck.ocfs2 (ocfs2-tools)")
+        return SKIP
+    if "uring" in os.environ.get("FUSE_TEST_MOUNT_OPTS", "").split(",") and \
+            not os.path.exists("/sys/module/fuse/parameters/enable_uring"):
+        print("SKIP: this kernel's FUSE has no io_uring transport (Linux 6.14+)")
         return SKIP
     os.umask(0)
     env = Env(sys.argv[1], sys.argv[2])

@@ -1117,15 +1117,10 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	struct volume *v = vol_of(req);
 	/* trusted.* is for the privileged, as kernel filesystems list it */
 	struct xattr_list l = { v, fuse_req_ctx(req)->uid == 0, g_string_new(NULL) };
-	struct o2_inode *in;
 	int r;
 
 	lock(v);
-	r = o2_inode_get(v->fs, to_blk(v, ino), &in);
-	if (r == 0) {
-		r = o2_xattr_iterate(v->fs, in, list_one, &l);
-		o2_inode_unref(in);
-	}
+	r = o2_xattr_iterate_blkno(v->fs, to_blk(v, ino), list_one, &l);
 	unlock(v);
 	if (r < 0)
 		fuse_reply_err(req, -note(v, "listxattr", r));

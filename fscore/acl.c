@@ -239,15 +239,10 @@ static int acl_found(const struct o2_xattr *x, void *arg)
 static int acl_read(struct o2_fs *fs, uint64_t ino, unsigned type, struct acl *a)
 {
 	struct acl_find f = { fs, type, a, 0 };
-	struct o2_inode *in;
 	int r;
 
 	memset(a, 0, sizeof(*a));
-	r = o2_inode_get(fs, ino, &in);
-	if (r < 0)
-		return r;
-	r = o2_xattr_iterate(fs, in, acl_found, &f);
-	o2_inode_unref(in);
+	r = o2_xattr_iterate_blkno(fs, ino, acl_found, &f);
 	if (r < 0)
 		return r;
 	if (f.r == -EINVAL)

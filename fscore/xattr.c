@@ -329,6 +329,18 @@ int o2_xattr_iterate(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, voi
 	return o2_xattr_walk(fs, ino, fn, arg, NULL, NULL);
 }
 
+int o2_xattr_iterate_blkno(struct o2_fs *fs, uint64_t blkno, o2_xattr_fn fn, void *arg)
+{
+	struct o2_inode *in;
+	int r = o2_inode_get(fs, blkno, &in);
+
+	if (r < 0)
+		return r;
+	r = o2_xattr_iterate(fs, in, fn, arg);
+	o2_inode_unref(in);
+	return r;
+}
+
 int o2_xattr_store_walk(struct o2_fs *fs, uint64_t blkno, const uint8_t *h, size_t len,
 			o2_xattr_fn fn, void *arg)
 {
@@ -425,16 +437,11 @@ ssize_t o2_xattr_get(struct o2_fs *fs, uint64_t ino, unsigned type, const char *
 		     void *buf, size_t size)
 {
 	struct get_one g = { fs, (uint8_t)type, name, len, buf, size, -ENODATA };
-	struct o2_inode *in;
 	int r;
 
 	if (type == 0 || type > XATTR_TYPE_MAX || len > 255)
 		return -EINVAL;
-	r = o2_inode_get(fs, ino, &in);
-	if (r < 0)
-		return r;
-	r = o2_xattr_iterate(fs, in, get_match, &g);
-	o2_inode_unref(in);
+	r = o2_xattr_iterate_blkno(fs, ino, get_match, &g);
 	if (r < 0)
 		return r;
 	return (ssize_t)g.result;

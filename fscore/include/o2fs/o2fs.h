@@ -448,6 +448,8 @@ typedef int (*o2_xattr_fn)(const struct o2_xattr *x, void *arg);
  * return of fn and returns it.
  */
 int o2_xattr_iterate(struct o2_fs *fs, struct o2_inode *inode, o2_xattr_fn fn, void *arg);
+/* The same for the inode at blkno (looked up for the walk). */
+int o2_xattr_iterate_blkno(struct o2_fs *fs, uint64_t blkno, o2_xattr_fn fn, void *arg);
 /* Copy x's value (x->value_size bytes) into buf, from its clusters if not local. */
 int o2_xattr_read_value(struct o2_fs *fs, const struct o2_xattr *x, void *buf);
 

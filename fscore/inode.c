@@ -349,6 +349,46 @@ int o2_inode_walk_extents(struct o2_fs *fs, struct o2_inode *inode, o2_extent_fn
 /* Largest single device read while copying file data. */
 #define READ_CHUNK (1u << 20)
 
+/*
+ * Copy n bytes of file data starting at device byte offset dev_off into out:
+ * the whole blocks in the middle go straight from the device into out, the
+ * partial blocks at either end through one block of scratch (*tmp, made on
+ * first use).
+ */
+static int read_span(struct o2_fs *fs, uint64_t dev_off, uint8_t *out, size_t n, uint8_t **tmp)
+{
+	while (n) {
+		uint64_t blk = dev_off >> fs->bits;
+		uint32_t in_blk = (uint32_t)(dev_off & (fs->bs - 1));
+		size_t k;
+		int r;
+
+		if (in_blk || n < fs->bs) {
+			/* a partial block */
+			k = fs->bs - in_blk;
+			if (k > n)
+				k = n;
+			if (!*tmp && !(*tmp = o2_malloc(fs->bs)))
+				return -ENOMEM;
+			r = o2_read_blocks(fs, blk, 1, *tmp);
+			if (r < 0)
+				return r;
+			memcpy(out, *tmp + in_blk, k);
+		} else {
+			k = n & ~(size_t)(fs->bs - 1);
+			if (k > READ_CHUNK)
+				k = READ_CHUNK;
+			r = o2_read_blocks(fs, blk, (unsigned)(k >> fs->bits), out);
+			if (r < 0)
+				return r;
+		}
+		out += k;
+		dev_off += k;
+		n -= k;
+	}
+	return 0;
+}
+
 ssize_t o2_inode_read(struct o2_fs *fs, struct o2_inode *inode, uint64_t off, void *buf,
 		      size_t len)
 {
@@ -378,9 +418,6 @@ ssize_t o2_inode_read(struct o2_fs *fs, struct o2_inode *inode, uint64_t off, vo
 			       (unsigned long long)in->blkno);
 	}
 
-	tmp = o2_malloc(READ_CHUNK);
-	if (!tmp)
-		return -ENOMEM;
 	while (done < len) {
 		uint64_t pos = off + done;
 		uint32_t cpos = (uint32_t)(pos >> fs->cbits);
@@ -397,29 +434,17 @@ ssize_t o2_inode_read(struct o2_fs *fs, struct o2_inode *inode, uint64_t off, vo
 		if (r < 0)
 			break;
 		/* bytes from pos to the end of this extent (or hole) */
-		uint64_t ext_end = ((uint64_t)ext.cpos + ext.clusters) << fs->cbits;
-		uint64_t span = ext_end - pos;
+		uint64_t ext_start = (uint64_t)ext.cpos << fs->cbits;
+		uint64_t span = (((uint64_t)ext.cpos + ext.clusters) << fs->cbits) - pos;
 		size_t n = len - done;
 
 		if (span < n)
 			n = (size_t)span;
-		if (ext.blkno == 0 || (ext.flags & O2_EXTENT_UNWRITTEN)) {
+		if (ext.blkno == 0 || (ext.flags & O2_EXTENT_UNWRITTEN))
 			memset(out + done, 0, n);
-			done += n;
-			continue;
-		}
-		/* read whole blocks covering [pos, pos+n) */
-		uint64_t first_blk = ext.blkno + ((pos - ((uint64_t)ext.cpos << fs->cbits)) >> fs->bits);
-		uint32_t in_blk = (uint32_t)(pos & (fs->bs - 1));
-
-		if (n > READ_CHUNK - fs->bs)
-			n = READ_CHUNK - fs->bs;
-		unsigned nblk = (unsigned)((in_blk + n + fs->bs - 1) >> fs->bits);
-
-		r = o2_read_blocks(fs, first_blk, nblk, tmp);
-		if (r < 0)
+		else if ((r = read_span(fs, (ext.blkno << fs->bits) + (pos - ext_start), out + done, n,
+					&tmp)) < 0)
 			break;
-		memcpy(out + done, tmp + in_blk, n);
 		done += n;
 	}
 	free(tmp);

@@ -615,12 +615,40 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	}
 }
 
+/*
+ * Each serving thread keeps its read buffer: a fresh megabyte per request
+ * would be a fresh mmap (glibc maps blocks that large), paid for in page
+ * faults and zeroing on every sequential read.
+ */
+static GPrivate read_buf_key = G_PRIVATE_INIT(g_free);
+
+struct read_buf {
+	size_t cap;
+	char data[];
+};
+
+static char *read_buf(size_t size)
+{
+	struct read_buf *b = g_private_get(&read_buf_key);
+
+	if (!b || b->cap < size) {
+		size_t cap = MAX(size, (size_t)OCFS2D_MAX_WRITE);
+
+		b = g_try_malloc(sizeof(*b) + cap);
+		if (!b)
+			return NULL;
+		b->cap = cap;
+		g_private_replace(&read_buf_key, b);
+	}
+	return b->data;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct volume *v = vol_of(req);
 	struct o2_inode *in;
-	char *buf = g_try_malloc(size ? size : 1);
+	char *buf = read_buf(size);
 	ssize_t n;
 
 	if (!buf) {
@@ -638,7 +666,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, -note(v, "read", (int)n));
 	else
 		fuse_reply_buf(req, buf, (size_t)n);
-	g_free(buf);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

@@ -6,11 +6,13 @@ The same workloads run, one filesystem after the other, on:
 
   ocfs2d   an OCFS2 volume in an image file, served by the ocfs2d FUSE daemon
   fuse2fs  an ext4 image file of the same size, served by fuse2fs (FUSE)
+  floor    fuse-overlayfs over a tmpfs: a FUSE filesystem whose storage
+           costs nothing, i.e. what FUSE itself allows on this machine
   ext4     an ext4 image file of the same size on a loop device, kernel driver
 
 and the script prints one table with every figure and the throughput ratios
-(ocfs2d/fuse2fs, ocfs2d/ext4: above 1 means ocfs2d is faster), and writes the
-same as JSON.  See bench/README.md.  Run as root.
+(ocfs2d/fuse2fs, ocfs2d/floor, ocfs2d/ext4: above 1 means ocfs2d is faster),
+and writes the same as JSON.  See bench/README.md.  Run as root.
 """
 
 import argparse
@@ -33,7 +35,7 @@ import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-ALL_FS = ("ocfs2d", "fuse2fs", "ext4")
+ALL_FS = ("ocfs2d", "fuse2fs", "floor", "ext4")
 ALL_WORKLOADS = ("seq", "randwrite", "smallfiles", "untar")
 MB = 1000 * 1000
 MiB = 1024 * 1024
@@ -583,7 +585,42 @@ class Ocfs2dBackend(FuseBackend):
         return fsck_run(["fsck.ocfs2", "-fn", str(self.image)])
 
 
-BACKENDS = {"ocfs2d": Ocfs2dBackend, "fuse2fs": Fuse2fsBackend, "ext4": Ext4Backend}
+class FloorBackend(FuseBackend):
+    """fuse-overlayfs (a well-tuned low-level libfuse3 filesystem) over a
+    tmpfs: every request costs FUSE's round trip and next to nothing else.
+    No FUSE filesystem can beat it here, so it shows how much of a gap to
+    kernel ext4 is the FUSE transport's and how much is ocfs2d's."""
+    name = "floor"
+    describe = "fuse-overlayfs over tmpfs (the FUSE floor: no storage work)"
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.ram = cfg.workdir / "floor-tmpfs"
+        self.info["image"] = "tmpfs at %s" % self.ram
+
+    def make(self):
+        self.mnt.mkdir(parents=True, exist_ok=True)
+        self.ram.mkdir(parents=True, exist_ok=True)
+        if not mount_entry(self.ram):
+            run(["mount", "-t", "tmpfs", "-o", "size=%d,mode=0755" % self.cfg.volume,
+                 "floor", str(self.ram)])
+        for d in ("lower", "upper", "work"):
+            (self.ram / d).mkdir(exist_ok=True)
+
+    def daemon_cmd(self):
+        return ["fuse-overlayfs", "-f", "-o",
+                "lowerdir={0}/lower,upperdir={0}/upper,workdir={0}/work".format(self.ram),
+                str(self.mnt)]
+
+    def force_cleanup(self):
+        super().force_cleanup()
+        if mount_entry(self.ram):
+            subprocess.run(["umount", "-l", str(self.ram)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+BACKENDS = {"ocfs2d": Ocfs2dBackend, "fuse2fs": Fuse2fsBackend, "floor": FloorBackend,
+            "ext4": Ext4Backend}
 
 
 def daemon_pids(daemon, mnt):
@@ -942,6 +979,8 @@ def ensure_tools(cfg):
             "mkfs.ext4": "e2fsprogs", "e2fsck": "e2fsprogs"}
     if "fuse2fs" in cfg.fs:
         need["fuse2fs"] = "fuse2fs"
+    if "floor" in cfg.fs:
+        need["fuse-overlayfs"] = "fuse-overlayfs"
     if "ocfs2d" in cfg.fs and cfg.fsck:
         need["fsck.ocfs2"] = "ocfs2-tools"
     if "ocfs2d" in cfg.fs and cfg.ocfs2_mkfs == "mkfs.ocfs2":
@@ -993,6 +1032,10 @@ def clean_stale(cfg):
             subprocess.run(["umount", "-l", str(mnt)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
         detach_loops_for(cfg.workdir / ("%s.img" % name))
+    ram = cfg.workdir / "floor-tmpfs"
+    if mount_entry(ram):
+        subprocess.run(["umount", "-l", str(ram)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
 
 
 def run_fs(fs, cfg, results, rep):
@@ -1110,7 +1153,7 @@ def ratio(a, b):
 
 def print_table(cfg, results, order):
     cols = [fs for fs in ALL_FS if fs in cfg.fs]
-    ratio_cols = [o for o in ("fuse2fs", "ext4") if "ocfs2d" in cols and o in cols]
+    ratio_cols = [o for o in ("fuse2fs", "floor", "ext4") if "ocfs2d" in cols and o in cols]
     head = ["workload", "unit"] + cols + ["ocfs2d/%s" % o for o in ratio_cols]
     rows = []
     for k in order:
@@ -1342,7 +1385,7 @@ def main(argv=None):
             "errors": results[k].errors,
             "ratios": {"ocfs2d/%s" % o: ratio(results[k].values.get("ocfs2d"),
                                                 results[k].values.get(o))
-                       for o in ("fuse2fs", "ext4")
+                       for o in ("fuse2fs", "floor", "ext4")
                        if "ocfs2d" in cfg.fs and o in cfg.fs},
         } for k in order],
         "problems": problems,
@@ -1387,6 +1430,8 @@ def tool_versions(cfg):
     v = {}
     for name, cmd in (("fio", ["fio", "--version"]),
                       ("fuse2fs", ["dpkg-query", "-W", "-f=${Version}", "fuse2fs"]),
+                      ("fuse-overlayfs", ["dpkg-query", "-W", "-f=${Version}",
+                                          "fuse-overlayfs"]),
                       ("e2fsprogs", ["dpkg-query", "-W", "-f=${Version}", "e2fsprogs"])):
         try:
             v[name] = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

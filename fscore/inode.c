@@ -440,11 +440,13 @@ ssize_t o2_inode_read(struct o2_fs *fs, struct o2_inode *inode, uint64_t off, vo
 
 		if (span < n)
 			n = (size_t)span;
-		if (ext.blkno == 0 || (ext.flags & O2_EXTENT_UNWRITTEN))
+		if (ext.blkno == 0 || (ext.flags & O2_EXTENT_UNWRITTEN)) {
 			memset(out + done, 0, n);
-		else if ((r = read_span(fs, (ext.blkno << fs->bits) + (pos - ext_start), out + done, n,
-					&tmp)) < 0)
-			break;
+		} else {
+			r = read_span(fs, (ext.blkno << fs->bits) + (pos - ext_start), out + done, n, &tmp);
+			if (r < 0)
+				break;
+		}
 		done += n;
 	}
 	free(tmp);

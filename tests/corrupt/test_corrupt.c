@@ -80,6 +80,133 @@ static const struct variant variants[] = {
 
 static char tmpdir[64];
 
+/* ---- devices over shared memory ---- */
+
+/*
+ * Each case damages its own copy of a 64-128 MiB image, and opens copies of
+ * that read-write: copying whole images made the suite spend most of its
+ * time in memcpy and page faults.  So a case's volume is a private mapping
+ * of the image file (the kernel copies the pages the case touches), and the
+ * devices here read through to memory they do not own: a view (reads and
+ * writes go to the memory) and a copy-on-write overlay (writes land in
+ * private pages; the memory underneath is never changed).
+ */
+#define COW_PAGE 4096u
+
+struct shared_dev {
+	struct o2_blockdev dev;
+	uint8_t *mem;	     /* view: read and written in place */
+	const uint8_t *base; /* overlay: read where no page was written */
+	uint8_t **pages;     /* overlay: written pages, by page index */
+	size_t npages;
+};
+
+static int view_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off)
+{
+	memcpy(buf, ((struct shared_dev *)dev)->mem + off, len);
+	return 0;
+}
+
+static int view_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off)
+{
+	memcpy(((struct shared_dev *)dev)->mem + off, buf, len);
+	return 0;
+}
+
+static void shared_destroy(struct o2_blockdev *dev)
+{
+	struct shared_dev *d = (struct shared_dev *)dev;
+	for (size_t i = 0; d->pages && i < d->npages; i++)
+		free(d->pages[i]);
+	free(d->pages);
+	free(d);
+}
+
+static const struct o2_blockdev_ops view_ops = {
+	.read = view_read, .write = view_write, .flush = NULL, .destroy = shared_destroy
+};
+
+static int cow_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off)
+{
+	struct shared_dev *d = (struct shared_dev *)dev;
+	uint8_t *out = buf;
+	while (len) {
+		size_t pg = (size_t)(off / COW_PAGE), in = (size_t)(off % COW_PAGE);
+		size_t n = COW_PAGE - in < len ? COW_PAGE - in : len;
+		memcpy(out, d->pages[pg] ? d->pages[pg] + in : d->base + off, n);
+		out += n;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int cow_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off)
+{
+	struct shared_dev *d = (struct shared_dev *)dev;
+	const uint8_t *from = buf;
+	while (len) {
+		size_t pg = (size_t)(off / COW_PAGE), in = (size_t)(off % COW_PAGE);
+		size_t n = COW_PAGE - in < len ? COW_PAGE - in : len;
+		if (!d->pages[pg]) {
+			uint64_t start = (uint64_t)pg * COW_PAGE;
+			uint64_t have = d->dev.size - start < COW_PAGE ? d->dev.size - start : COW_PAGE;
+			d->pages[pg] = calloc(1, COW_PAGE);
+			ck_assert_ptr_nonnull(d->pages[pg]);
+			memcpy(d->pages[pg], d->base + start, (size_t)have);
+		}
+		memcpy(d->pages[pg] + in, from, n);
+		from += n;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static const struct o2_blockdev_ops cow_ops = {
+	.read = cow_read, .write = cow_write, .flush = NULL, .destroy = shared_destroy
+};
+
+static struct o2_blockdev *shared_dev_new(const struct o2_blockdev_ops *ops, const uint8_t *mem,
+					  uint64_t size)
+{
+	struct shared_dev *d = calloc(1, sizeof(*d));
+	ck_assert_ptr_nonnull(d);
+	d->dev.ops = ops;
+	d->dev.size = size / 512 * 512;
+	d->dev.sector_size = 512;
+	if (ops == &view_ops) {
+		d->mem = (uint8_t *)mem;
+	} else {
+		d->base = mem;
+		d->npages = (size_t)((size + COW_PAGE - 1) / COW_PAGE);
+		d->pages = calloc(d->npages ? d->npages : 1, sizeof(*d->pages));
+		ck_assert_ptr_nonnull(d->pages);
+	}
+	return &d->dev;
+}
+
+/* A device over mem that the test's own changes show through. */
+static struct o2_blockdev *view_dev(uint8_t *mem, uint64_t size)
+{
+	return shared_dev_new(&view_ops, mem, size);
+}
+
+/* A writable copy of mem, copied a page at a time as it is written. */
+static struct o2_blockdev *cow_dev(const uint8_t *mem, uint64_t size)
+{
+	return shared_dev_new(&cow_ops, mem, size);
+}
+
+/* Block b as a copy-on-write device now holds it (what a replay wrote). */
+static const uint8_t *cow_block(struct o2_blockdev *dev, uint64_t b, unsigned bs)
+{
+	static uint8_t buf[4096];
+	ck_assert_uint_le(bs, sizeof(buf));
+	ck_assert_int_eq(cow_read(dev, buf, bs, b * bs), 0);
+	return buf;
+}
+
 /* ---- a deterministic PRNG ---- */
 
 static uint64_t rng_state;
@@ -619,9 +746,7 @@ static void exercise_rdwr(const struct vol *v)
 	struct o2_fs *fs = SENTINEL_PTR;
 	char err[512] = "";
 
-	ck_assert_int_eq(o2_blockdev_new_memory_from(o2_blockdev_memory_data(v->dev), v->dev->size,
-						     v->dev->size, &copy),
-			 0);
+	copy = cow_dev(v->mem, v->dev->size);
 	int r = o2_fs_open(copy, O2_OPEN_RDWR, &fs, err, sizeof(err));
 	if (r < 0) {
 		ck_assert_msg(allowed(r), "%s: read-write o2_fs_open returned %d (%s): %s", v->ctx, r,
@@ -804,9 +929,7 @@ static void expect_rdwr_fault(struct vol *v, const char *what, uint64_t blkno)
 	char err[512] = "";
 	int r;
 
-	ck_assert_int_eq(o2_blockdev_new_memory_from(v->img->data, v->img->size, v->img->size,
-						     &copy),
-			 0);
+	copy = cow_dev(v->img->data, v->img->size);
 	r = o2_fs_open(copy, O2_OPEN_RDWR, &fs, err, sizeof(err));
 	if (r == 0)
 		o2_fs_close(fs);
@@ -816,9 +939,7 @@ static void expect_rdwr_fault(struct vol *v, const char *what, uint64_t blkno)
 	ck_assert_msg(r == 0, "%s: read-write open of the pristine volume: %d %s", v->ctx, r, err);
 
 	classify(v);
-	ck_assert_int_eq(o2_blockdev_new_memory_from(o2_blockdev_memory_data(v->dev), v->dev->size,
-						     v->dev->size, &copy),
-			 0);
+	copy = cow_dev(v->mem, v->dev->size);
 	err[0] = '\0';
 	r = o2_fs_open(copy, O2_OPEN_RDWR, &fs, err, sizeof(err));
 	if (r == 0)
@@ -959,10 +1080,13 @@ static void vol_setup(struct vol *v, int variant, const char *test)
 	v->variant = variant;
 	snprintf(v->ctx, sizeof(v->ctx), "[%s on %s%s]", test, v->img->name,
 		 v->raw ? ", stale checks" : v->img->ecc ? ", checks recomputed" : "");
-	ck_assert_int_eq(o2_blockdev_new_memory_from(v->img->data, v->img->size, v->img->size,
-						     &v->dev),
-			 0);
-	v->mem = o2_blockdev_memory_data(v->dev);
+	/* a private mapping: the kernel copies the pages this case damages */
+	int fd = open(v->img->path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	v->mem = mmap(NULL, v->img->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	close(fd);
+	ck_assert_msg(v->mem != MAP_FAILED, "%s: mmap %s", v->ctx, v->img->path);
+	v->dev = view_dev(v->mem, v->img->size);
 	v->bs = v->img->bs;
 	v->nblocks = v->img->size / v->bs;
 
@@ -1032,6 +1156,7 @@ static void vol_setup(struct vol *v, int variant, const char *test)
 static void vol_teardown(struct vol *v)
 {
 	o2_blockdev_free(v->dev);
+	munmap(v->mem, v->img->size);
 }
 
 #define VTEST(name)                                                                               \
@@ -2075,8 +2200,7 @@ static int rdwr_open_copy(struct vol *v, struct o2_blockdev **ret_copy, char *er
 {
 	struct o2_fs *fs = SENTINEL_PTR;
 
-	ck_assert_int_eq(o2_blockdev_new_memory_from(v->mem, v->img->size, v->img->size, ret_copy),
-			 0);
+	*ret_copy = cow_dev(v->mem, v->img->size);
 	err[0] = '\0';
 	int r = o2_fs_open(*ret_copy, O2_OPEN_RDWR, &fs, err, errlen);
 	if (r < 0) {
@@ -2161,8 +2285,7 @@ static bool rdwr_supported(struct vol *v)
 {
 	struct o2_blockdev *copy;
 	struct o2_fs *fs;
-	ck_assert_int_eq(o2_blockdev_new_memory_from(v->img->data, v->img->size, v->img->size, &copy),
-			 0);
+	copy = cow_dev(v->img->data, v->img->size);
 	int r = o2_fs_open(copy, O2_OPEN_RDWR, &fs, NULL, 0);
 	if (r == 0)
 		o2_fs_close(fs);
@@ -2199,7 +2322,7 @@ VTEST(journal_replay)
 	jheader(v, &l, p, JBD2_COMMIT_BLOCK, l.seq);
 	r = rdwr_open_copy(v, &copy, err, sizeof(err));
 	ck_assert_msg(r == 0, "%s: one transaction: %d %s", v->ctx, r, err);
-	ck_assert_msg(memcmp(o2_blockdev_memory_data(copy) + l.scratch * v->bs, want, v->bs) == 0,
+	ck_assert_msg(memcmp(cow_block(copy, l.scratch, v->bs), want, v->bs) == 0,
 		      "%s: the replayed block is not the logged copy (escape undone)", v->ctx);
 	o2_blockdev_free(copy);
 
@@ -2207,7 +2330,7 @@ VTEST(journal_replay)
 	jheader(v, &l, p, JBD2_COMMIT_BLOCK, l.seq + 1);
 	r = rdwr_open_copy(v, &copy, err, sizeof(err));
 	ck_assert_msg(r == 0, "%s: uncommitted transaction: %d %s", v->ctx, r, err);
-	ck_assert_msg(memcmp(o2_blockdev_memory_data(copy) + l.scratch * v->bs, blk(v, l.scratch),
+	ck_assert_msg(memcmp(cow_block(copy, l.scratch, v->bs), blk(v, l.scratch),
 			     v->bs) == 0,
 		      "%s: an uncommitted transaction was replayed", v->ctx);
 	o2_blockdev_free(copy);
@@ -2240,7 +2363,7 @@ VTEST(journal_replay)
 	r = rdwr_open_copy(v, &copy, err, sizeof(err));
 	ck_assert_msg(r == 0, "%s: descriptor without LAST_TAG: %d %s", v->ctx, r, err);
 	memset(want, (int)((n - 1) & 0xFF), v->bs);
-	ck_assert_msg(memcmp(o2_blockdev_memory_data(copy) + l.scratch * v->bs, want, v->bs) == 0,
+	ck_assert_msg(memcmp(cow_block(copy, l.scratch, v->bs), want, v->bs) == 0,
 		      "%s: the last copy of the block must win", v->ctx);
 	o2_blockdev_free(copy);
 
@@ -2267,7 +2390,7 @@ VTEST(journal_replay)
 	r = rdwr_open_copy(v, &copy, err, sizeof(err));
 	ck_assert_msg(r == 0, "%s: wrapped transaction: %d %s", v->ctx, r, err);
 	memset(want, 0x77, v->bs);
-	ck_assert_msg(memcmp(o2_blockdev_memory_data(copy) + l.scratch * v->bs, want, v->bs) == 0,
+	ck_assert_msg(memcmp(cow_block(copy, l.scratch, v->bs), want, v->bs) == 0,
 		      "%s: the wrapped transaction was not replayed", v->ctx);
 	o2_blockdev_free(copy);
 
@@ -2359,9 +2482,7 @@ VTEST(metaecc_bit_flips)
 
 static struct o2_blockdev *mem_dev(const uint8_t *data, uint64_t len)
 {
-	struct o2_blockdev *dev;
-	ck_assert_int_eq(o2_blockdev_new_memory_from(data, len, len, &dev), 0);
-	return dev;
+	return view_dev((uint8_t *)data, len);
 }
 
 VTEST(truncated)

@@ -41,6 +41,7 @@
 #include "blockcheck.h"
 #include "format.h"
 #include "o2fs/o2fs.h"
+#include "../testtmp.h"
 
 #define MiB (1024ull * 1024ull)
 #define ANY_BLOCK UINT64_MAX
@@ -54,7 +55,7 @@ struct image {
 	uint64_t size;
 	bool ecc;
 	const uint8_t *data;
-	char path[128];
+	char path[320];
 };
 
 static struct image images[] = {
@@ -78,7 +79,7 @@ static const struct variant variants[] = {
 };
 #define NVARIANTS ((int)(sizeof(variants) / sizeof(variants[0])))
 
-static char tmpdir[64];
+static char tmpdir[256];
 
 /* ---- devices over shared memory ---- */
 
@@ -2523,7 +2524,7 @@ VTEST(truncated)
 
 START_TEST(zero_length_file)
 {
-	char path[128];
+	char path[320];
 	snprintf(path, sizeof(path), "%s/empty.img", tmpdir);
 	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
 	ck_assert_int_ge(fd, 0);
@@ -2725,7 +2726,7 @@ VTEST(fuzz)
 
 static int make_image(struct image *im)
 {
-	char path[128], cmd[512];
+	char path[320], cmd[768];
 	snprintf(path, sizeof(path), "%s/%s.img", tmpdir, im->name);
 	int fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0644);
 	if (fd < 0 || ftruncate(fd, (off_t)im->size) < 0)
@@ -2849,7 +2850,7 @@ int main(void)
 		fprintf(stderr, "mkfs.ocfs2 not found: the corrupt tests need it (skipped)\n");
 		return 77;
 	}
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/o2corrupt-XXXXXX");
+	snprintf(tmpdir, sizeof(tmpdir), "%s/o2corrupt-XXXXXX", test_tmpdir());
 	if (!mkdtemp(tmpdir)) {
 		perror("mkdtemp");
 		return 1;
@@ -2860,7 +2861,7 @@ int main(void)
 			return 1;
 		}
 	}
-	char log[128];
+	char log[320];
 	snprintf(log, sizeof(log), "%s/mkfs.log", tmpdir);
 	unlink(log);
 

@@ -37,13 +37,14 @@
 #include "journal.h"
 #include "o2fs/blockdev.h"
 #include "o2fs/o2fs.h"
+#include "../testtmp.h"
 
 #define VOLUME_BYTES (16u << 20) /* the fuzz targets' device size: seeds too */
 #define INLINE_ROOM 256u
 #define BUCKET 4096u
 #define VALUE_ROOT_BYTES 48u /* value root with its one record */
 
-static char tmpdir[64];
+static char tmpdir[256];
 
 struct spec {
 	uint8_t type;
@@ -241,7 +242,7 @@ static struct o2_buf *new_xattr_block(struct o2_trans *t, struct o2_fs *fs, stru
 struct volume {
 	unsigned bs;
 	const char *features; /* mkfs.ocfs2 --fs-features */
-	char path[128];
+	char path[320];
 	uint64_t inline_ino, block_ino, indexed_ino;
 	uint64_t xattr_blk, indexed_blk, bucket_blk;
 	uint64_t shared1_ino, shared2_ino, refcount_blk;
@@ -583,7 +584,7 @@ static uint32_t extent_alloc_used(struct o2_fs *fs)
 START_TEST(delete)
 {
 	struct volume *v = &vols[_i];
-	char path[160], cmd[512], err[256];
+	char path[320], cmd[768], err[256];
 	struct o2_blockdev *dev;
 	struct o2_fs *fs;
 	struct o2_walk_stats st;
@@ -624,7 +625,7 @@ END_TEST
 START_TEST(unfreeable_orphan)
 {
 	struct volume *v = &vols[_i];
-	char path[160], cmd[512], err[256], name[17];
+	char path[320], cmd[768], err[256], name[17];
 	struct o2_blockdev *dev;
 	struct o2_fs *fs;
 	struct o2_trans *t;
@@ -989,7 +990,7 @@ int main(void)
 		fprintf(stderr, "mkfs.ocfs2/fsck.ocfs2 not found: skipped\n");
 		return 77;
 	}
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/o2xattr-XXXXXX");
+	snprintf(tmpdir, sizeof(tmpdir), "%s/o2xattr-XXXXXX", test_tmpdir());
 	if (!mkdtemp(tmpdir))
 		return 99;
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "crash_common.h"
+#include "../testtmp.h"
 #include "journal.h"
 
 #define TOOL_PATH "PATH=\"$PATH:/usr/sbin:/sbin\" "
@@ -23,11 +24,12 @@ bool have_mkfs(void)
 
 void vol_image_make(struct vol_image *v, const char *name, uint64_t size, const char *args)
 {
-	char dir[] = "/tmp/o2crash-XXXXXX", path[128], cmd[512];
+	char dir[256], path[300], cmd[700];
 	struct stat st;
 	int fd, st_code;
 
 	snprintf(v->name, sizeof(v->name), "%s", name);
+	snprintf(dir, sizeof(dir), "%s/o2crash-XXXXXX", test_tmpdir());
 	if (!mkdtemp(dir)) {
 		perror("mkdtemp");
 		exit(1);
@@ -904,6 +906,14 @@ void judge_end(const char *what, struct o2_blockdev *crash, const struct model *
 	}
 }
 
+bool fault_n_selected(uint64_t n, uint64_t total)
+{
+	const char *e = getenv("O2_FAULT_STRIDE");
+	uint64_t stride = e ? strtoull(e, NULL, 0) : 1;
+
+	return stride <= 1 || (n - 1) % stride == 0 || n + 3 > total;
+}
+
 bool have_fsck(void)
 {
 	return system(TOOL_PATH "command -v fsck.ocfs2 >/dev/null 2>&1") == 0;
@@ -911,12 +921,13 @@ bool have_fsck(void)
 
 void judge_fsck(const char *what, struct o2_blockdev *dev)
 {
-	char dir[] = "/tmp/o2fsck-XXXXXX", path[64], cmd[256], out[16384];
+	char dir[256], path[300], cmd[400], out[16384];
 	size_t len = 0, chunk = 1u << 20;
 	uint8_t *buf = malloc(chunk);
 	FILE *p;
 	int fd, st;
 
+	snprintf(dir, sizeof(dir), "%s/o2fsck-XXXXXX", test_tmpdir());
 	ck_assert(buf && mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/vol.img", dir);
 	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);

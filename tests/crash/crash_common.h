@@ -238,6 +238,14 @@ void judge_end(const char *what, struct o2_blockdev *crash, const struct model *
 
 /* Whether fsck.ocfs2 can be run. */
 bool have_fsck(void);
+
+/*
+ * Which Ns of a "fail the Nth ..." loop over total to run: every one unless
+ * O2_FAULT_STRIDE=S (S > 1; the sanitizer builds set 4), then N = 1, 1+S,
+ * 1+2S, ... and always the last three.  A stride is a sample, meant for the
+ * builds several times slower; the plain build covers every N.
+ */
+bool fault_n_selected(uint64_t n, uint64_t total);
 /* fsck.ocfs2 -fn on a copy of dev's content must find nothing to fix. */
 void judge_fsck(const char *what, struct o2_blockdev *dev);
 

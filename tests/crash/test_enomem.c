@@ -23,7 +23,8 @@
  * one does the same with the namespace and file calls (ns_script): there
  * the disk left behind must replay, walk and close, and fsck.ocfs2 -fn, the
  * main judge of it, runs for every 5th N and the last few.  Every N is run
- * in both workloads; O2_ENOMEM_FROM=N starts at N and O2_ENOMEM_TRACE=1
+ * in both workloads (the sanitizer builds sample them: O2_FAULT_STRIDE in
+ * crash_common.h); O2_ENOMEM_FROM=N starts at N and O2_ENOMEM_TRACE=1
  * names the call that failed in each run (for debugging).
  */
 #include <check.h>
@@ -160,6 +161,8 @@ static uint64_t each_allocation(run_fn *run, const void *ctx, bool sticky, unsig
 	ck_assert(!fired);
 	n = getenv("O2_ENOMEM_FROM") ? strtoull(getenv("O2_ENOMEM_FROM"), NULL, 0) : 1;
 	for (;; n++) {
+		if (!fault_n_selected(n, total))
+			continue;
 		bool fsck = fsck_ok && (n % fsck_every == 0 || n + 3 > total);
 		uint64_t count = run(ctx, n, sticky, fsck, t, &fired);
 

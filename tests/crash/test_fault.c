@@ -166,6 +166,8 @@ START_TEST(fail_each_write)
 	struct o2_fault_counts base = baseline(v, &w);
 
 	for (uint64_t n = 1; n <= base.writes; n++) {
+		if (!fault_n_selected(n, base.writes))
+			continue;
 		for (unsigned variant = 0; variant < 4; variant++) {
 			struct o2_fault_plan plan = { .fail_write = n, .sticky = variant & 1,
 						      .short_write = !!(variant & 2) };
@@ -195,6 +197,8 @@ START_TEST(fail_each_flush)
 	struct o2_fault_counts base = baseline(v, &w);
 
 	for (uint64_t n = 1; n <= base.flushes; n++) {
+		if (!fault_n_selected(n, base.flushes))
+			continue;
 		for (int sticky = 0; sticky < 2; sticky++) {
 			struct o2_fault_plan plan = { .fail_flush = n, .sticky = sticky };
 			char what[96];
@@ -223,6 +227,8 @@ START_TEST(fail_each_read)
 	struct o2_fault_counts base = baseline(v, &w);
 
 	for (uint64_t n = 1; n <= base.reads; n++) {
+		if (!fault_n_selected(n, base.reads))
+			continue;
 		struct o2_fault_plan plan = { .fail_read = n, .sticky = (int)(n & 1) };
 		char what[96];
 
@@ -339,6 +345,8 @@ START_TEST(ns_fail_each_io)
 	uint64_t total = flush ? base.flushes : base.writes;
 
 	for (uint64_t n = 1; n <= total; n++) {
+		if (!fault_n_selected(n, total))
+			continue;
 		for (unsigned variant = 0; variant < variants; variant++) {
 			struct o2_fault_plan plan = { .sticky = variant & 1,
 						      .short_write = !!(variant & 2) };

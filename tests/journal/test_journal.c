@@ -29,6 +29,7 @@
 #include "internal.h"
 #include "jmap.h"
 #include "journal.h"
+#include "../testtmp.h"
 
 static char tmpdir[256];
 
@@ -614,7 +615,7 @@ int main(void)
 		printf("SKIP: ocfs2-tools (mkfs.ocfs2, fsck.ocfs2) not installed\n");
 		return 77;
 	}
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/o2-journal-XXXXXX");
+	snprintf(tmpdir, sizeof(tmpdir), "%s/o2-journal-XXXXXX", test_tmpdir());
 	if (!mkdtemp(tmpdir))
 		return 1;
 	sr = srunner_create(journal_suite());

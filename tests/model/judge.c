@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "model.h"
+#include "../testtmp.h"
 
 #define TOOL_PATH "PATH=\"$PATH:/usr/sbin:/sbin\" "
 
@@ -103,7 +104,7 @@ void vol_make(struct vol *v, const char *name, uint64_t size, const char *mkfs_a
 	int fd, st;
 
 	memset(v, 0, sizeof(*v));
-	snprintf(v->dir, sizeof(v->dir), "%s/o2model-%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+	snprintf(v->dir, sizeof(v->dir), "%s/o2model-%s-XXXXXX", tmp && *tmp ? tmp : test_tmpdir(), name);
 	ck_assert_msg(mkdtemp(v->dir) != NULL, "mkdtemp %s: %s", v->dir, strerror(errno));
 	snprintf(v->image, sizeof(v->image), "%s/vol.img", v->dir);
 	snprintf(v->mkfs_args, sizeof(v->mkfs_args), "%s", mkfs_args);

@@ -41,7 +41,7 @@
 #include "blockcheck.h"
 #include "format.h"
 #include "o2fs/o2fs.h"
-#include "../testtmp.h"
+#include "../testenv.h"
 
 #define MiB (1024ull * 1024ull)
 #define ANY_BLOCK UINT64_MAX
@@ -2846,6 +2846,7 @@ static Suite *corrupt_suite(void)
 
 int main(void)
 {
+	test_env_init();
 	if (system("command -v mkfs.ocfs2 >/dev/null 2>&1") != 0) {
 		fprintf(stderr, "mkfs.ocfs2 not found: the corrupt tests need it (skipped)\n");
 		return 77;

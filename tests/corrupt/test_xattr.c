@@ -37,7 +37,7 @@
 #include "journal.h"
 #include "o2fs/blockdev.h"
 #include "o2fs/o2fs.h"
-#include "../testtmp.h"
+#include "../testenv.h"
 
 #define VOLUME_BYTES (16u << 20) /* the fuzz targets' device size: seeds too */
 #define INLINE_ROOM 256u
@@ -986,6 +986,7 @@ static void craft_all(void)
 
 int main(void)
 {
+	test_env_init();
 	if (system("command -v mkfs.ocfs2 >/dev/null 2>&1 && command -v fsck.ocfs2 >/dev/null 2>&1")) {
 		fprintf(stderr, "mkfs.ocfs2/fsck.ocfs2 not found: skipped\n");
 		return 77;

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "crash_common.h"
-#include "../testtmp.h"
+#include "../testenv.h"
 #include "journal.h"
 
 #define TOOL_PATH "PATH=\"$PATH:/usr/sbin:/sbin\" "

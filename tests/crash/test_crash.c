@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "crash_common.h"
+#include "../testenv.h"
 #include "jmap.h"
 #include "journal.h"
 
@@ -581,6 +582,7 @@ END_TEST
 
 int main(int argc, char **argv)
 {
+	test_env_init();
 	SRunner *sr;
 	Suite *s;
 	TCase *tc;

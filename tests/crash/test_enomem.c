@@ -35,6 +35,7 @@
 #include <time.h>
 
 #include "crash_common.h"
+#include "../testenv.h"
 
 static struct vol_image vol;
 static bool fsck_ok;
@@ -314,6 +315,7 @@ END_TEST
 
 int main(void)
 {
+	test_env_init();
 	SRunner *sr;
 	Suite *s;
 	TCase *tc;

@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "crash_common.h"
+#include "../testenv.h"
 #include "journal.h"
 
 enum { VOL_4K, VOL_1K, NVOLS };
@@ -605,6 +606,7 @@ END_TEST
 
 int main(int argc, char **argv)
 {
+	test_env_init();
 	SRunner *sr;
 	Suite *s;
 	TCase *tc;

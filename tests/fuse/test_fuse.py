@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fuselib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,  # noqa: E402
                      RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW,
                      UTIME_OMIT, Failure, as_user, mount_entry, compare_snapshots, errno_of, fallocate,
-                     TOOLS_PATH, file_sha, lazy_umount, libc, log, main, preload_env, renameat2, run, sanitizer_report,
+                     tool_env, file_sha, lazy_umount, libc, log, main, preload_env, renameat2, run, sanitizer_report,
                      snapshot,
                      utimensat)
 
@@ -1876,7 +1876,7 @@ def case_cluster(env, chk):
     # then exits 8 trying to start the cluster stack: run it again
     for _ in range(2):
         p = subprocess.run([env.fsck, "-F", "-fy", vol.img], input=b"y\n", stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT)
+                           stderr=subprocess.STDOUT, env=tool_env())
         if p.returncode != 8:
             break
     chk.ok(p.returncode in (0, 1), "fsck.ocfs2 -F -fy replays slot 1 (exit %d): %s" %
@@ -2136,7 +2136,7 @@ def fault_rounds(env, chk, kinds, rounds_for):
             fsck_reap()
         pending.append((what, path, subprocess.Popen(
             [env.fsck, "-fn", path], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, env=dict(os.environ, PATH=TOOLS_PATH))))
+            stderr=subprocess.STDOUT, env=tool_env())))
 
     # the count run: no fault, every I/O and allocation of mount, workload and unmount
     for p in (counts_path, fired_path):

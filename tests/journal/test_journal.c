@@ -29,7 +29,7 @@
 #include "internal.h"
 #include "jmap.h"
 #include "journal.h"
-#include "../testtmp.h"
+#include "../testenv.h"
 
 static char tmpdir[256];
 
@@ -608,6 +608,7 @@ static Suite *journal_suite(void)
 
 int main(void)
 {
+	test_env_init();
 	SRunner *sr;
 	int failed;
 

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "model.h"
-#include "../testtmp.h"
+#include "../testenv.h"
 
 #define TOOL_PATH "PATH=\"$PATH:/usr/sbin:/sbin\" "
 

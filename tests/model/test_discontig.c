@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 
 #include "model.h"
+#include "../testenv.h"
 
 #define SKIP_CODE 77
 #define MIB (1024ull * 1024)
@@ -328,6 +329,7 @@ END_TEST
 
 int main(int argc, char **argv)
 {
+	test_env_init();
 	SRunner *sr;
 	Suite *s;
 	TCase *tc;

@@ -43,6 +43,7 @@
 #include <time.h>
 
 #include "model.h"
+#include "../testenv.h"
 
 #define SKIP_CODE 77
 #define KIB 1024ull
@@ -2926,6 +2927,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
+	test_env_init();
 	SRunner *sr;
 	Suite *s;
 	TCase *tc;

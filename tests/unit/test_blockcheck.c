@@ -22,6 +22,7 @@
 
 #include "blockcheck.h"
 #include "format.h"
+#include "../testenv.h"
 
 /* A small deterministic PRNG (xorshift64*), so failures reproduce. */
 static uint64_t rng_state;
@@ -461,6 +462,7 @@ static Suite *blockcheck_suite(void)
 
 int main(void)
 {
+	test_env_init();
 	SRunner *sr = srunner_create(blockcheck_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);

@@ -17,11 +17,11 @@ logdir=build/meson-logs
 # directly use $TMPDIR or /tmp.)
 scratch=$(mktemp -d /tmp/ocfs2d-tests.XXXXXX) || exit 1
 if mount -t tmpfs -o size=60%,mode=1777 ocfs2d-tests "$scratch" 2>/dev/null; then
-	trap 'umount -l "$scratch"; rmdir "$scratch"' EXIT
+	trap 'umount -l "$scratch" 2>/dev/null; rmdir "$scratch" 2>/dev/null' EXIT
 else
 	echo "note: no tmpfs for scratch files (not root?); using $scratch on disk"
 	chmod 1777 "$scratch"
-	trap 'rm -rf "$scratch"' EXIT
+	trap 'rm -rf "$scratch" 2>/dev/null' EXIT
 fi
 export TMPDIR="$scratch"
 status=0

@@ -28,9 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/fuse.h>
 
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
@@ -250,6 +253,93 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	}
 }
 
+/*
+ * Set-ID bits and file capabilities on write (FUSE_HANDLE_KILLPRIV_V2).
+ *
+ * Without it the kernel asks us for security.capability before every
+ * write(2), to see whether the write must drop it: a round trip per write.
+ * With it the kernel leaves that to us and asks only when it has not yet
+ * seen the file's privileges gone since its attributes were last fetched
+ * (SB_NOSEC); in return we drop, as Linux does, S_ISUID and (with group
+ * execute) S_ISGID on a write or truncate by a caller without CAP_FSETID
+ * (the kernel marks those requests), on any chown, and security.capability
+ * on every write.
+ *
+ * libfuse 3.14 knows neither the INIT flag nor the write's flag, so the
+ * session's reads and writes pass through hooks that see the raw messages:
+ * the INIT reply gains the flag if the kernel offered it, and each request's
+ * write flags are kept for the thread that runs it.
+ */
+static __thread uint32_t req_write_flags;
+
+void fuseops_saw_request(struct volume *v, const void *req, size_t len)
+{
+	const struct fuse_in_header *ih = req;
+	const uint8_t *arg = (const uint8_t *)req + sizeof(*ih);
+
+	req_write_flags = 0;
+	if (len < sizeof(*ih))
+		return;
+	if (ih->opcode == FUSE_WRITE && len >= sizeof(*ih) + sizeof(struct fuse_write_in)) {
+		req_write_flags = ((const struct fuse_write_in *)arg)->write_flags;
+	} else if (ih->opcode == FUSE_INIT) {
+		/* flags (and flags2) as far as this kernel's request has them */
+		uint32_t flags = 0, flags2 = 0;
+
+		if (len >= sizeof(*ih) + offsetof(struct fuse_init_in, flags) + 4)
+			memcpy(&flags, arg + offsetof(struct fuse_init_in, flags), 4);
+		if ((flags & FUSE_INIT_EXT) &&
+		    len >= sizeof(*ih) + offsetof(struct fuse_init_in, flags2) + 4)
+			memcpy(&flags2, arg + offsetof(struct fuse_init_in, flags2), 4);
+		v->init_unique = ih->unique;
+		v->init_offered = flags | (uint64_t)flags2 << 32;
+		v->init_pending = true;
+	}
+}
+
+bool fuseops_patch_init(struct volume *v, const struct iovec *iov, int count)
+{
+	const struct fuse_out_header *oh;
+	uint32_t flags;
+
+	if (!v->init_pending || count < 2 || iov[0].iov_len < sizeof(*oh))
+		return false;
+	oh = iov[0].iov_base;
+	if (oh->unique != v->init_unique)
+		return false;
+	v->init_pending = false;
+	if (oh->error || !(v->init_offered & FUSE_HANDLE_KILLPRIV_V2) ||
+	    iov[1].iov_len < offsetof(struct fuse_init_out, flags) + 4)
+		return false;
+	memcpy(&flags, (uint8_t *)iov[1].iov_base + offsetof(struct fuse_init_out, flags), 4);
+	flags |= FUSE_HANDLE_KILLPRIV_V2;
+	memcpy((uint8_t *)iov[1].iov_base + offsetof(struct fuse_init_out, flags), &flags, 4);
+	v->killpriv = true;
+	return true;
+}
+
+static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+
+	if (n > 0)
+		fuseops_saw_request(userdata, buf, (size_t)n);
+	return n;
+}
+
+static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	fuseops_patch_init(userdata, iov, count);
+	return writev(fd, iov, count);
+}
+
+int fuseops_session_hook(struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = { .read = hook_read, .writev = hook_writev };
+
+	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct volume *v = vol_of(req);
@@ -330,6 +420,77 @@ static struct o2_timespec to_ts(const struct timespec *t)
 	return (struct o2_timespec){ t->tv_sec, (uint32_t)t->tv_nsec };
 }
 
+/* A mode without what a write or chown drops: S_ISUID, and S_ISGID with
+ * group execute (without it the bit marks mandatory locking, not privilege). */
+static uint16_t setid_killed(uint16_t mode)
+{
+	mode &= (uint16_t)~S_ISUID;
+	if (mode & S_IXGRP)
+		mode &= (uint16_t)~S_ISGID;
+	return mode;
+}
+
+/*
+ * Before a write (v->lock held), with KILLPRIV_V2: the set-ID bits go if
+ * the kernel says the writer may not keep them, and security.capability
+ * always, as Linux drops them on write.  *mode_changed: the kernel's copy
+ * of the mode is now stale (it fetched it just before the write).
+ */
+static int kill_privs(struct volume *v, uint64_t blk, bool setid, bool *mode_changed)
+{
+	static const char cap[] = "capability";
+	struct o2_inode *in;
+	uint16_t mode, dyn;
+	int r;
+
+	if (!v->killpriv)
+		return 0;
+	r = o2_inode_get(v->fs, blk, &in);
+	if (r < 0)
+		return r;
+	mode = o2_inode_info(in)->mode;
+	dyn = o2_inode_info(in)->dyn_features;
+	o2_inode_unref(in);
+	if (!S_ISREG(mode))
+		return 0;
+	if (setid && setid_killed(mode) != mode) {
+		struct o2_setattr a = { .mode = setid_killed(mode) & 07777, .ctime = now_ts() };
+
+		r = o2_setattr(v->fs, blk, &a, O2_SET_MODE | O2_SET_CTIME);
+		if (r < 0)
+			return r;
+		*mode_changed = true;
+	}
+	if (!(dyn & O2_INODE_DYN_HAS_XATTR))
+		return 0;
+	r = (int)o2_xattr_get(v->fs, blk, O2_XATTR_SECURITY, cap, strlen(cap), NULL, 0);
+	if (r >= 0)
+		r = o2_xattr_remove(v->fs, blk, O2_XATTR_SECURITY, cap, strlen(cap));
+	return r == -ENODATA ? 0 : r;
+}
+
+/* Fold the set-ID bits' dropping into a setattr of inode blk (v->lock held). */
+static int kill_setid_mode(struct volume *v, uint64_t blk, struct o2_setattr *a, unsigned *mask)
+{
+	struct o2_inode *in;
+	uint16_t mode;
+	int r = o2_inode_get(v->fs, blk, &in);
+
+	if (r < 0)
+		return r;
+	mode = o2_inode_info(in)->mode;
+	o2_inode_unref(in);
+	if (S_ISDIR(mode))
+		return 0;
+	if (*mask & O2_SET_MODE)
+		mode = (uint16_t)((mode & S_IFMT) | (a->mode & 07777));
+	if (setid_killed(mode) != mode || (*mask & O2_SET_MODE)) {
+		a->mode = setid_killed(mode) & 07777;
+		*mask |= O2_SET_MODE;
+	}
+	return 0;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -369,7 +530,20 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		a.ctime = to_ts(&attr->st_ctim);
 	}
 	lock(v);
-	r = o2_setattr(v->fs, blk, &a, mask);
+	/*
+	 * KILLPRIV_V2: the kernel marks a truncate by a caller without
+	 * CAP_FSETID and any chown of a non-directory (FATTR_KILL_SUIDGID).
+	 * A setattr that sets nothing is the kernel dropping privileges
+	 * before a write, fallocate or copy_file_range by such a caller, or a
+	 * chown(-1, -1): it leaves the bits to us.  (It also comes when root
+	 * writes a file with a security.capability, which loses that and
+	 * here a set-ID bit as well: a file rarely has both.)
+	 */
+	r = 0;
+	if (v->killpriv && ((to_set & FUSE_SET_ATTR_KILL_SUID) || to_set == 0))
+		r = kill_setid_mode(v, blk, &a, &mask);
+	if (r == 0)
+		r = o2_setattr(v->fs, blk, &a, mask);
 	if (r == 0 && (mask & O2_SET_SIZE) && !(mask & O2_SET_MTIME)) {
 		/* truncate(2) changes mtime and ctime even when the size stays */
 		struct o2_setattr t = { .mtime = now_ts() };
@@ -672,6 +846,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		     struct fuse_file_info *fi)
 {
 	struct volume *v = vol_of(req);
+	bool killed = false;
 	ssize_t n;
 
 	if (off < 0) {
@@ -679,8 +854,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	lock(v);
-	n = o2_write(v->fs, to_blk(v, ino), (uint64_t)off, buf, size);
+	n = kill_privs(v, to_blk(v, ino), req_write_flags & FUSE_WRITE_KILL_SUIDGID, &killed);
+	if (n == 0)
+		n = o2_write(v->fs, to_blk(v, ino), (uint64_t)off, buf, size);
 	unlock(v);
+	/* before the reply, so the writer's next stat(2) asks again */
+	if (killed)
+		fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);
 	if (n < 0)
 		fuse_reply_err(req, -note(v, "write", (int)n));
 	else

@@ -54,6 +54,10 @@ struct volume {
 	bool no_open;		/* the kernel opens files without asking us */
 	bool acl;		/* POSIX ACLs on: the kernel enforces them, we keep them */
 	bool use_uring;		/* serve through io_uring queues (uring.c) */
+	bool killpriv;		/* FUSE_HANDLE_KILLPRIV_V2 agreed: set-ID bits are ours to drop */
+	/* the INIT request, seen by fuseops_saw_request until its reply goes */
+	uint64_t init_unique, init_offered;
+	bool init_pending;
 
 	GMutex lock;		/* guards fs, nodes and ro_reported */
 	GHashTable *nodes;	/* inode number -> lookup count (uint64_t *) */
@@ -111,6 +115,16 @@ int uring_serve(struct volume *v);
 
 /* fuseops.c */
 struct fuse_session *fuseops_session_new(struct volume *v, GError **err);
+/*
+ * Hooks on a mounted session's reads and writes (0 or -errno), for what
+ * libfuse does not pass on; a loop that hands requests to libfuse itself
+ * tells fuseops_saw_request about each first, and fuseops_patch_init about
+ * the INIT reply (iov[0] its header, iov[1] its body; true if changed).
+ */
+int fuseops_session_hook(struct fuse_session *se);
+struct iovec;
+void fuseops_saw_request(struct volume *v, const void *req, size_t len);
+bool fuseops_patch_init(struct volume *v, const struct iovec *iov, int count);
 /* Drop every lookup reference the kernel still holds (session end). */
 void fuseops_forget_all(struct volume *v);
 

@@ -93,6 +93,7 @@ static const char *param_path = "/sys/module/fuse/parameters/enable_uring";
  * 1 MiB need CAP_SYS_RESOURCE.)
  */
 struct codec {
+	struct volume *v;
 	struct fuse_session *se;
 	int fd;			/* ours; the session has a duplicate (same offset) */
 };
@@ -137,6 +138,7 @@ static bool codec_open(struct volume *v, struct codec *c, GError **err)
 	char dev[32];
 	int w;
 
+	c->v = v;
 	c->se = NULL;
 	c->fd = memfd_create("ocfs2d-replies", MFD_CLOEXEC);
 	if (c->fd < 0) {
@@ -160,6 +162,13 @@ static bool codec_open(struct volume *v, struct codec *c, GError **err)
 	if (fuse_session_mount(c->se, dev) != 0) {
 		g_set_error(err, G_IO_ERROR, G_IO_ERROR_FAILED, "libfuse refused %s", dev);
 		close(w);
+		goto fail;
+	}
+	/* the INIT reply it writes must say what the main session's would */
+	w = fuseops_session_hook(c->se);
+	if (w < 0) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-w), "hooking a codec: %s",
+			    g_strerror(-w));
 		goto fail;
 	}
 	return true;
@@ -197,6 +206,7 @@ static ssize_t codec_run(struct codec *c, void *req, size_t len, const struct io
 	int k;
 
 	g_assert(iovcnt <= 2);
+	fuseops_saw_request(c->v, req, len);
 	fuse_session_process_buf(c->se, &fb);
 	end = lseek(c->fd, 0, SEEK_CUR);
 	if (end <= 0)

@@ -509,6 +509,14 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 			    v->device, v->mountpoint);
 		goto fail;
 	}
+	int r = fuseops_session_hook(v->se);
+
+	if (r < 0) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+			    "%s: cannot hook the FUSE session: %s", v->device, g_strerror(-r));
+		fuse_session_unmount(v->se);
+		goto fail;
+	}
 	v->conn_id = connection_id(v->mountpoint);
 	v->tick_thread = v->opts.ro ? NULL : g_thread_new("ocfs2d-tick", tick_main, v);
 	v->fuse_thread = g_thread_new("ocfs2d-fuse", fuse_main, v);

@@ -1319,6 +1319,58 @@ def check_setid_clearing(chk, P):
     os.chown(cg, NOBODY, -1)
     chk.eq([mode(c), mode(cg)], ["0o755", "0o2745"],
            "chown clears S_ISUID and S_ISGID with group execute, even by root")
+    same = setid_file("suid-chown-same", 0o6775, NOBODY)
+    os.chown(same, -1, -1)
+    chk.eq(mode(same), "0o775", "chown(-1, -1) clears them too")
+
+    # the other ways a user changes a file's data, and a write after the
+    # kernel has seen the file without privileges (it then asks nothing)
+    f = setid_file("suid-falloc", 0o6775, NOBODY)
+    cfr = setid_file("suid-cfr", 0o6775, NOBODY)
+    again = setid_file("suid-again", 0o775, NOBODY)
+    src = setid_file("cfr-src", 0o644, NOBODY)
+
+    def user2():
+        fd = os.open(f, os.O_WRONLY)
+        os.posix_fallocate(fd, 0, 65536)
+        os.close(fd)
+        fi, fo = os.open(src, os.O_RDONLY), os.open(cfr, os.O_WRONLY)
+        n = os.copy_file_range(fi, fo, 4, 0, 0)
+        os.close(fi)
+        os.close(fo)
+        fd = os.open(again, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"1")
+        os.close(fd)
+        return n
+    chk.eq(as_user(NOBODY, NOBODY, user2), 4, "copy_file_range by a user")
+    chk.eq([mode(f), mode(cfr)], ["0o775", "0o775"],
+           "fallocate and copy_file_range by a user clear S_ISUID and S_ISGID")
+    os.chmod(again, 0o4775)
+
+    def user3():
+        fd = os.open(again, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"2")
+        os.close(fd)
+        return mode(again)
+    chk.eq(as_user(NOBODY, NOBODY, user3), "0o775",
+           "a write clears S_ISUID set after earlier writes, and stat(2) sees it at once")
+
+    # security.capability goes on any write (a v2 capability: CAP_NET_RAW)
+    cap = struct.pack("<5I", 0x02000000, 1 << 13, 0, 0, 0)
+    capf = setid_file("cap", 0o777, NOBODY)
+    os.setxattr(capf, "security.capability", cap)
+
+    def user4():
+        with open(capf, "ab") as fh:
+            fh.write(b"u")
+        return os.listxattr(capf)
+    chk.eq(as_user(NOBODY, NOBODY, user4), [], "a user's write drops security.capability")
+    os.setxattr(capf, "security.capability", cap)
+    with open(capf, "ab") as fh:
+        fh.write(b"r")
+        fh.flush()
+        fh.write(b"s")
+    chk.eq(os.listxattr(capf), [], "root's write drops security.capability")
 
 
 # ====================================================================

@@ -39,7 +39,11 @@ struct o2_cache_stats {
 	size_t buffers, dirty;
 };
 
-int o2_cache_init(struct o2_fs *fs, size_t max_clean);
+/* max_clean: clean buffers kept; prefill: block buffers made ready now. */
+int o2_cache_init(struct o2_fs *fs, size_t max_clean, size_t prefill);
+/* A block-sized buffer (NULL: out of memory), and giving one back. */
+uint8_t *o2_cache_block_get(struct o2_fs *fs);
+void o2_cache_block_put(struct o2_fs *fs, uint8_t *p);
 /* Free every buffer.  Dirty ones are dropped: checkpoint first. */
 void o2_cache_destroy(struct o2_fs *fs);
 

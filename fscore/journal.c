@@ -417,7 +417,7 @@ int o2_journal_commit(struct o2_fs *fs)
 			j->ncheckpoint--;
 			b->in_log = false;
 			b->revoked = false;
-			free(b->frozen);
+			o2_cache_block_put(fs, b->frozen);
 			b->frozen = NULL;
 			o2_cache_mark_clean(fs, b);
 			o2_cache_forget(fs, b->blkno);
@@ -429,7 +429,7 @@ int o2_journal_commit(struct o2_fs *fs)
 		o2_list_del(&b->tlink);
 		b->in_running = false;
 		b->dirty = true;
-		free(b->frozen);
+		o2_cache_block_put(fs, b->frozen);
 		b->frozen = NULL;
 		if (!b->in_log) {
 			b->in_log = true;
@@ -504,7 +504,7 @@ static int checkpoint_committed(struct o2_fs *fs)
 		o2_list_del(&v[i]->clink);
 		v[i]->in_log = false;
 		v[i]->revoked = false;
-		free(v[i]->frozen);
+		o2_cache_block_put(fs, v[i]->frozen);
 		v[i]->frozen = NULL;
 		if (!v[i]->in_running)
 			o2_cache_mark_clean(fs, v[i]);
@@ -621,7 +621,7 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 			return r;
 	}
 	if (b->in_log && !b->frozen) {
-		b->frozen = o2_malloc(fs->bs);
+		b->frozen = o2_cache_block_get(fs);
 		if (!b->frozen)
 			return -ENOMEM;
 		memcpy(b->frozen, b->data, fs->bs);
@@ -654,11 +654,11 @@ int o2_trans_revoke(struct o2_trans *t, uint64_t blkno)
 	 * revoke recorded.
 	 */
 	if (b->in_log) {
-		if (!b->frozen && !(frozen = o2_malloc(fs->bs)))
+		if (!b->frozen && !(frozen = o2_cache_block_get(fs)))
 			return -ENOMEM;
 		if (!has_blkno(j->revokes, j->nrevokes, blkno) &&
 		    reserve_blkno(&j->revokes, j->nrevokes, &j->revokes_cap) < 0) {
-			free(frozen);
+			o2_cache_block_put(fs, frozen);
 			return -ENOMEM;
 		}
 	}

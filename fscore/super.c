@@ -460,7 +460,7 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 	r = check_features(fs, errbuf, errlen);
 	if (r < 0)
 		goto out_free;
-	r = o2_cache_init(fs, opts->cache_blocks ? opts->cache_blocks : 8192);
+	r = o2_cache_init(fs, opts->cache_blocks ? opts->cache_blocks : 8192, opts->cache_prefill);
 	if (r < 0) {
 		errbuf_set(errbuf, errlen, r, "block cache: %s", strerror(-r));
 		goto out_free;

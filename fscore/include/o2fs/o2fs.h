@@ -79,6 +79,8 @@ struct o2_open_opts {
 	unsigned slot;		     /* read-write: the slot whose journal this node writes */
 	uint32_t commit_interval_ms; /* commit the running transaction at least this often; 0: 5000 */
 	size_t cache_blocks;	     /* clean metadata blocks kept cached; 0: 8192 */
+	size_t cache_prefill;	     /* block buffers allocated and touched at open, so a
+					busy start does not page-fault for each (0: none) */
 	/* Wall clock in nanoseconds since the epoch; NULL: CLOCK_REALTIME. */
 	uint64_t (*now_ns)(void *arg);
 	void *clock_arg;

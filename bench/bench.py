@@ -36,7 +36,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ALL_FS = ("ocfs2d", "fuse2fs", "floor", "ext4")
-ALL_WORKLOADS = ("seq", "randwrite", "smallfiles", "untar")
+ALL_WORKLOADS = ("request", "seq", "randwrite", "smallfiles", "untar")
 MB = 1000 * 1000
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -51,6 +51,7 @@ PROFILES = {
         files=10000, dirs=100, phase_cap=300,
         tar_sources=["/usr/include", "/usr/lib/python3", "/usr/share/locale"],
         tar_min_files=5000, untar_cap=600,
+        requests=50000, request_cap=20,
     ),
     "quick": dict(
         volume=1 * GiB,
@@ -59,6 +60,7 @@ PROFILES = {
         files=1000, dirs=10, phase_cap=20,
         tar_sources=["/usr/include/linux"],
         tar_min_files=0, untar_cap=60,
+        requests=5000, request_cap=5,
     ),
 }
 
@@ -955,7 +957,27 @@ def wl_untar(fs, cfg, out):
         "sources": info["sources"]})
 
 
+def wl_request(fs, cfg, out):
+    """statfs(2) in a loop: on a FUSE filesystem each is one request the
+    caller waits for (nothing caches it), so this is the price of one round
+    trip plus the least work a daemon can do.  The metadata workloads cost
+    a few of these per file: an unlink is three (LOOKUP, UNLINK and the
+    directory's GETATTR)."""
+    n, cap = 0, cfg.profile["request_cap"]
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + cap
+    while n < cfg.profile["requests"]:
+        if n % 256 == 0 and time.monotonic() > deadline:
+            break
+        os.statvfs(fs.mnt)
+        n += 1
+    dt = time.perf_counter() - t0
+    out["request"] = (n / dt, {"calls": n, "seconds": round(dt, 3),
+                               "us_each": round(dt * 1e6 / n, 2)})
+
+
 WORKLOADS = {
+    "request": (wl_request, [("request", "statfs: one request each", "calls/s")]),
     "seq": (wl_seq, [("seqwrite", "seq write %(seq)s", "MB/s"),
                      ("seqread", "seq read %(seq)s (cold)", "MB/s")]),
     "randwrite": (wl_randwrite, [("randwrite", "rand write 4K fsync/32", "IOPS")]),
@@ -1123,7 +1145,7 @@ def workload_cap(cfg, w):
     p = cfg.profile
     return 300 + {"seq": 2 * p["seq_cap"], "smallfiles": 4 * p["phase_cap"],
                   "randwrite": p["rand_fill_cap"] + p["rand_runtime"],
-                  "untar": p["untar_cap"]}[w]
+                  "untar": p["untar_cap"], "request": p["request_cap"]}[w]
 
 
 def df(path):

@@ -30,7 +30,24 @@ struct o2_cache {
  * costs a page fault per block at first touch, which on some virtual
  * machines (shadow paging) is 10 us: more than reading a block the kernel
  * caches.  The pool can also be filled when the cache is made (prefill).
+ * Under AddressSanitizer a pooled buffer is poisoned, so that a use after
+ * release is still caught.
  */
+#if defined(__SANITIZE_ADDRESS__)
+#define O2_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define O2_ASAN 1
+#endif
+#endif
+#ifdef O2_ASAN
+#include <sanitizer/asan_interface.h>
+#define POOL_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define POOL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define POOL_POISON(p, n) ((void)(p), (void)(n))
+#define POOL_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 
 static size_t bucket_in(size_t nbuckets, uint64_t blkno)
 {
@@ -87,6 +104,7 @@ static uint8_t *block_get(struct o2_fs *fs, bool optional)
 
 	if (!p)
 		return optional ? o2_malloc_optional(fs->bs) : o2_malloc(fs->bs);
+	POOL_UNPOISON(p, fs->bs);
 	memcpy(&c->pool, p, sizeof(c->pool));
 	c->npool--;
 	return p;
@@ -108,6 +126,7 @@ void o2_cache_block_put(struct o2_fs *fs, uint8_t *p)
 		return;
 	}
 	memcpy(p, &c->pool, sizeof(c->pool));
+	POOL_POISON(p, fs->bs);
 	c->pool = p;
 	c->npool++;
 }
@@ -138,6 +157,7 @@ void o2_cache_destroy(struct o2_fs *fs)
 	while (c->pool) {
 		uint8_t *p = c->pool;
 
+		POOL_UNPOISON(p, fs->bs);
 		memcpy(&c->pool, p, sizeof(c->pool));
 		free(p);
 	}

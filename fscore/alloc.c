@@ -941,6 +941,14 @@ int o2_suballoc_alloc(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno
 	return r;
 }
 
+int o2_suballoc_new_block(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
+			  uint8_t kind, struct o2_suballoc_res *res, struct o2_buf **ret)
+{
+	int r = o2_suballoc_alloc(t, fs, alloc_blkno, res);
+
+	return r < 0 ? r : o2_trans_bnew(t, fs, res->blkno, kind, ret);
+}
+
 int o2_suballoc_free(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno, uint64_t group,
 		     uint16_t bit)
 {

@@ -43,6 +43,12 @@ struct o2_suballoc_res {
  */
 int o2_suballoc_alloc(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
 		      struct o2_suballoc_res *ret);
+/*
+ * o2_suballoc_alloc, then the block as a new buffer of kind, joined to t:
+ * *ret is referenced and its contents are the caller's to format.
+ */
+int o2_suballoc_new_block(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
+			  uint8_t kind, struct o2_suballoc_res *res, struct o2_buf **ret);
 int o2_suballoc_free(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno, uint64_t group,
 		     uint16_t bit);
 

@@ -283,11 +283,7 @@ static int rebuild(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, uns
 	} else {
 		struct o2_suballoc_res res;
 
-		r = o2_suballoc_alloc(t, fs, fs->sys.extent_alloc, &res);
-		if (r == 0)
-			r = o2_bnew(fs, res.blkno, O2_META_DX_ROOT, &rb);
-		if (r == 0)
-			r = o2_trans_add(t, rb);
+		r = o2_suballoc_new_block(t, fs, fs->sys.extent_alloc, O2_META_DX_ROOT, &res, &rb);
 		if (r < 0)
 			goto out;
 		struct o2_dx_root_block *dr = dxroot(rb);

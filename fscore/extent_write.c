@@ -172,18 +172,10 @@ static int new_eb(struct o2_trans *t, struct o2_fs *fs, unsigned depth, struct o
 {
 	struct o2_suballoc_res res;
 	struct o2_buf *b;
-	int r = o2_suballoc_alloc(t, fs, fs->sys.extent_alloc, &res);
+	int r = o2_suballoc_new_block(t, fs, fs->sys.extent_alloc, O2_META_EXTENT, &res, &b);
 
 	if (r < 0)
 		return r;
-	r = o2_bnew(fs, res.blkno, O2_META_EXTENT, &b);
-	if (r < 0)
-		return r;
-	r = o2_trans_add(t, b);
-	if (r < 0) {
-		o2_brelse(fs, b);
-		return r;
-	}
 	struct o2_extent_block *eb = (struct o2_extent_block *)b->data;
 
 	memcpy(eb->h_signature, O2_SIG_EXTENT, sizeof(O2_SIG_EXTENT));

@@ -637,6 +637,23 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 	return 0;
 }
 
+int o2_trans_bnew(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, uint8_t kind,
+		  struct o2_buf **ret)
+{
+	struct o2_buf *b;
+	int r = o2_bnew(fs, blkno, kind, &b);
+
+	if (r < 0)
+		return r;
+	r = o2_trans_add(t, b);
+	if (r < 0) {
+		o2_brelse(fs, b);
+		return r;
+	}
+	*ret = b;
+	return 0;
+}
+
 int o2_trans_revoke(struct o2_trans *t, uint64_t blkno)
 {
 	struct o2_fs *fs = t->fs;

@@ -39,6 +39,9 @@ bool o2_journal_idle_or_due(const struct o2_fs *fs);
 int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret);
 /* Log b in this transaction (call before changing it).  Holds a reference until commit. */
 int o2_trans_add(struct o2_trans *t, struct o2_buf *b);
+/* o2_bnew, joined to t: *ret is referenced, its contents are the caller's. */
+int o2_trans_bnew(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, uint8_t kind,
+		  struct o2_buf **ret);
 /*
  * blkno was freed: drop any pending copy of it, and make sure replay will
  * not write an older logged copy over whatever the block holds next.

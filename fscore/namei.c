@@ -259,14 +259,9 @@ static int grow_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, st
 	}
 	bool tr = dir_trailers(fs, dib);
 
-	r = o2_bnew(fs, blk, kind_of(tr), &b);
+	r = o2_trans_bnew(t, fs, blk, kind_of(tr), &b);
 	if (r < 0)
 		return r;
-	r = o2_trans_add(t, b);
-	if (r < 0) {
-		o2_brelse(fs, b);
-		return r;
-	}
 	((struct o2_dir_entry *)b->data)->rec_len = cpu_le16((uint16_t)usable_of(fs, tr));
 	if (tr)
 		init_trailer(fs, b->data, blk, dib->blkno);
@@ -546,18 +541,10 @@ static int new_inode(struct o2_trans *t, struct o2_fs *fs, uint16_t mode, uint32
 {
 	struct o2_suballoc_res res;
 	struct o2_buf *b;
-	int r = o2_suballoc_alloc(t, fs, fs->sys.inode_alloc, &res);
+	int r = o2_suballoc_new_block(t, fs, fs->sys.inode_alloc, O2_META_INODE, &res, &b);
 
 	if (r < 0)
 		return r;
-	r = o2_bnew(fs, res.blkno, O2_META_INODE, &b);
-	if (r < 0)
-		return r;
-	r = o2_trans_add(t, b);
-	if (r < 0) {
-		o2_brelse(fs, b);
-		return r;
-	}
 	struct o2_dinode *di = o2_buf_dinode(b);
 	uint64_t now = o2_now_ns(fs);
 
@@ -617,13 +604,9 @@ static int init_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uin
 
 		r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ 0, 1, blk, 0 });
 		if (r == 0)
-			r = o2_bnew(fs, blk, kind_of(tr), &b);
-		if (r == 0)
-			r = o2_trans_add(t, b);
-		if (r < 0) {
-			o2_brelse(fs, b);
+			r = o2_trans_bnew(t, fs, blk, kind_of(tr), &b);
+		if (r < 0)
 			return r;
-		}
 		di->i_clusters = cpu_le32(1);
 		di->i_size = cpu_le64(fs->bs);
 		data = b->data;
@@ -1171,17 +1154,18 @@ static int count_entry(const struct o2_dirent *de, void *arg)
 	return 0;
 }
 
-static int dir_entries(struct o2_fs *fs, uint64_t ino, unsigned *ret)
+/* 0 if directory ino holds only "." and "..", else -ENOTEMPTY (or an error). */
+static int dir_must_be_empty(struct o2_fs *fs, uint64_t ino)
 {
 	struct o2_inode *d;
+	unsigned n = 0;
 	int r = o2_inode_get(fs, ino, &d);
 
 	if (r < 0)
 		return r;
-	*ret = 0;
-	r = o2_dir_iterate(fs, d, count_entry, ret);
+	r = o2_dir_iterate(fs, d, count_entry, &n);
 	o2_inode_unref(d);
-	return r;
+	return r < 0 ? r : n > 2 ? -ENOTEMPTY : 0;
 }
 
 /*
@@ -1257,11 +1241,7 @@ static int remove_name(struct o2_fs *fs, uint64_t dir, const char *name, size_t 
 		goto rel;
 	}
 	if (want_dir) {
-		unsigned n;
-
-		r = dir_entries(fs, f.ino, &n);
-		if (r == 0 && n > 2)
-			r = -ENOTEMPTY;
+		r = dir_must_be_empty(fs, f.ino);
 		if (r < 0)
 			goto rel;
 	}
@@ -1446,11 +1426,7 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 			goto rel;
 		}
 		if (ndir) {
-			unsigned n;
-
-			r = dir_entries(fs, nf.ino, &n);
-			if (r == 0 && n > 2)
-				r = -ENOTEMPTY;
+			r = dir_must_be_empty(fs, nf.ino);
 			if (r < 0)
 				goto rel;
 		}

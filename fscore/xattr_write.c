@@ -387,12 +387,8 @@ static void set_value_root(struct xent *a, uint64_t blkno, uint32_t clusters)
 static int new_block(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, struct plan *p)
 {
 	struct o2_suballoc_res res;
-	int r = o2_suballoc_alloc(t, fs, fs->sys.extent_alloc, &res);
+	int r = o2_suballoc_new_block(t, fs, fs->sys.extent_alloc, O2_META_XATTR, &res, &p->xb);
 
-	if (r == 0)
-		r = o2_bnew(fs, res.blkno, O2_META_XATTR, &p->xb);
-	if (r == 0)
-		r = o2_trans_add(t, p->xb);
 	if (r < 0)
 		return r;
 

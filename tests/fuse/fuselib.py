@@ -141,7 +141,7 @@ def lazy_umount(mnt):
 class Volume:
     """An image file, its mount point and the foreground ocfs2d serving it."""
 
-    def __init__(self, env, name, size="256M", mkfs="ctl"):
+    def __init__(self, env, name, size="256M", mkfs="ctl", mkfs_args=("-b", "4096", "-C", "4096", "-J", "size=8M")):
         self.env, self.name = env, name
         self.img = os.path.join(env.tmp, name + ".img")
         self.mnt = os.path.join(env.tmp, name + ".mnt")
@@ -157,9 +157,9 @@ class Volume:
         elif mkfs == "pcmk":  # a clustered volume with two slots
             run([env.ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=fusetest",
                  "-b", "4096", "-N", "2", "-J", "size=4M", self.img], check=True)
-        else:  # the real mkfs.ocfs2, 4K blocks and clusters
-            run([which("mkfs.ocfs2"), "-q", "-F", "-M", "local", "-b", "4096", "-C", "4096",
-                 "-J", "size=8M", "-N", "1", self.img], check=True)
+        else:  # the real mkfs.ocfs2, 4K blocks and clusters unless mkfs_args say otherwise
+            run([which("mkfs.ocfs2"), "-q", "-F", "-M", "local", "-N", "1"] + list(mkfs_args) +
+                [self.img], check=True)
         rc, self.baseline = run([env.fsck, "-fn", self.img])
         if rc != 0:
             raise Failure("fsck.ocfs2 -fn on the fresh volume exited %d:\n%s" % (rc, self.baseline))

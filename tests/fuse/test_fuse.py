@@ -11,9 +11,12 @@ verified after a remount), crash (SIGKILL of the daemon mid-workload, the
 journal replayed, fsynced files intact), fault (the Nth read, write or
 flush of the image fails, through the faultshim LD_PRELOAD module named by
 FUSE_FAULT_SHIM), enomem (the daemon's Nth fscore allocation fails, through
-the same shim).  Needs root, /dev/fuse and
-ocfs2-tools (else exit 77).  FUSE_STRESS_SECONDS bounds the stress case's
-operations (default 40); FUSE_TEST_WATCHDOG the whole case (540 s).
+the same shim), fsx (one file under a random mix of reads, writes, mmap,
+truncate, fallocate, copy_file_range and O_DIRECT, checked against a model
+after each operation, on three volume geometries: fsx.py).  Needs root,
+/dev/fuse and ocfs2-tools (else exit 77).  FUSE_STRESS_SECONDS bounds the stress case's
+operations (default 40), FUSE_FSX_SECONDS the fsx case's (60);
+FUSE_TEST_WATCHDOG the whole case (540 s).
 """
 
 import ctypes
@@ -39,6 +42,7 @@ from fuselib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_R
                      tool_env, file_sha, lazy_umount, libc, log, main, preload_env, renameat2, run, sanitizer_report,
                      snapshot,
                      utimensat)
+from fsx import case_fsx  # noqa: E402
 
 
 def write_file(path, data, mode=0o644):
@@ -2334,7 +2338,7 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
 
 CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
          "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
-         "fault": case_fault, "enomem": case_enomem}
+         "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

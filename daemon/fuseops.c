@@ -915,7 +915,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	struct volume *v = vol_of(req);
 	int r;
 
-	if (mode & ~FALLOC_FL_KEEP_SIZE) {
+	/* what kernel OCFS2 takes: preallocation, and punching holes */
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE)) {
 		fuse_reply_err(req, EOPNOTSUPP);
 		return;
 	}
@@ -924,7 +925,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		return;
 	}
 	lock(v);
-	r = o2_fallocate(v->fs, to_blk(v, ino), (mode & FALLOC_FL_KEEP_SIZE) ? O2_FALLOC_KEEP_SIZE : 0,
+	r = o2_fallocate(v->fs, to_blk(v, ino),
+			 ((mode & FALLOC_FL_KEEP_SIZE) ? O2_FALLOC_KEEP_SIZE : 0) |
+				 ((mode & FALLOC_FL_PUNCH_HOLE) ? O2_FALLOC_PUNCH_HOLE : 0),
 			 (uint64_t)off, (uint64_t)len);
 	unlock(v);
 	fuse_reply_err(req, -note(v, "fallocate", r));

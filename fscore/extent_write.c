@@ -398,6 +398,42 @@ int o2_tree_insert(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_ow
 }
 
 /*
+ * After records went away: pull a lone child back into the root while it
+ * fits, then point last_eb at the rightmost leaf.
+ */
+static int shrink_root(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o)
+{
+	int r = 0;
+
+	while (le16(o->el->tree_depth) > 0 && le16(o->el->next_free_rec) == 1) {
+		struct o2_buf *b;
+		unsigned depth = le16(o->el->tree_depth);
+
+		r = read_eb(fs, o->root->blkno, le64(o->el->recs[0].blkno), depth - 1, &b);
+		if (r < 0)
+			return r;
+		struct o2_extent_list *cel = &((struct o2_extent_block *)b->data)->h_list;
+		unsigned cn = le16(cel->next_free_rec);
+
+		if (cn > le16(o->el->count)) {
+			o2_brelse(fs, b);
+			break;
+		}
+		r = o2_trans_add(t, o->root);
+		if (r == 0) {
+			memcpy(o->el->recs, cel->recs, cn * sizeof(struct o2_extent_rec));
+			o->el->next_free_rec = cpu_le16((uint16_t)cn);
+			o->el->tree_depth = cpu_le16((uint16_t)(depth - 1));
+			r = free_eb(t, fs, b);
+		}
+		o2_brelse(fs, b);
+		if (r < 0)
+			return r;
+	}
+	return update_last_eb(fs, o);
+}
+
+/*
  * Remove everything at or past cluster new_end, calling free_fn for each
  * cluster run dropped.  Stops after about max_recs records and returns 1
  * if more remains (the caller starts a new transaction and calls again).
@@ -475,36 +511,162 @@ int o2_tree_truncate(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_
 		if (r < 0)
 			return r;
 	}
-	/* pull a lone child back into the root while it fits */
-	while (r == 0 && le16(o->el->tree_depth) > 0 && le16(o->el->next_free_rec) == 1) {
-		struct o2_buf *b;
-		unsigned depth = le16(o->el->tree_depth);
-
-		r = read_eb(fs, o->root->blkno, le64(o->el->recs[0].blkno), depth - 1, &b);
-		if (r < 0)
-			return r;
-		struct o2_extent_list *cel = &((struct o2_extent_block *)b->data)->h_list;
-		unsigned cn = le16(cel->next_free_rec);
-
-		if (cn > le16(o->el->count)) {
-			o2_brelse(fs, b);
-			break;
-		}
-		r = o2_trans_add(t, o->root);
-		if (r == 0) {
-			memcpy(o->el->recs, cel->recs, cn * sizeof(struct o2_extent_rec));
-			o->el->next_free_rec = cpu_le16((uint16_t)cn);
-			o->el->tree_depth = cpu_le16((uint16_t)(depth - 1));
-			r = free_eb(t, fs, b);
-		}
-		o2_brelse(fs, b);
-	}
-	if (r == 0)
-		r = update_last_eb(fs, o);
-	return r;
+	return shrink_root(t, fs, o);
 out:
 	path_release(fs, &p);
 	return r;
+}
+
+/*
+ * A leaf emptied by a punch (not the root): free it, and its parents that
+ * empty with it, and take their records out of the levels above.  Returns
+ * the level whose list lost a record (0: the root), with p released.
+ */
+static int drop_empty_leaf(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+			   struct path *p, uint64_t *ret_next_leaf)
+{
+	int l = p->n - 1, r = 0;
+
+	*ret_next_leaf = le64(((struct o2_extent_block *)p->lv[l].buf->data)->h_next_leaf_blk);
+	while (l > 0 && le16(p->lv[l].el->next_free_rec) == 0) {
+		struct o2_extent_list *pel = p->lv[l - 1].el;
+		unsigned pn = le16(pel->next_free_rec), pi = (unsigned)p->lv[l - 1].idx;
+
+		r = free_eb(t, fs, p->lv[l].buf);
+		if (r < 0)
+			break;
+		memmove(&pel->recs[pi], &pel->recs[pi + 1], (pn - pi - 1) * sizeof(struct o2_extent_rec));
+		memset(&pel->recs[pn - 1], 0, sizeof(struct o2_extent_rec));
+		pel->next_free_rec = cpu_le16((uint16_t)(pn - 1));
+		l--;
+	}
+	if (r == 0 && l == 0 && le16(o->el->next_free_rec) == 0)
+		o->el->tree_depth = 0; /* nothing left */
+	path_release(fs, p);
+	return r;
+}
+
+/* Recompute the interior records on the path to key (and set its leaf's next-leaf link). */
+static int fix_path(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o, uint32_t key,
+		    const uint64_t *next_leaf)
+{
+	struct path p;
+	int r = descend(fs, o, key, false, &p);
+
+	if (r < 0)
+		return r;
+	r = path_journal(t, o, &p);
+	if (r == 0) {
+		path_fixup(&p);
+		if (next_leaf && p.n > 1)
+			((struct o2_extent_block *)p.lv[p.n - 1].buf->data)->h_next_leaf_blk = cpu_le64(*next_leaf);
+	}
+	path_release(fs, &p);
+	return r;
+}
+
+/*
+ * Remove clusters [c0, c1), right to left: whole records go, records
+ * reaching across an end are cut, and one reaching across both is split in
+ * two.  A leaf that empties goes with its record in the parent, and the
+ * paths on both sides of the gap are fixed.  Stops after about
+ * max_recs records and returns 1 if more remains.
+ */
+int o2_tree_punch(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o, uint32_t c0,
+		  uint32_t c1, unsigned max_recs, o2_tree_free_fn free_fn, void *arg)
+{
+	struct path p;
+	int r = 0;
+
+	for (unsigned done = 0; c0 < c1; done++) {
+		if (done >= max_recs)
+			return 1;
+		r = descend(fs, o, c1 - 1, false, &p);
+		if (r < 0)
+			return r;
+		struct o2_extent_list *leaf = p.lv[p.n - 1].el;
+		int i = find_le(leaf, c1 - 1);
+
+		if (i < 0 || le32(leaf->recs[i].cpos) + (uint64_t)le16(leaf->recs[i].leaf_clusters) <= c0) {
+			path_release(fs, &p);
+			break; /* nothing mapped in what is left of the range */
+		}
+		struct o2_extent_rec *rec = &leaf->recs[i];
+		uint32_t rc = le32(rec->cpos), re = rc + le16(rec->leaf_clusters);
+		uint32_t from = rc > c0 ? rc : c0, to = re < c1 ? re : c1;
+		uint64_t rblk = le64(rec->blkno);
+		uint8_t flags = rec->flags;
+
+		r = path_journal(t, o, &p);
+		if (r == 0)
+			r = free_fn(t, fs, rblk + ((uint64_t)(from - rc) << fs->bpc_bits), to - from, flags, arg);
+		if (r < 0) {
+			path_release(fs, &p);
+			return r;
+		}
+		if (from > rc && to < re) {
+			/* across both ends: keep the head here, the tail goes in anew */
+			struct o2_extent tail = { to, re - to, rblk + ((uint64_t)(to - rc) << fs->bpc_bits), flags };
+
+			rec->leaf_clusters = cpu_le16((uint16_t)(from - rc));
+			path_fixup(&p);
+			path_release(fs, &p);
+			r = o2_tree_insert(t, fs, o, &tail);
+			if (r < 0)
+				return r;
+			break;
+		}
+		if (from > rc) {
+			/* the record's tail: nothing to its left is in the range */
+			rec->leaf_clusters = cpu_le16((uint16_t)(from - rc));
+			path_fixup(&p);
+			path_release(fs, &p);
+			break;
+		}
+		c1 = from;
+		if (to < re) {
+			/* the record's head */
+			rec->cpos = cpu_le32(to);
+			rec->blkno = cpu_le64(rblk + ((uint64_t)(to - rc) << fs->bpc_bits));
+			rec->leaf_clusters = cpu_le16((uint16_t)(re - to));
+			path_fixup(&p);
+			path_release(fs, &p);
+			continue;
+		}
+		/* the whole record */
+		unsigned n = le16(leaf->next_free_rec);
+		bool leftmost = true;
+
+		for (int l = 0; l < p.n - 1; l++)
+			leftmost &= p.lv[l].idx == 0;
+		memmove(&leaf->recs[i], &leaf->recs[i + 1], (n - (unsigned)i - 1) * sizeof(struct o2_extent_rec));
+		memset(&leaf->recs[n - 1], 0, sizeof(struct o2_extent_rec));
+		leaf->next_free_rec = cpu_le16((uint16_t)(n - 1));
+		if (n > 1 || p.n == 1) {
+			path_fixup(&p);
+			path_release(fs, &p);
+			continue;
+		}
+		uint64_t next_leaf;
+
+		r = drop_empty_leaf(t, fs, o, &p, &next_leaf);
+		if (r < 0)
+			return r;
+		if (!le16(o->el->next_free_rec))
+			continue;
+		/*
+		 * Fix the paths on both sides of the gap: the one left of it (the
+		 * leftmost path when none is), whose leaf takes over the link to
+		 * the next leaf; and the one right of it, whose subtrees may now
+		 * start later than their records in the levels above say.
+		 */
+		r = fix_path(t, fs, o, rc ? rc - 1 : 0, leftmost ? NULL : &next_leaf);
+		if (r == 0)
+			r = fix_path(t, fs, o, rc, NULL);
+		if (r < 0)
+			return r;
+	}
+	return shrink_root(t, fs, o);
 }
 
 /*

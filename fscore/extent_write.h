@@ -26,6 +26,9 @@ typedef int (*o2_tree_free_fn)(struct o2_trans *t, struct o2_fs *fs, uint64_t bl
 /* Remove from cluster new_end on; 1 if more than max_recs records remained. */
 int o2_tree_truncate(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
 		     uint32_t new_end, unsigned max_recs, o2_tree_free_fn free_fn, void *arg);
+/* Remove clusters [c0, c1) wherever mapped; 1 if more than max_recs records were in it. */
+int o2_tree_punch(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o, uint32_t c0,
+		  uint32_t c1, unsigned max_recs, o2_tree_free_fn free_fn, void *arg);
 /* Turn [cpos, cpos+len) of an unwritten extent into a written one. */
 int o2_tree_mark_written(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
 			 uint32_t cpos, uint32_t len);

@@ -717,6 +717,126 @@ int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 	return set_size(fs, ino, size, false, true);
 }
 
+/* Zeros over [from, to), inside one cluster, where it holds written data. */
+static int zero_in_cluster(struct o2_fs *fs, uint64_t ino, uint64_t from, uint64_t to)
+{
+	struct o2_extent ext;
+	struct o2_buf *ib;
+	int r = o2_inode_buf(fs, ino, &ib);
+
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = o2_buf_dinode(ib);
+
+	r = o2_tree_map(fs, &(struct o2_tree_root){ ino, &di->id2.i_list, le16(di->id2.i_list.count) },
+			(uint32_t)(from >> fs->cbits), &ext);
+	o2_brelse(fs, ib);
+	if (r < 0 || !ext.blkno || (ext.flags & O2_EXTENT_UNWRITTEN))
+		return r;
+	uint8_t *z = o2_calloc(1, (size_t)(to - from));
+
+	if (!z)
+		return -ENOMEM;
+	r = data_write(fs, (ext.blkno << fs->bits) + (from & (fs->cs - 1)), z, (size_t)(to - from));
+	free(z);
+	return r;
+}
+
+static int punch_free(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, uint32_t clusters,
+		      uint8_t flags, void *arg)
+{
+	*(uint32_t *)arg += clusters;
+	return o2_clusters_free(t, fs, (uint32_t)(blkno >> fs->bpc_bits), clusters);
+}
+
+/*
+ * Punch [off, end): inline data is zeroed in place; otherwise the partial
+ * clusters at either end are zeroed and the whole clusters between them
+ * leave the tree, a bounded number of records per transaction (as the
+ * kernel, a crash may leave the hole partly punched, never inconsistent).
+ */
+static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end, bool inline_data)
+{
+	struct o2_trans *t;
+	struct o2_buf *ib;
+	uint32_t spare;
+	int r, e;
+
+	if (inline_data) {
+		r = o2_trans_begin(fs, 2, &t);
+		if (r < 0)
+			return r;
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r == 0) {
+			struct o2_dinode *di = o2_buf_dinode(ib);
+			uint64_t size = le64(di->i_size);
+
+			r = o2_trans_add(t, ib);
+			if (r == 0) {
+				if (off < size)
+					memset(di->id2.i_data.id_data + off, 0,
+					       (size_t)((end < size ? end : size) - off));
+				o2_touch(fs, di, true, true);
+			}
+			o2_brelse(fs, ib);
+		}
+		e = o2_trans_finish(t, r);
+		return r < 0 ? r : e;
+	}
+	/* a cut record may need a new extent block: only from the reserve */
+	r = o2_space_spare(fs, &spare);
+	if (r < 0)
+		return r;
+	uint64_t cmask = fs->cs - 1;
+	uint32_t c0 = (uint32_t)((off + cmask) >> fs->cbits), c1 = (uint32_t)(end >> fs->cbits);
+
+	if ((off >> fs->cbits) == ((end - 1) >> fs->cbits) && (off & cmask) && (end & cmask)) {
+		r = zero_in_cluster(fs, ino, off, end);
+	} else {
+		if (off & cmask)
+			r = zero_in_cluster(fs, ino, off, (off | cmask) + 1);
+		if (r == 0 && (end & cmask))
+			r = zero_in_cluster(fs, ino, end & ~cmask, end);
+	}
+	if (r < 0)
+		return r;
+	for (bool more = true; more;) {
+		uint32_t freed = 0;
+
+		r = o2_trans_begin_freeing(fs, O2_FREE_STEP_CREDITS, &t);
+		if (r < 0)
+			return r;
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r == 0) {
+			struct o2_dinode *di = o2_buf_dinode(ib);
+			struct o2_tree_owner o;
+
+			o2_inode_owner(ib, &o);
+			more = false;
+			if (c0 < c1) {
+				r = o2_tree_punch(t, fs, &o, c0, c1, 8, punch_free, &freed);
+				more = r > 0;
+			}
+			if (r >= 0)
+				r = o2_trans_add(t, ib);
+			if (r == 0) {
+				if (freed > le32(di->i_clusters))
+					r = o2_corrupt(fs, ino, "the extent tree maps more clusters than i_clusters says");
+				else
+					di->i_clusters = cpu_le32(le32(di->i_clusters) - freed);
+				o2_touch(fs, di, true, true);
+			}
+			o2_brelse(fs, ib);
+		}
+		e = o2_trans_finish(t, r);
+		if (r == 0)
+			r = e;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, uint64_t len)
 {
 	struct o2_buf *ib;
@@ -741,6 +861,14 @@ int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, ui
 		return r;
 	if (!S_ISREG(m))
 		return S_ISDIR(m) ? -EISDIR : -ENODEV;
+	if (mode & O2_FALLOC_PUNCH_HOLE) {
+		if (!(mode & O2_FALLOC_KEEP_SIZE))
+			return -EOPNOTSUPP;
+		/* without sparse allocation a file may have no holes */
+		if (!sparse(fs))
+			return o2_fail(fs, -EOPNOTSUPP, "punching holes needs the sparse feature");
+		return punch_hole(fs, ino, off, off + len, inline_data);
+	}
 	if (inline_data) {
 		r = uninline(fs, ino);
 		if (r < 0)

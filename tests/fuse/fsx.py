@@ -3,7 +3,7 @@
 
 In the spirit of the classic file system exerciser: a seeded random mix of
 pread/pwrite, shared-mmap reads and writes, truncates up and down,
-fallocate (default and KEEP_SIZE), copy_file_range (from another file and
+fallocate (default, KEEP_SIZE and punching holes), copy_file_range (from another file and
 within the file), O_DIRECT reads and writes, SEEK_DATA/SEEK_HOLE, fsync,
 page-cache drops, closing and reopening, and recreating the file (so that
 inline data and its conversion to extents come back again and again).
@@ -24,14 +24,18 @@ import os
 import random
 import time
 
-from fuselib import FALLOC_FL_KEEP_SIZE, SEEK_DATA, SEEK_HOLE, Failure, fallocate, log, run
+from fuselib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, SEEK_DATA, SEEK_HOLE, Failure, fallocate,
+                     log, run)
 
 PAGE = mmap.PAGESIZE
 
 # (block size, cluster size, the file's largest size): 4K/4K is the common
 # volume, 1K blocks under 32K clusters puts several blocks in a page and
-# clusters across pages, 4K/1M makes every allocation a partial cluster.
-GEOMETRIES = [(4096, 4096, 1 << 20), (1024, 32768, 768 << 10), (4096, 1 << 20, 3 << 20)]
+# clusters across pages, 4K/1M makes every allocation a partial cluster,
+# and 512-byte blocks hold so few extent records (19 in the inode, 28 in an
+# extent block) that a fragmented file's tree grows two or three levels.
+GEOMETRIES = [(4096, 4096, 1 << 20), (1024, 32768, 768 << 10), (4096, 1 << 20, 3 << 20),
+              (512, 4096, 1 << 20)]
 
 
 class FsxFailure(Failure):
@@ -169,6 +173,14 @@ class Fsx:
         if not keep and off + n > len(self.model):
             self.resize(off + n)
 
+    def op_punch(self):
+        off, n = self.range()
+        self.history.append("punch hole %d+%d" % (off, n))
+        fallocate(self.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, n)
+        end = min(off + n, len(self.model))
+        if off < end:
+            self.model[off:end] = bytes(end - off)
+
     def op_copy(self):
         off, n = self.range()
         inside = self.rnd.random() < 0.4 and len(self.model) > 1
@@ -273,7 +285,7 @@ class Fsx:
         self.model = bytearray()
 
     OPS = [("read", 12), ("write", 12), ("mapread", 5), ("mapwrite", 5), ("truncate", 4),
-           ("fallocate", 4), ("copy", 4), ("direct", 3), ("seek", 3), ("fsync", 1),
+           ("fallocate", 4), ("punch", 4), ("copy", 4), ("direct", 3), ("seek", 3), ("fsync", 1),
            ("dropcache", 2), ("reopen", 1), ("recreate", 1)]
 
     def step(self):
@@ -298,7 +310,7 @@ def case_fsx(env, chk):
     log("fsx: seed %d (FUSE_FSX_SEED=%d reruns it), %.0f s" % (seed, seed, seconds))
     for bs, cs, maxlen in GEOMETRIES:
         rnd = random.Random("%d-%d-%d" % (seed, bs, cs))
-        vol = env.volume("fsx-%dk-%dk" % (bs >> 10, cs >> 10), size="256M", mkfs="mkfs",
+        vol = env.volume("fsx-b%d-c%dk" % (bs, cs >> 10), size="256M", mkfs="mkfs",
                          mkfs_args=["-b", str(bs), "-C", str(cs), "-J", "size=%dM" % max(8, 16 * cs >> 20)])
         vol.mount()
         path = os.path.join(vol.mnt, "f")

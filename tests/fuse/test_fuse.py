@@ -616,8 +616,8 @@ def case_data(env, chk):
     chk.eq(st2.st_size, 1 << 20, "KEEP_SIZE keeps the size")
     chk.ok(st2.st_blocks >= st.st_blocks + (1 << 20) // 512, "KEEP_SIZE allocates: %d -> %d"
            % (st.st_blocks, st2.st_blocks))
-    chk.err(lambda: fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), errno.EOPNOTSUPP,
-            "PUNCH_HOLE")
+    chk.err(lambda: fallocate(fd, FALLOC_FL_PUNCH_HOLE, 0, 4096), errno.EOPNOTSUPP,
+            "PUNCH_HOLE without KEEP_SIZE")
     chk.err(lambda: fallocate(fd, FALLOC_FL_ZERO_RANGE, 0, 4096), errno.EOPNOTSUPP, "ZERO_RANGE")
     chunk = rnd.randbytes(10000)
     pwrite_all(fd, chunk, 5000)
@@ -626,6 +626,37 @@ def case_data(env, chk):
     chk.eq(os.pread(fd, 2 << 20, 0), bytes(exp), "writing into fallocated space")
     os.ftruncate(fd, 3 << 20)
     chk.eq(os.pread(fd, 2 << 20, 1 << 20), bytes(2 << 20), "KEEP_SIZE space beyond the old size: zeros")
+    os.close(fd)
+
+    # -- punching holes: partial clusters zeroed, whole ones freed, the size kept
+    p = P("punched")
+    data = bytearray(rnd.randbytes(256 << 10))
+    write_file(p, data)
+    fd = os.open(p, os.O_RDWR)
+    blocks = os.fstat(fd).st_blocks
+    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 10000, 100000)
+    data[10000:110000] = bytes(100000)
+    st = os.fstat(fd)
+    chk.eq(st.st_size, len(data), "a punched file keeps its size")
+    first, last = (10000 + cs - 1) // cs * cs, 110000 // cs * cs
+    chk.eq(st.st_blocks, blocks - (last - first) // 512, "punching frees the whole clusters in the hole")
+    chk.eq(os.pread(fd, len(data), 0), bytes(data), "a punched hole reads as zeros, the rest unchanged")
+    if first < last:
+        chk.eq((os.lseek(fd, 0, SEEK_HOLE), os.lseek(fd, first, SEEK_DATA)), (first, last),
+               "SEEK_HOLE/SEEK_DATA around a punched hole")
+    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, len(data) - 5, 1 << 20)
+    data[-5:] = bytes(5)
+    chk.eq((os.fstat(fd).st_size, os.pread(fd, len(data), 0)), (len(data), bytes(data)),
+           "a hole punched across the end of the file")
+    pwrite_all(fd, b"refill", 50000)
+    data[50000:50006] = b"refill"
+    chk.eq(os.pread(fd, len(data), 0), bytes(data), "writing into a punched hole")
+    os.close(fd)
+    p = P("punched-inline")
+    write_file(p, b"x" * 300)
+    fd = os.open(p, os.O_RDWR)
+    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 100, 50)
+    chk.eq(os.pread(fd, 400, 0), b"x" * 100 + bytes(50) + b"x" * 150, "a hole punched in inline data")
     os.close(fd)
 
     # -- SEEK_DATA / SEEK_HOLE on a sparse file

@@ -488,7 +488,9 @@ static void do_truncate(struct state *s, struct fz_reader *r, bool setattr)
 static void do_fallocate(struct state *s, struct fz_reader *r)
 {
 	uint64_t ino = pick_ino(s, r);
-	unsigned mode = fz_u8(r) & 1 ? O2_FALLOC_KEEP_SIZE : 0;
+	uint8_t m = fz_u8(r);
+	/* bit 0: KEEP_SIZE; bits 0 and 1: punch a hole */
+	unsigned mode = ((m & 1) ? O2_FALLOC_KEEP_SIZE : 0) | ((m & 3) == 3 ? O2_FALLOC_PUNCH_HOLE : 0);
 	uint64_t off = pick_off(r), len = (uint64_t)fz_u16(r) * (fz_u8(r) & 1 ? 1 : 64);
 
 	if (!live(s, ino))
@@ -496,10 +498,15 @@ static void do_fallocate(struct state *s, struct fz_reader *r)
 	int ret = o2_fallocate(s->fs, ino, mode, off, len);
 	check(s, ret, "o2_fallocate");
 	if (ino == s->model_ino && s->model_valid) {
-		if (ret < 0)
+		if (ret < 0) {
 			s->model_valid = false;
-		else if (!(mode & O2_FALLOC_KEEP_SIZE) && off + len > s->model_size)
+		} else if (mode & O2_FALLOC_PUNCH_HOLE) {
+			if (off < s->model_size)
+				memset(s->model + off, 0,
+				       (size_t)((off + len < s->model_size ? off + len : s->model_size) - off));
+		} else if (!(mode & O2_FALLOC_KEEP_SIZE) && off + len > s->model_size) {
 			model_resize(s, off + len);
+		}
 	}
 }
 

@@ -127,6 +127,7 @@ struct run {
 	unsigned batch;
 	bool trace;
 	bool unwritten; /* the volume has unwritten extents (fallocate) */
+	bool sparse;	/* ... and sparse files (punching holes) */
 	uint64_t max_file;   /* largest file the random ops make */
 	uint64_t max_data;   /* total bytes the model may hold */
 	uint64_t budget_clusters;
@@ -1339,6 +1340,37 @@ static void op_fallocate(struct run *rn)
 	model_times_unknown(in, true, true); /* no rule for fallocate */
 }
 
+/* Punch a hole: what it covers below the size reads as zeros, the size stays. */
+static void op_punch(struct run *rn)
+{
+	bool isdir;
+	struct m_inode *in = pick_file_for_data(rn, &isdir);
+	uint64_t off, len, cs = rn->m.cluster_size;
+	struct expect e = { 0 };
+	char what[256];
+	int r;
+
+	if (!in || isdir)
+		return;
+	off = rng_below(&rn->r, in->size + 2 * cs);
+	len = rng_pct(&rn->r, 30) ? rng_range(&rn->r, 1, cs) : rng_range(&rn->r, 1, in->size + 2 * cs);
+	if (!rn->sparse)
+		expect_add(&e, -EOPNOTSUPP);
+	snprintf(what, sizeof(what), "punch hole(inode %" PRIu64 ", off %" PRIu64 ", len %" PRIu64
+		 "; size %" PRIu64 ")", in->ino, off, len, in->size);
+	logop(rn, "%s", what);
+	r = o2_fallocate(rn->v.fs, in->ino, O2_FALLOC_PUNCH_HOLE | O2_FALLOC_KEEP_SIZE, off, len);
+	check_result(rn, what, r, &e);
+	if (r < 0)
+		return;
+	if (off < in->size) {
+		uint64_t end = off + len < in->size ? off + len : in->size;
+
+		memset(in->data + off, 0, (size_t)(end - off));
+	}
+	model_touch_mc(&rn->m, in);
+}
+
 static void op_setattr(struct run *rn)
 {
 	struct m_inode *in = pick_inode(rn, -1, false);
@@ -1783,7 +1815,10 @@ static void run_op(struct run *rn)
 		op_truncate(rn, false);
 		break;
 	case OP_FALLOCATE:
-		op_fallocate(rn);
+		if (rng_pct(&rn->r, 40))
+			op_punch(rn);
+		else
+			op_fallocate(rn);
 		break;
 	case OP_SETATTR:
 		op_setattr(rn);
@@ -2034,6 +2069,7 @@ static void run_start(struct run *rn)
 	model_init(&rn->m, sb->block_size, sb->cluster_size);
 	rn->m.now = (int64_t)rn->v.clock_ns;
 	rn->unwritten = sb->feature_ro_compat & O2_FEATURE_RO_COMPAT_UNWRITTEN;
+	rn->sparse = sb->feature_incompat & O2_FEATURE_INCOMPAT_SPARSE_ALLOC;
 	rn->total_clusters = sb->total_clusters;
 	logop(rn, "mkdir /TOP");
 	r = o2_mkdir(rn->v.fs, sb->root_blkno, "TOP", 3, &ni, &ino);
@@ -2288,6 +2324,36 @@ START_TEST(test_extent_depth)
 	}
 	rn.batch++;
 	end_batch(&rn);
+
+	/*
+	 * Punch holes through the tree: inside one extent (a record split in
+	 * two), across ~30 leaves' worth of records (many steps, leaves and an
+	 * interior node emptied), over the leftmost leaf (the leading hole
+	 * grows: the leftmost path still starts at 0) and over the rightmost
+	 * leaf, each judged like any batch.
+	 */
+	static const uint64_t holes[][2] = {
+		{ (2 * 100 + 3) * 4096 + 700, 100 },
+		{ (2 * 150 + 3) * 4096 + 1000, 250 * 2 * 4096 },
+		{ 0, (2 * 30 + 3) * 4096 + 5 },
+		{ (2 * 680 + 3) * 4096 + 1, 100 * 4096 },
+	};
+
+	for (unsigned i = 0; i < sizeof(holes) / sizeof(holes[0]); i++) {
+		uint64_t off = holes[i][0], end = off + holes[i][1];
+
+		rn.opno++;
+		tick_clock(&rn);
+		logop(&rn, "punch hole(deep, off %" PRIu64 ", len %" PRIu64 ")", off, holes[i][1]);
+		r = o2_fallocate(rn.v.fs, ino, O2_FALLOC_PUNCH_HOLE | O2_FALLOC_KEEP_SIZE, off, holes[i][1]);
+		check_result(&rn, rn.log[rn.opno % LOG_LINES], r, &e);
+		if (end > in->size)
+			end = in->size;
+		memset(in->data + off, 0, (size_t)(end - off));
+		model_touch_mc(&rn.m, in);
+		rn.batch++;
+		end_batch(&rn);
+	}
 
 	/* shrink through the tree: half, a few clusters, nothing */
 	static const uint64_t sizes[] = { 350 * 2 * 4096 + 100, 12 * 4096, 0 };

@@ -534,6 +534,9 @@ ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, 
 int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size);
 
 #define O2_FALLOC_KEEP_SIZE 0x1
+/* With KEEP_SIZE: free [off, off+len) instead (reads as zeros after), zeroing
+ * partial clusters at its ends; -EOPNOTSUPP on volumes without sparse files. */
+#define O2_FALLOC_PUNCH_HOLE 0x2
 /* Preallocate [off, off+len) as unwritten extents (read as zeros). */
 int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, uint64_t len);
 

@@ -824,6 +824,13 @@ void ns_script(struct ns_run *run)
 	NS(o2_truncate(fs, f, 3000));
 	NS(o2_fallocate(fs, f, 0, 65536, 65536));
 	NS_WRITE(f, 70000, 5000);
+	/*
+	 * holes punched: whole clusters inside one extent (it splits), then
+	 * across partial clusters at both edges and past the end of the file
+	 */
+	NS(o2_fallocate(fs, f, O2_FALLOC_PUNCH_HOLE | O2_FALLOC_KEEP_SIZE, 81920, 8192));
+	NS(o2_fallocate(fs, f, O2_FALLOC_PUNCH_HOLE | O2_FALLOC_KEEP_SIZE, 1000, 70500));
+	NS(o2_fallocate(fs, f, O2_FALLOC_PUNCH_HOLE | O2_FALLOC_KEEP_SIZE, 120000, 20000));
 	NS(o2_fs_sync(fs));
 	for (unsigned i = 0; i < 60; i += 2) {
 		snprintf(name, sizeof(name), "entry-with-a-long-name-%03u", i);

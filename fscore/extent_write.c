@@ -670,11 +670,11 @@ int o2_tree_punch(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_own
 }
 
 /*
- * Clear the unwritten flag on [cpos, cpos+len) inside one unwritten leaf
- * record, splitting it into up to three records.
+ * Clear flag on [cpos, cpos+len) inside one leaf record that has it,
+ * splitting the record into up to three (the parts outside keep it).
  */
-int o2_tree_mark_written(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
-			 uint32_t cpos, uint32_t len)
+int o2_tree_clear_flag(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+		       uint32_t cpos, uint32_t len, uint8_t flag)
 {
 	struct path p;
 	int r = descend(fs, o, cpos, false, &p);
@@ -684,27 +684,28 @@ int o2_tree_mark_written(struct o2_trans *t, struct o2_fs *fs, const struct o2_t
 	struct o2_extent_list *leaf = p.lv[p.n - 1].el;
 	int i = find_le(leaf, cpos);
 
-	if (i < 0 || !(leaf->recs[i].flags & O2_EXT_UNWRITTEN) ||
+	if (i < 0 || !(leaf->recs[i].flags & flag) ||
 	    cpos + len > le32(leaf->recs[i].cpos) + le16(leaf->recs[i].leaf_clusters)) {
 		path_release(fs, &p);
-		return o2_corrupt(fs, o->root->blkno, "no unwritten extent covers clusters %u+%u",
-				  cpos, len);
+		return o2_corrupt(fs, o->root->blkno, "no extent with flag 0x%x covers clusters %u+%u",
+				  flag, cpos, len);
 	}
 	struct o2_extent_rec *rec = &leaf->recs[i];
 	uint32_t rcpos = le32(rec->cpos), rlen = le16(rec->leaf_clusters);
 	uint64_t rblk = le64(rec->blkno);
-	struct o2_extent mid = { cpos, len, rblk + ((uint64_t)(cpos - rcpos) << fs->bpc_bits), 0 };
+	uint8_t rflags = rec->flags;
+	struct o2_extent mid = { cpos, len, rblk + ((uint64_t)(cpos - rcpos) << fs->bpc_bits),
+				 (uint8_t)(rflags & ~flag) };
 	struct o2_extent tail = { cpos + len, rcpos + rlen - (cpos + len),
-				  rblk + ((uint64_t)(cpos + len - rcpos) << fs->bpc_bits),
-				  O2_EXT_UNWRITTEN };
+				  rblk + ((uint64_t)(cpos + len - rcpos) << fs->bpc_bits), rflags };
 
 	r = path_journal(t, o, &p);
 	if (r < 0)
 		goto out;
 	if (cpos == rcpos) {
-		/* the record becomes the written part */
+		/* the record becomes the middle part */
 		rec->leaf_clusters = cpu_le16((uint16_t)len);
-		rec->flags &= (uint8_t)~O2_EXT_UNWRITTEN;
+		rec->flags = mid.flags;
 		path_fixup(&p);
 		path_release(fs, &p);
 		return tail.clusters ? o2_tree_insert(t, fs, o, &tail) : 0;
@@ -719,4 +720,10 @@ int o2_tree_mark_written(struct o2_trans *t, struct o2_fs *fs, const struct o2_t
 out:
 	path_release(fs, &p);
 	return r;
+}
+
+int o2_tree_mark_written(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+			 uint32_t cpos, uint32_t len)
+{
+	return o2_tree_clear_flag(t, fs, o, cpos, len, O2_EXT_UNWRITTEN);
 }

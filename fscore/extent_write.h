@@ -29,6 +29,9 @@ int o2_tree_truncate(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_
 /* Remove clusters [c0, c1) wherever mapped; 1 if more than max_recs records were in it. */
 int o2_tree_punch(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o, uint32_t c0,
 		  uint32_t c1, unsigned max_recs, o2_tree_free_fn free_fn, void *arg);
+/* Clear flag on [cpos, cpos+len), inside one record that has it (split as needed). */
+int o2_tree_clear_flag(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+		       uint32_t cpos, uint32_t len, uint8_t flag);
 /* Turn [cpos, cpos+len) of an unwritten extent into a written one. */
 int o2_tree_mark_written(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
 			 uint32_t cpos, uint32_t len);

@@ -22,6 +22,8 @@
 #include "write.h"
 
 #define WRITE_CREDITS (O2_TREE_CREDITS + O2_ALLOC_CREDITS + 2)
+/* a write into shared clusters: an extent cut out and one put in, the refcount root */
+#define COW_CREDITS (3 * O2_TREE_CREDITS + O2_ALLOC_CREDITS + 4)
 
 struct o2_dinode *o2_buf_dinode(struct o2_buf *b)
 {
@@ -58,9 +60,13 @@ int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing
 {
 	uint16_t dyn = le16(di->i_dyn_features);
 
-	if (dyn & O2_DYN_HAS_REFCOUNT)
-		return o2_fail(fs, -EOPNOTSUPP, "inode %llu shares clusters (reflink); changing "
-			       "shared extents is not implemented", (unsigned long long)le64(di->i_blkno));
+	if (dyn & O2_DYN_HAS_REFCOUNT) {
+		unsigned room;
+		int r = o2_refcount_room(fs, le64(di->i_refcount_loc), &room);
+
+		if (r < 0)
+			return r;
+	}
 	if (freeing && (dyn & O2_DYN_HAS_XATTR))
 		return o2_xattr_check_freeable(fs, le64(di->i_blkno));
 	return 0;
@@ -221,6 +227,154 @@ void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di)
 						   sizeof(struct o2_extent_rec)));
 }
 
+/* What o2_tree_truncate and o2_tree_punch hand clusters to (release_data). */
+struct release {
+	bool is_dir;
+	uint64_t refcount_root; /* the inode's refcount tree, 0 if none */
+	bool free_unused;	/* shared clusters nobody uses any more: freed */
+	uint32_t released;	/* clusters the file let go of */
+};
+
+static void release_init(struct release *rl, const struct o2_dinode *di)
+{
+	rl->is_dir = S_ISDIR(le16(di->i_mode));
+	rl->refcount_root = (le16(di->i_dyn_features) & O2_DYN_HAS_REFCOUNT) ?
+				    le64(di->i_refcount_loc) : 0;
+	rl->free_unused = true;
+	rl->released = 0;
+}
+
+/* A file lets go of clusters: freed, or for shared ones their count lowered. */
+static int release_data(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, uint32_t clusters,
+			uint8_t flags, void *arg)
+{
+	struct release *rl = arg;
+	uint32_t start = (uint32_t)(blkno >> fs->bpc_bits);
+
+	rl->released += clusters;
+	if (flags & O2_EXT_REFCOUNTED) {
+		if (!rl->refcount_root)
+			return o2_corrupt(fs, blkno, "a shared extent in a file without a refcount tree");
+		return o2_refcount_release(t, fs, rl->refcount_root, start, clusters,
+					   rl->free_unused);
+	}
+	/* directory blocks were journaled: replay must not bring them back over new data */
+	if (rl->is_dir)
+		for (uint64_t b = 0; b < ((uint64_t)clusters << fs->bpc_bits); b++) {
+			int r = o2_trans_revoke(t, blkno + b);
+
+			if (r < 0)
+				return r;
+		}
+	return o2_clusters_free(t, fs, start, clusters);
+}
+
+/*
+ * How many records one step may release: each release of shared clusters
+ * may add two records to the refcount tree's root, which must have room
+ * before the step logs anything.
+ */
+static int release_batch(struct o2_fs *fs, const struct release *rl, unsigned max, unsigned *ret)
+{
+	unsigned room;
+	int r;
+
+	*ret = max;
+	if (!rl->refcount_root)
+		return 0;
+	r = o2_refcount_room(fs, rl->refcount_root, &room);
+	if (r < 0)
+		return r;
+	if (room < 2)
+		return o2_fail(fs, -EOPNOTSUPP, "refcount tree %llu is full; growing it into leaf "
+			       "blocks is not implemented", (unsigned long long)rl->refcount_root);
+	if (room / 2 < max)
+		*ret = room / 2;
+	return 0;
+}
+
+/*
+ * A write reaches clusters a reflink shares (ext maps cpos on): the file
+ * first gets them to itself.  If it is their only user it keeps them as
+ * they are - the extent no longer marked shared, their record gone from the
+ * refcount tree - and *ret_got is 0 (the caller maps cpos again).
+ * Otherwise new clusters (up to 1 MiB of them) get their data with the
+ * write's bytes over it, take their place in the file, and the shared ones
+ * lose a user; *ret_got says how many.
+ */
+static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
+		    const struct o2_tree_owner *o, uint32_t cpos, uint32_t len,
+		    const struct o2_extent *ext, const struct fill *fill, uint32_t *ret_got)
+{
+	uint32_t p = (uint32_t)(ext->blkno >> fs->bpc_bits), count, run, n, spare, start, got;
+	uint32_t most = (uint32_t)((1u << 20) >> fs->cbits);
+	struct release rl;
+	unsigned batch;
+	uint8_t *buf;
+	int r;
+
+	*ret_got = 0;
+	release_init(&rl, o2_buf_dinode(ib));
+	/* nothing logged yet: a full tree, a bad one or a failed read ends it cleanly */
+	r = release_batch(fs, &rl, 1, &batch);
+	if (r == 0)
+		r = o2_refcount_lookup(fs, rl.refcount_root, p, &count, &run);
+	if (r < 0)
+		return r;
+	if (count == 0)
+		return o2_corrupt(fs, o->root->blkno, "shared clusters at %u are not counted in its "
+				  "refcount tree", p);
+	n = len < ext->clusters ? len : ext->clusters;
+	if (run < n)
+		n = run;
+	if (count == 1) {
+		r = o2_tree_clear_flag(t, fs, o, cpos, n, O2_EXT_REFCOUNTED);
+		return r < 0 ? r : o2_refcount_release(t, fs, rl.refcount_root, p, n, false);
+	}
+	if (n > most)
+		n = most ? most : 1;
+	r = o2_space_spare(fs, &spare);
+	if (r < 0)
+		return r;
+	if (spare < n)
+		n = spare;
+	if (!n)
+		return -ENOSPC;
+	size_t bytes = (size_t)n << fs->cbits;
+
+	buf = o2_malloc(bytes);
+	if (!buf)
+		return -ENOMEM;
+	if (ext->flags & O2_EXTENT_UNWRITTEN)
+		memset(buf, 0, bytes);
+	else
+		r = o2_blockdev_read(fs->dev, buf, bytes, ext->blkno << fs->bits);
+	if (r == 0)
+		r = o2_clusters_alloc(t, fs, 1, n, &start, &got);
+	if (r < 0)
+		goto out;
+	uint64_t cs = (uint64_t)cpos << fs->cbits, ce = cs + ((uint64_t)got << fs->cbits);
+	uint64_t blk = (uint64_t)start << fs->bpc_bits;
+
+	if (fill) {
+		uint64_t ds = fill->off > cs ? fill->off : cs;
+		uint64_t de = fill->off + fill->len < ce ? fill->off + fill->len : ce;
+
+		if (ds < de)
+			memcpy(buf + (ds - cs), fill->src + (ds - fill->off), (size_t)(de - ds));
+	}
+	r = dev_write(fs, buf, (size_t)(ce - cs), blk << fs->bits);
+	if (r == 0)
+		r = o2_tree_punch(t, fs, o, cpos, cpos + got, batch, release_data, &rl);
+	if (r == 0)
+		r = o2_tree_insert(t, fs, o, &(struct o2_extent){ cpos, got, blk, 0 });
+	if (r == 0)
+		*ret_got = got;
+out:
+	free(buf);
+	return r;
+}
+
 /*
  * Make [cpos, cpos+len) of the file allocated and written: new clusters
  * get the fill's data (if any) and zeros, existing ones the fill's data -
@@ -235,15 +389,23 @@ void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di)
 static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
 			   bool unwritten, uint64_t size_to, const struct fill *fill)
 {
+	struct o2_buf *ib;
+	unsigned credits = WRITE_CREDITS;
+	int r = o2_inode_buf(fs, ino, &ib);
+
+	if (r < 0)
+		return r;
+	if (le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_HAS_REFCOUNT)
+		credits = COW_CREDITS;
+	o2_brelse(fs, ib);
 	while (len) {
 		struct o2_trans *t;
-		struct o2_buf *ib;
 		struct o2_extent ext;
 		struct o2_tree_owner o;
 		uint32_t got = 0, start;
-		int r, e;
+		int e;
 
-		r = o2_trans_begin(fs, WRITE_CREDITS, &t);
+		r = o2_trans_begin(fs, credits, &t);
 		if (r < 0)
 			return r;
 		r = o2_inode_buf(fs, ino, &ib);
@@ -253,7 +415,10 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 		r = o2_tree_map(fs, &(struct o2_tree_root){ ino, o.el, le16(o.el->count) }, cpos, &ext);
 		if (r < 0)
 			goto rel;
-		if (ext.blkno && !(ext.flags & O2_EXTENT_UNWRITTEN)) {
+		if (ext.blkno && (ext.flags & O2_EXTENT_REFCOUNTED) &&
+		    (fill || ((ext.flags & O2_EXTENT_UNWRITTEN) && !unwritten))) {
+			r = cow_step(t, fs, ib, &o, cpos, len, &ext, fill, &got);
+		} else if (ext.blkno && !(ext.flags & O2_EXTENT_UNWRITTEN)) {
 			got = ext.clusters < len ? ext.clusters : len; /* already there */
 			if (fill)
 				r = fill_existing(fs, ext.blkno, cpos, got, fill);
@@ -504,22 +669,6 @@ ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, 
 	return r < 0 ? r : (ssize_t)len;
 }
 
-static int free_data(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, uint32_t clusters,
-		     uint8_t flags, void *arg)
-{
-	bool is_dir = *(bool *)arg;
-
-	/* directory blocks were journaled: replay must not bring them back over new data */
-	if (is_dir)
-		for (uint64_t b = 0; b < ((uint64_t)clusters << fs->bpc_bits); b++) {
-			int r = o2_trans_revoke(t, blkno + b);
-
-			if (r < 0)
-				return r;
-		}
-	return o2_clusters_free(t, fs, (uint32_t)(blkno >> fs->bpc_bits), clusters);
-}
-
 struct extent_sum {
 	uint64_t clusters, end; /* clusters mapped; the end of the last extent */
 };
@@ -541,10 +690,11 @@ int o2_free_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32
 {
 	struct o2_dinode *di = o2_buf_dinode(ib);
 	uint16_t mode = le16(di->i_mode);
-	bool is_dir = S_ISDIR(mode);
 	/* a fast symlink's id2 holds its text, not an extent list */
 	bool fast_link = S_ISLNK(mode) && !le32(di->i_clusters);
 	struct o2_tree_owner o;
+	struct release rl;
+	unsigned batch;
 	int r;
 
 	*ret_more = false;
@@ -552,8 +702,12 @@ int o2_free_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32
 	    (le32(di->i_flags) & (O2_FL_CHAIN | O2_FL_LOCAL_ALLOC | O2_FL_DEALLOC)) ||
 	    !le16(di->id2.i_list.count))
 		return 0;
+	release_init(&rl, di);
+	r = release_batch(fs, &rl, 16, &batch);
+	if (r < 0)
+		return r;
 	o2_inode_owner(ib, &o);
-	r = o2_tree_truncate(t, fs, &o, new_end, 16, free_data, &is_dir);
+	r = o2_tree_truncate(t, fs, &o, new_end, batch, release_data, &rl);
 	if (r < 0)
 		return r;
 	*ret_more = r > 0;
@@ -618,6 +772,39 @@ int o2_sum_clusters(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
 	return 0;
 }
 
+/*
+ * Zeros over [from, to), inside one cluster, where it holds written data
+ * (through a copy of the cluster where a reflink shares it).
+ */
+static int zero_in_cluster(struct o2_fs *fs, uint64_t ino, uint64_t from, uint64_t to)
+{
+	struct o2_extent ext;
+	struct o2_buf *ib;
+	int r = o2_inode_buf(fs, ino, &ib);
+
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = o2_buf_dinode(ib);
+
+	r = o2_tree_map(fs, &(struct o2_tree_root){ ino, &di->id2.i_list, le16(di->id2.i_list.count) },
+			(uint32_t)(from >> fs->cbits), &ext);
+	o2_brelse(fs, ib);
+	if (r < 0 || !ext.blkno || (ext.flags & O2_EXTENT_UNWRITTEN))
+		return r;
+	uint8_t *z = o2_calloc(1, (size_t)(to - from));
+
+	if (!z)
+		return -ENOMEM;
+	if (ext.flags & O2_EXTENT_REFCOUNTED)
+		r = ensure_clusters(fs, ino, (uint32_t)(from >> fs->cbits), 1, false, 0,
+				    &(struct fill){ from, (size_t)(to - from), z });
+	else
+		r = data_write(fs, (ext.blkno << fs->bits) + (from & (fs->cs - 1)), z,
+			       (size_t)(to - from));
+	free(z);
+	return r;
+}
+
 int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 {
 	struct o2_buf *ib;
@@ -679,28 +866,9 @@ int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 		uint32_t keep = (uint32_t)((size + fs->cs - 1) >> fs->cbits);
 
 		if (size % fs->cs) {
-			struct o2_extent ext;
-
-			r = o2_inode_buf(fs, ino, &ib);
+			r = zero_in_cluster(fs, ino, size, (size | (fs->cs - 1)) + 1);
 			if (r < 0)
 				return r;
-			r = o2_tree_map(fs, &(struct o2_tree_root){ ino, &o2_buf_dinode(ib)->id2.i_list,
-								  le16(o2_buf_dinode(ib)->id2.i_list.count) },
-					(uint32_t)(size >> fs->cbits), &ext);
-			o2_brelse(fs, ib);
-			if (r < 0)
-				return r;
-			if (ext.blkno && !(ext.flags & O2_EXTENT_UNWRITTEN)) {
-				size_t tail = fs->cs - (size_t)(size % fs->cs);
-				uint8_t *z = o2_calloc(1, tail);
-
-				if (!z)
-					return -ENOMEM;
-				r = data_write(fs, (ext.blkno << fs->bits) + size % fs->cs, z, tail);
-				free(z);
-				if (r < 0)
-					return r;
-			}
 		}
 		r = o2_free_from(fs, ino, keep, size);
 		if (r == 0)
@@ -715,38 +883,6 @@ int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 			return r;
 	}
 	return set_size(fs, ino, size, false, true);
-}
-
-/* Zeros over [from, to), inside one cluster, where it holds written data. */
-static int zero_in_cluster(struct o2_fs *fs, uint64_t ino, uint64_t from, uint64_t to)
-{
-	struct o2_extent ext;
-	struct o2_buf *ib;
-	int r = o2_inode_buf(fs, ino, &ib);
-
-	if (r < 0)
-		return r;
-	struct o2_dinode *di = o2_buf_dinode(ib);
-
-	r = o2_tree_map(fs, &(struct o2_tree_root){ ino, &di->id2.i_list, le16(di->id2.i_list.count) },
-			(uint32_t)(from >> fs->cbits), &ext);
-	o2_brelse(fs, ib);
-	if (r < 0 || !ext.blkno || (ext.flags & O2_EXTENT_UNWRITTEN))
-		return r;
-	uint8_t *z = o2_calloc(1, (size_t)(to - from));
-
-	if (!z)
-		return -ENOMEM;
-	r = data_write(fs, (ext.blkno << fs->bits) + (from & (fs->cs - 1)), z, (size_t)(to - from));
-	free(z);
-	return r;
-}
-
-static int punch_free(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, uint32_t clusters,
-		      uint8_t flags, void *arg)
-{
-	*(uint32_t *)arg += clusters;
-	return o2_clusters_free(t, fs, (uint32_t)(blkno >> fs->bpc_bits), clusters);
 }
 
 /*
@@ -801,8 +937,6 @@ static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end
 	if (r < 0)
 		return r;
 	for (bool more = true; more;) {
-		uint32_t freed = 0;
-
 		r = o2_trans_begin_freeing(fs, O2_FREE_STEP_CREDITS, &t);
 		if (r < 0)
 			return r;
@@ -810,20 +944,24 @@ static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end
 		if (r == 0) {
 			struct o2_dinode *di = o2_buf_dinode(ib);
 			struct o2_tree_owner o;
+			struct release rl;
+			unsigned batch;
 
 			o2_inode_owner(ib, &o);
+			release_init(&rl, di);
 			more = false;
-			if (c0 < c1) {
-				r = o2_tree_punch(t, fs, &o, c0, c1, 8, punch_free, &freed);
+			r = release_batch(fs, &rl, 8, &batch);
+			if (r == 0 && c0 < c1) {
+				r = o2_tree_punch(t, fs, &o, c0, c1, batch, release_data, &rl);
 				more = r > 0;
 			}
 			if (r >= 0)
 				r = o2_trans_add(t, ib);
 			if (r == 0) {
-				if (freed > le32(di->i_clusters))
+				if (rl.released > le32(di->i_clusters))
 					r = o2_corrupt(fs, ino, "the extent tree maps more clusters than i_clusters says");
 				else
-					di->i_clusters = cpu_le32(le32(di->i_clusters) - freed);
+					di->i_clusters = cpu_le32(le32(di->i_clusters) - rl.released);
 				o2_touch(fs, di, true, true);
 			}
 			o2_brelse(fs, ib);

@@ -639,6 +639,8 @@ static int free_inode_bit(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *i
 	if (r == 0)
 		r = o2_xattr_free_all(t, fs, ib);
 	if (r == 0)
+		r = o2_refcount_detach(t, fs, ib);
+	if (r == 0)
 		r = o2_trans_add(t, ib);
 	if (r < 0)
 		return r;
@@ -756,8 +758,9 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 	r = o2_inode_buf(fs, ino, &ib);
 	bool indexed = r == 0 && (le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_INDEXED_DIR);
 
-	/* what the write path cannot free (shared extents, xattrs in buckets)
-	 * is refused before anything changes: the orphan stays as it is */
+	/* what the write path cannot free (a refcount tree in leaf blocks,
+	 * xattrs in buckets) is refused before anything changes: the orphan
+	 * stays as it is */
 	if (r == 0)
 		r = o2_check_writable(fs, o2_buf_dinode(ib), true);
 	o2_brelse(fs, ib);
@@ -784,7 +787,8 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 	if (r < 0 && r != -ENOENT)
 		return r;
 	/* the xattrs go with the inode bit: their clusters into the truncate log */
-	r = o2_trans_begin_freeing(fs, NAMEI_CREDITS + O2_XATTR_FREE_CREDITS, &t);
+	r = o2_trans_begin_freeing(fs, NAMEI_CREDITS + O2_XATTR_FREE_CREDITS +
+				   O2_REFCOUNT_DETACH_CREDITS, &t);
 	if (r < 0)
 		return r;
 	orphan_name(ino, name);
@@ -862,7 +866,7 @@ static int drop_last_link(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *i
 	*ret_reap = false;
 	if (!find_ref(fs, ib->blkno)) {
 		/* data wholly in the inode's own list: freed here, in a bounded step */
-		if (!(le16(di->i_dyn_features) & O2_DYN_INDEXED_DIR) &&
+		if (!(le16(di->i_dyn_features) & (O2_DYN_INDEXED_DIR | O2_DYN_HAS_REFCOUNT)) &&
 		    (!(le16(di->i_dyn_features) & O2_DYN_HAS_XATTR) ||
 		     o2_xattr_free_fits(fs, ib->blkno)) &&
 		    ((le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) ||

@@ -10,12 +10,22 @@
  * (OCFS2_REFCOUNT_LEAF_FL, rf_parent naming the root), each holding
  * records.  Every block must be what it says (signature, block number,
  * volume generation, the tree's generation); records must be in order,
- * apart, non-empty, counted above zero and inside the volume.  fscore does
- * not write these trees: the write path refuses to change shared extents.
+ * apart, non-empty, counted above zero and inside the volume.
+ *
+ * Write side: a shared extent's clusters are released - their count
+ * lowered, clusters no file uses any more freed - when a file lets go of
+ * them (truncate, hole punching, deletion, or a write that copies them
+ * first), and a file's last hold on its tree goes with the file.  fscore
+ * changes trees whose records fit in the root block; the kernel grows a
+ * full root into leaf blocks, which fscore reads but does not change.
  */
 #include <stdlib.h>
+#include <string.h>
 
+#include "alloc.h"
 #include "internal.h"
+#include "journal.h"
+#include "write.h"
 
 #define REFCOUNT_LEAF 0x1
 #define REFCOUNT_TREE 0x2
@@ -165,5 +175,214 @@ out:
 		ret->records = lw.records;
 	}
 	free(buf);
+	return r;
+}
+
+/* ---- write side: the records a tree keeps in its root ---- */
+
+/*
+ * The tree's root, cached and checked, for a change: fscore changes trees
+ * whose records live in the root block; a tree grown into leaf blocks (a
+ * kernel's, with more shared extents than a block holds) is -EOPNOTSUPP.
+ */
+static int root_load(struct o2_fs *fs, uint64_t root, struct o2_buf **ret)
+{
+	struct o2_buf *b;
+	uint64_t records = 0;
+	int r;
+
+	if (root <= O2_SUPER_BLKNO || root >= fs->nblocks)
+		return o2_corrupt(fs, root, "refcount tree root %llu is outside the volume",
+				  (unsigned long long)root);
+	r = o2_bread(fs, root, O2_META_REFCOUNT, &b);
+	if (r < 0)
+		return r;
+	struct o2_refcount_block *rb = (struct o2_refcount_block *)(void *)b->data;
+
+	r = o2_check_meta_head(fs, root, "refcount block", rb->rf_signature, O2_SIG_REFCNT,
+			       le64(rb->rf_blkno), le32(rb->rf_fs_generation));
+	if (r == 0 && (le32(rb->rf_flags) & REFCOUNT_LEAF))
+		r = o2_corrupt(fs, root, "refcount tree root is marked a leaf");
+	if (r == 0 && (le32(rb->rf_flags) & REFCOUNT_TREE))
+		r = o2_fail(fs, -EOPNOTSUPP, "refcount tree %llu keeps its records in leaf blocks; "
+			    "changing it is not implemented", (unsigned long long)root);
+	if (r == 0)
+		r = check_records(fs, root, &rb->rf_records, &records);
+	if (r < 0) {
+		o2_brelse(fs, b);
+		return r;
+	}
+	*ret = b;
+	return 0;
+}
+
+static struct o2_refcount_list *root_records(struct o2_buf *b)
+{
+	return &((struct o2_refcount_block *)(void *)b->data)->rf_records;
+}
+
+int o2_refcount_room(struct o2_fs *fs, uint64_t root, unsigned *ret_room)
+{
+	struct o2_buf *b;
+	int r = root_load(fs, root, &b);
+
+	if (r < 0)
+		return r;
+	*ret_room = (unsigned)(le16(root_records(b)->rl_count) - le16(root_records(b)->rl_used));
+	o2_brelse(fs, b);
+	return 0;
+}
+
+int o2_refcount_lookup(struct o2_fs *fs, uint64_t root, uint32_t cpos, uint32_t *ret_count,
+		       uint32_t *ret_run)
+{
+	struct o2_buf *b;
+	int r = root_load(fs, root, &b);
+
+	if (r < 0)
+		return r;
+	const struct o2_refcount_list *rl = root_records(b);
+
+	*ret_count = 0;
+	*ret_run = UINT32_MAX;
+	for (unsigned i = 0; i < le16(rl->rl_used); i++) {
+		uint64_t s = le64(rl->rl_recs[i].r_cpos), e = s + le32(rl->rl_recs[i].r_clusters);
+
+		if (cpos < s) {
+			*ret_run = (uint32_t)(s - cpos); /* no record until s */
+			break;
+		}
+		if (cpos < e) {
+			*ret_count = le32(rl->rl_recs[i].r_refcount);
+			*ret_run = (uint32_t)(e - cpos);
+			break;
+		}
+	}
+	o2_brelse(fs, b);
+	return 0;
+}
+
+/* Append [s, s+n) with count c to v, merging it into the last one where they touch. */
+static void recs_push(struct o2_refcount_rec *v, unsigned *n, uint64_t s, uint64_t len, uint32_t c)
+{
+	if (len == 0)
+		return;
+	if (*n) {
+		struct o2_refcount_rec *l = &v[*n - 1];
+
+		if (le64(l->r_cpos) + le32(l->r_clusters) == s && le32(l->r_refcount) == c &&
+		    le32(l->r_clusters) + len <= UINT32_MAX) {
+			l->r_clusters = cpu_le32((uint32_t)(le32(l->r_clusters) + len));
+			return;
+		}
+	}
+	v[*n].r_cpos = cpu_le64(s);
+	v[*n].r_clusters = cpu_le32((uint32_t)len);
+	v[*n].r_refcount = cpu_le32(c);
+	(*n)++;
+}
+
+int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
+			uint32_t len, bool free_unused)
+{
+	uint64_t lo = cpos, hi = (uint64_t)cpos + len, covered = 0;
+	struct o2_refcount_rec *v = NULL;
+	uint64_t *gone = NULL; /* start, length pairs of clusters no longer shared by anyone */
+	unsigned n = 0, ngone = 0;
+	struct o2_buf *b;
+	int r = root_load(fs, root, &b);
+
+	if (r < 0)
+		return r;
+	struct o2_refcount_list *rl = root_records(b);
+	unsigned used = le16(rl->rl_used), count = le16(rl->rl_count);
+
+	v = o2_malloc((used + 2) * sizeof(*v));
+	gone = o2_malloc((used + 1) * 2 * sizeof(*gone));
+	if (!v || !gone) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < used; i++) {
+		uint64_t s = le64(rl->rl_recs[i].r_cpos), e = s + le32(rl->rl_recs[i].r_clusters);
+		uint32_t c = le32(rl->rl_recs[i].r_refcount);
+		uint64_t ms = s > lo ? s : lo, me = e < hi ? e : hi;
+
+		if (ms >= me) {
+			recs_push(v, &n, s, e - s, c);
+			continue;
+		}
+		covered += me - ms;
+		recs_push(v, &n, s, ms - s, c);
+		if (c > 1) {
+			recs_push(v, &n, ms, me - ms, c - 1);
+		} else if (free_unused) {
+			gone[2 * ngone] = ms;
+			gone[2 * ngone++ + 1] = me - ms;
+		}
+		recs_push(v, &n, me, e - me, c);
+	}
+	if (covered != len) {
+		r = o2_corrupt(fs, root, "shared clusters %u+%u are not all counted in refcount tree "
+			       "%llu", cpos, len, (unsigned long long)root);
+		goto out;
+	}
+	if (n > count) {
+		r = o2_fail(fs, -EOPNOTSUPP, "refcount tree %llu is full (%u records); growing it "
+			    "into leaf blocks is not implemented", (unsigned long long)root, count);
+		goto out;
+	}
+	r = o2_trans_add(t, b);
+	if (r < 0)
+		goto out;
+	memcpy(rl->rl_recs, v, n * sizeof(*v));
+	memset(&rl->rl_recs[n], 0, (count - n) * sizeof(*v));
+	rl->rl_used = cpu_le16((uint16_t)n);
+	for (unsigned i = 0; i < ngone && r == 0; i++)
+		r = o2_clusters_free(t, fs, (uint32_t)gone[2 * i], (uint32_t)gone[2 * i + 1]);
+out:
+	free(v);
+	free(gone);
+	o2_brelse(fs, b);
+	return r;
+}
+
+int o2_refcount_detach(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib)
+{
+	struct o2_dinode *di = (struct o2_dinode *)(void *)ib->data;
+	uint64_t root = le64(di->i_refcount_loc);
+	struct o2_buf *b;
+	int r;
+
+	if (!(le16(di->i_dyn_features) & O2_DYN_HAS_REFCOUNT))
+		return 0;
+	r = root_load(fs, root, &b);
+	if (r < 0)
+		return r;
+	struct o2_refcount_block *rb = (struct o2_refcount_block *)(void *)b->data;
+	uint32_t users = le32(rb->rf_count);
+
+	r = o2_trans_add(t, b);
+	if (r == 0)
+		r = o2_trans_add(t, ib);
+	if (r < 0)
+		goto out;
+	di->i_dyn_features = cpu_le16(le16(di->i_dyn_features) & ~O2_DYN_HAS_REFCOUNT);
+	di->i_refcount_loc = cpu_le64(0);
+	rb->rf_count = cpu_le32(users ? users - 1 : 0);
+	if (users <= 1) {
+		/* its last user: the root goes back to the extent allocator it came from */
+		uint16_t slot = le16(rb->rf_suballoc_slot), bit = le16(rb->rf_suballoc_bit);
+		uint64_t group = le64(rb->rf_suballoc_loc), alloc = fs->sys.extent_alloc;
+
+		if (!group)
+			group = root - bit;
+		if (slot != fs->opts.slot)
+			r = o2_sysfile_lookup(fs, O2_SYS_EXTENT_ALLOC, slot, &alloc);
+		if (r == 0)
+			r = o2_suballoc_free(t, fs, alloc, group, bit);
+	}
+out:
+	o2_brelse(fs, b);
 	return r;
 }

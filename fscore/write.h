@@ -37,9 +37,34 @@ unsigned o2_inode_xattr_room(const struct o2_dinode *di);
 void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di);
 /*
  * -EOPNOTSUPP (with a message) for inodes whose change would need what the
- * write path lacks: shared (refcounted) extents, and - when freed - xattrs.
+ * write path lacks: a refcount tree grown into leaf blocks, and - when
+ * freed - xattrs in buckets or shared.
  */
 int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing);
+
+/*
+ * Refcount trees (refcount.c), whose records live in the root block (else
+ * -EOPNOTSUPP with a message).  Free record slots in the root.
+ */
+int o2_refcount_room(struct o2_fs *fs, uint64_t root, unsigned *ret_room);
+/*
+ * The count of physical cluster cpos (0: not shared) and how many clusters
+ * from cpos on have that same count.
+ */
+int o2_refcount_lookup(struct o2_fs *fs, uint64_t root, uint32_t cpos, uint32_t *ret_count,
+		       uint32_t *ret_run);
+/*
+ * Inside t: a file lets go of physical clusters [cpos, cpos+len), all
+ * counted in the tree.  Their counts drop by one; those nobody uses now
+ * leave the tree and, with free_unused, go to the truncate log (without it
+ * their last user keeps them as its own).  Adds at most two records; a
+ * full root is -EOPNOTSUPP before anything is logged.
+ */
+int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
+			uint32_t len, bool free_unused);
+/* Inside t: the inode in ib leaves its tree (freed with its last user). */
+int o2_refcount_detach(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib);
+#define O2_REFCOUNT_DETACH_CREDITS (O2_ALLOC_CREDITS + 2)
 
 /*
  * Freeing an inode's xattrs (xattr.c): 0 if o2_xattr_free_all can do it in

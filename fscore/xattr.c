@@ -464,7 +464,7 @@ struct free_plan {
 	struct o2_fs *fs;
 	uint32_t start[XATTR_FREE_MAX_RUNS], len[XATTR_FREE_MAX_RUNS];
 	unsigned runs;
-	bool deep, too_many;
+	bool deep, too_many, shared;
 	uint64_t block; /* the xattr block, 0 if none */
 };
 
@@ -476,6 +476,8 @@ static int plan_run(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
 		p->deep = true;
 		return 0;
 	}
+	if (ext->flags & O2_EXTENT_REFCOUNTED)
+		p->shared = true;
 	if (p->runs == XATTR_FREE_MAX_RUNS) {
 		p->too_many = true;
 		return 0;
@@ -511,6 +513,9 @@ static int plan_free(struct o2_fs *fs, const uint8_t *ibuf, struct free_plan *p)
 		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu has an xattr value whose tree is deeper "
 			    "than its root; freeing it is not implemented",
 			    (unsigned long long)ino_blkno);
+	if (r == 0 && p->shared)
+		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu has an xattr value a reflink shares; "
+			    "freeing it is not implemented", (unsigned long long)ino_blkno);
 	return r;
 }
 

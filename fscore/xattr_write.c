@@ -167,6 +167,10 @@ static int value_run(struct o2_fs *fs, uint64_t ino, const struct xent *x, uint3
 		return o2_fail(fs, -EOPNOTSUPP, "inode %llu: xattr %.*s has a value tree of more than "
 			       "one extent; changing it is not implemented",
 			       (unsigned long long)ino, x->name_len, x->name);
+	if (le16(vr->xr_list.next_free_rec) == 1 && (vr->xr_list.recs[0].flags & O2_EXT_REFCOUNTED))
+		return o2_fail(fs, -EOPNOTSUPP, "inode %llu: a reflink shares the value of xattr %.*s; "
+			       "changing it is not implemented", (unsigned long long)ino,
+			       x->name_len, x->name);
 	if (le16(vr->xr_list.next_free_rec) == 1) {
 		*ret_start = (uint32_t)(le64(vr->xr_list.recs[0].blkno) >> fs->bpc_bits);
 		*ret_len = le16(vr->xr_list.recs[0].leaf_clusters);

@@ -599,8 +599,6 @@ START_TEST(delete)
 
 	ck_assert_int_eq(o2_unlink(fs, root, "indexed", 7), -EOPNOTSUPP);
 	ck_assert_ptr_nonnull(strstr(o2_fs_error(fs), "buckets"));
-	ck_assert_int_eq(o2_unlink(fs, root, "shared1", 7), -EOPNOTSUPP);
-	ck_assert_ptr_nonnull(strstr(o2_fs_error(fs), "reflink"));
 	ck_assert_int_eq(o2_unlink(fs, root, "block", 5), 0);
 	ck_assert_int_eq(o2_inode_open_ref(fs, v->inline_ino), 0);
 	ck_assert_int_eq(o2_unlink(fs, root, "inline", 6), 0);
@@ -613,6 +611,135 @@ START_TEST(delete)
 	ck_assert_int_eq(o2_fs_close(fs), 0);
 	o2_blockdev_free(dev);
 	judge(v, path, "after deleting two files with xattrs");
+	unlink(path);
+}
+END_TEST
+
+/* The data of file ino, against want (len bytes, the file's size). */
+static void expect_data(struct o2_fs *fs, uint64_t ino, const uint8_t *want, size_t len,
+			const char *what)
+{
+	struct o2_inode *in;
+	uint8_t got[SHARED_BYTES + 1];
+
+	ck_assert_int_eq(o2_inode_get(fs, ino, &in), 0);
+	ck_assert_uint_eq(o2_inode_info(in)->size, len);
+	ck_assert_int_eq(o2_inode_read(fs, in, 0, got, sizeof(got)), (ssize_t)len);
+	o2_inode_unref(in);
+	ck_assert_msg(memcmp(got, want, len) == 0, "%s: the data differs", what);
+}
+
+/* Records in the refcount tree's root and their counts: "cpos+n:count ..." */
+static void expect_records(struct o2_fs *fs, struct volume *v, uint32_t base, const char *want)
+{
+	struct o2_buf *b;
+	char got[256] = "";
+	size_t len = 0;
+
+	ck_assert_int_eq(o2_bread(fs, v->refcount_blk, O2_META_REFCOUNT, &b), 0);
+	const struct o2_refcount_list *rl =
+		&((const struct o2_refcount_block *)(const void *)b->data)->rf_records;
+
+	for (unsigned i = 0; i < le16(rl->rl_used); i++)
+		len += (size_t)snprintf(got + len, sizeof(got) - len, "%s%llu+%u:%u", i ? " " : "",
+					(unsigned long long)(le64(rl->rl_recs[i].r_cpos) - base),
+					le32(rl->rl_recs[i].r_clusters), le32(rl->rl_recs[i].r_refcount));
+	o2_brelse(fs, b);
+	ck_assert_str_eq(got, want);
+}
+
+/*
+ * Changing reflinked files: a write into a shared cluster copies it first
+ * (the other file keeps the old data, the count drops to 1), a write into
+ * a cluster only one file still uses takes it as it is (no longer marked
+ * shared, its record gone), truncating and punching a hole let go of
+ * shared clusters (counts lowered), and deleting both files frees every
+ * cluster and the tree itself.  fsck.ocfs2 -fn checks the counts against
+ * the extents after each stage; the data is checked through fscore.
+ */
+START_TEST(reflink_write)
+{
+	struct volume *v = &vols[_i];
+	char path[320], cmd[768], err[256];
+	uint8_t one[SHARED_BYTES], two[SHARED_BYTES], patch[100];
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	struct o2_walk_stats st;
+	struct o2_statfs sf0, sf;
+
+	snprintf(path, sizeof(path), "%s/reflink-%u.img", tmpdir, v->bs);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", v->path, path);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	uint64_t root = fs->info.root_blkno;
+	uint32_t used = extent_alloc_used(fs);
+	struct o2_extent ext;
+	struct o2_inode *in;
+
+	ck_assert_int_eq(o2_inode_get(fs, v->shared1_ino, &in), 0);
+	ck_assert_int_eq(o2_inode_map(fs, in, 0, &ext), 0);
+	o2_inode_unref(in);
+	ck_assert_uint_eq(ext.clusters, 3);
+	uint32_t base = (uint32_t)(ext.blkno >> fs->bpc_bits);
+
+	ck_assert_int_eq(o2_statfs(fs, &sf0), 0);
+	value_of("shared", sizeof(one), one);
+	memcpy(two, one, sizeof(two));
+	memset(patch, 0xab, sizeof(patch));
+	expect_records(fs, v, base, "0+3:2");
+
+	/* cluster 1 of shared1 is copied; shared2 keeps the old one */
+	ck_assert_int_eq(o2_write(fs, v->shared1_ino, 5000, patch, sizeof(patch)),
+			 (ssize_t)sizeof(patch));
+	memcpy(one + 5000, patch, sizeof(patch));
+	expect_records(fs, v, base, "0+1:2 1+1:1 2+1:2");
+	expect_data(fs, v->shared1_ino, one, sizeof(one), "shared1 after its copy");
+	expect_data(fs, v->shared2_ino, two, sizeof(two), "shared2 after shared1's copy");
+	ck_assert_int_eq(o2_statfs(fs, &sf), 0);
+	ck_assert_uint_eq(sf.free_clusters + 1, sf0.free_clusters);
+
+	/* shared2 is all that uses the old cluster 1 now: written in place */
+	ck_assert_int_eq(o2_write(fs, v->shared2_ino, 4096, patch, 50), 50);
+	memcpy(two + 4096, patch, 50);
+	expect_records(fs, v, base, "0+1:2 2+1:2");
+	ck_assert_int_eq(o2_statfs(fs, &sf), 0);
+	ck_assert_uint_eq(sf.free_clusters + 1, sf0.free_clusters);
+
+	/* truncating shared1 into cluster 1 (its own) lets go of cluster 2 */
+	ck_assert_int_eq(o2_truncate(fs, v->shared1_ino, 6000), 0);
+	expect_records(fs, v, base, "0+1:2 2+1:1");
+	/* a hole over shared2's cluster 0 lets go of that */
+	ck_assert_int_eq(o2_fallocate(fs, v->shared2_ino, O2_FALLOC_PUNCH_HOLE | O2_FALLOC_KEEP_SIZE,
+				      0, 4096), 0);
+	memset(two, 0, 4096);
+	expect_records(fs, v, base, "0+1:1 2+1:1");
+	/* truncating shared2 into its shared cluster 2: copied, not zeroed in place */
+	ck_assert_int_eq(o2_truncate(fs, v->shared2_ino, 9000), 0);
+	expect_records(fs, v, base, "0+1:1");
+	ck_assert_int_eq(o2_fs_sync(fs), 0);
+	expect_data(fs, v->shared1_ino, one, 6000, "shared1 truncated");
+	expect_data(fs, v->shared2_ino, two, 9000, "shared2 punched and truncated");
+	ck_assert_int_eq(o2_fs_walk(fs, &st), 0);
+	ck_assert_uint_eq(st.refcount_trees, 1);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "after writing, truncating and punching reflinked files");
+
+	/* both deleted (shared1 while open): every cluster and the tree go */
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(o2_inode_open_ref(fs, v->shared1_ino), 0);
+	ck_assert_int_eq(o2_unlink(fs, root, "shared1", 7), 0);
+	ck_assert_int_eq(o2_unlink(fs, root, "shared2", 7), 0);
+	ck_assert_int_eq(o2_inode_close_ref(fs, v->shared1_ino), 0);
+	ck_assert_int_eq(o2_fs_sync(fs), 0);
+	ck_assert_int_eq(o2_fs_walk(fs, &st), 0);
+	ck_assert_uint_eq(st.refcount_trees, 0);
+	ck_assert_uint_eq(extent_alloc_used(fs), used - 1);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "after deleting both reflinked files");
 	unlink(path);
 }
 END_TEST
@@ -1001,6 +1128,7 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, craft_all, NULL);
 	tcase_add_loop_test(tc, read_back, 0, 2);
 	tcase_add_loop_test(tc, delete, 0, 2);
+	tcase_add_loop_test(tc, reflink_write, 0, 2);
 	tcase_add_loop_test(tc, unfreeable_orphan, 0, 2);
 	tcase_add_loop_test(tc, damaged, 0, (int)(2 * NDAMAGES));
 	tcase_set_timeout(tc, 120);

@@ -83,6 +83,7 @@ int verb_mkdir(struct ctl *c, int argc, char **argv);
 int verb_rm(struct ctl *c, int argc, char **argv);
 int verb_mv(struct ctl *c, int argc, char **argv);
 int verb_ln(struct ctl *c, int argc, char **argv);
+int verb_reflink(struct ctl *c, int argc, char **argv);
 
 /*
  * format parses its own command line (mkfs.ocfs2's options): argv[0] is

@@ -599,13 +599,35 @@ out:
 	return status;
 }
 
-/* ---- ln ---- */
+/* ---- ln, reflink ---- */
+
+/*
+ * The new name of ln or reflink: dst (a directory takes target's base
+ * name), its parent resolved, the volume open for writing.  On failure
+ * the volume is closed again.
+ */
+static int link_open(struct ctl *c, const char *target, const char *dst, struct vpath *to)
+{
+	char base[PATH_MAX];
+	int status;
+
+	base_name(target, base, sizeof(base));
+	status = dst_split(c, dst, base, to);
+	if (status)
+		return status;
+	status = open_rw(c);
+	if (status)
+		return status;
+	status = vpath_parent(c, to);
+	if (!status)
+		status = into_dir(c, to, base);
+	return status ? close_rw(c, status) : CTL_EXIT_OK;
+}
 
 int verb_ln(struct ctl *c, int argc, char **argv)
 {
 	const char *target = argv[0];
 	struct vpath to = { 0 };
-	char base[PATH_MAX];
 	uint64_t ino = 0, src;
 	uint16_t mode;
 	int status, ret;
@@ -616,19 +638,9 @@ int verb_ln(struct ctl *c, int argc, char **argv)
 				target);
 	if (c->opt_symbolic && (!*target || strlen(target) >= PATH_MAX))
 		return ctl_fail(c, "symlink target must be 1 to %d bytes", PATH_MAX - 1);
-	base_name(target, base, sizeof(base));
-	status = dst_split(c, argv[1], base, &to);
-	if (status)
-		return status;
-	status = open_rw(c);
+	status = link_open(c, target, argv[1], &to);
 	if (status)
 		goto out;
-	status = vpath_parent(c, &to);
-	if (status)
-		goto out_close;
-	status = into_dir(c, &to, base);
-	if (status)
-		goto out_close;
 	if (c->opt_symbolic) {
 		struct o2_new_inode ni = { .mode = S_IFLNK | 0777, .uid = getuid(), .gid = getgid() };
 
@@ -657,6 +669,51 @@ out_close:
 	status = close_rw(c, status);
 	if (!status && c->json)
 		json_done(c, c->opt_symbolic ? "ln -s" : "ln", to.full, ino);
+out:
+	vpath_free(&to);
+	return status;
+}
+
+int verb_reflink(struct ctl *c, int argc, char **argv)
+{
+	const char *target = argv[0];
+	struct vpath to = { 0 };
+	struct o2_inode *in;
+	uint64_t ino = 0, src;
+	int status, ret;
+
+	(void)argc;
+	if (target[0] != '/')
+		return ctl_fail(c, "%s: not an absolute path (paths in the volume start with '/')",
+				target);
+	status = link_open(c, target, argv[1], &to);
+	if (status)
+		goto out;
+	ret = o2_path_lookup(c->fs, target, &src);
+	if (ret == 0)
+		ret = o2_inode_get(c->fs, src, &in);
+	if (ret < 0) {
+		status = fail_op(c, target, ret);
+		goto out_close;
+	}
+	const struct o2_inode_info *info = o2_inode_info(in);
+	/* as cp -p --reflink: the copy keeps the mode and owner */
+	struct o2_new_inode ni = { .mode = info->mode, .uid = info->uid, .gid = info->gid };
+	uint16_t type = info->mode & S_IFMT;
+
+	o2_inode_unref(in);
+	if (type != S_IFREG) {
+		status = type == S_IFDIR ? fail_op(c, target, -EISDIR) :
+					   ctl_fail(c, "%s: not a regular file", target);
+		goto out_close;
+	}
+	ret = o2_reflink(c->fs, src, to.parent_ino, to.name, to.len, &ni, &ino);
+	if (ret < 0)
+		status = fail_op(c, to.full, ret);
+out_close:
+	status = close_rw(c, status);
+	if (!status && c->json)
+		json_done(c, "reflink", to.full, ino);
 out:
 	vpath_free(&to);
 	return status;

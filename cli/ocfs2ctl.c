@@ -41,6 +41,7 @@ static const struct verb verbs[] = {
 	{ "rm", verb_rm, 2, 2, "[-rdf] IMAGE PATH", "remove a file, empty dir (-d), tree (-r)" },
 	{ "mv", verb_mv, 3, 3, "IMAGE OLD NEW", "rename or move" },
 	{ "ln", verb_ln, 3, 3, "[-s] IMAGE OLD NEW", "hard link, or symlink NEW -> OLD (-s)" },
+	{ "reflink", verb_reflink, 3, 3, "IMAGE SRC DST", "a copy sharing SRC's clusters (CoW)" },
 	{ "format", NULL, 1, 2, "[OPTIONS] DEVICE", "make a new volume (format --help)" },
 	{ "mount", NULL, 2, 2, "[-o OPTS] [--foreground] DEVICE DIR", "serve a volume through ocfs2d" },
 	{ "umount", NULL, 1, 1, "[-f] DIR", "unmount cleanly (-f: even if busy)" },
@@ -57,7 +58,7 @@ static void usage_full(FILE *out)
 		"\n"
 		"Verbs:\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-		fprintf(out, "  %-6s %-36s %s\n", verbs[i].name, verbs[i].args, verbs[i].help);
+		fprintf(out, "  %-7s %-36s %s\n", verbs[i].name, verbs[i].args, verbs[i].help);
 	fprintf(out,
 		"\n"
 		"Options:\n"

@@ -670,11 +670,12 @@ int o2_tree_punch(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_own
 }
 
 /*
- * Clear flag on [cpos, cpos+len) inside one leaf record that has it,
- * splitting the record into up to three (the parts outside keep it).
+ * Give [cpos, cpos+len), inside one leaf record, the flags (rec | set) &
+ * ~clear, splitting the record into up to three (the parts outside keep
+ * theirs).  must: flags the record has to have.
  */
-int o2_tree_clear_flag(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
-		       uint32_t cpos, uint32_t len, uint8_t flag)
+static int change_flags(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+			uint32_t cpos, uint32_t len, uint8_t must, uint8_t set, uint8_t clear)
 {
 	struct path p;
 	int r = descend(fs, o, cpos, false, &p);
@@ -684,18 +685,19 @@ int o2_tree_clear_flag(struct o2_trans *t, struct o2_fs *fs, const struct o2_tre
 	struct o2_extent_list *leaf = p.lv[p.n - 1].el;
 	int i = find_le(leaf, cpos);
 
-	if (i < 0 || !(leaf->recs[i].flags & flag) ||
+	if (i < 0 || (leaf->recs[i].flags & must) != must ||
 	    cpos + len > le32(leaf->recs[i].cpos) + le16(leaf->recs[i].leaf_clusters)) {
 		path_release(fs, &p);
-		return o2_corrupt(fs, o->root->blkno, "no extent with flag 0x%x covers clusters %u+%u",
-				  flag, cpos, len);
+		return o2_corrupt(fs, o->root->blkno, "no extent%s covers clusters %u+%u",
+				  must & O2_EXT_UNWRITTEN ? " marked unwritten" :
+				  must ? " marked shared" : "", cpos, len);
 	}
 	struct o2_extent_rec *rec = &leaf->recs[i];
 	uint32_t rcpos = le32(rec->cpos), rlen = le16(rec->leaf_clusters);
 	uint64_t rblk = le64(rec->blkno);
 	uint8_t rflags = rec->flags;
 	struct o2_extent mid = { cpos, len, rblk + ((uint64_t)(cpos - rcpos) << fs->bpc_bits),
-				 (uint8_t)(rflags & ~flag) };
+				 (uint8_t)((rflags | set) & ~clear) };
 	struct o2_extent tail = { cpos + len, rcpos + rlen - (cpos + len),
 				  rblk + ((uint64_t)(cpos + len - rcpos) << fs->bpc_bits), rflags };
 
@@ -720,6 +722,18 @@ int o2_tree_clear_flag(struct o2_trans *t, struct o2_fs *fs, const struct o2_tre
 out:
 	path_release(fs, &p);
 	return r;
+}
+
+int o2_tree_clear_flag(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+		       uint32_t cpos, uint32_t len, uint8_t flag)
+{
+	return change_flags(t, fs, o, cpos, len, flag, 0, flag);
+}
+
+int o2_tree_set_flag(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+		     uint32_t cpos, uint32_t len, uint8_t flag)
+{
+	return change_flags(t, fs, o, cpos, len, 0, flag, 0);
 }
 
 int o2_tree_mark_written(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,

@@ -32,6 +32,9 @@ int o2_tree_punch(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_own
 /* Clear flag on [cpos, cpos+len), inside one record that has it (split as needed). */
 int o2_tree_clear_flag(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
 		       uint32_t cpos, uint32_t len, uint8_t flag);
+/* Set flag on [cpos, cpos+len), inside one record (split as needed). */
+int o2_tree_set_flag(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
+		     uint32_t cpos, uint32_t len, uint8_t flag);
 /* Turn [cpos, cpos+len) of an unwritten extent into a written one. */
 int o2_tree_mark_written(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
 			 uint32_t cpos, uint32_t len);

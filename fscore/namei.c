@@ -526,7 +526,7 @@ static int dir_retarget(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib
 
 /* ---- inodes ---- */
 
-static uint32_t new_generation(struct o2_fs *fs)
+uint32_t o2_new_generation(struct o2_fs *fs)
 {
 	uint64_t x = o2_now_ns(fs) ^ (fs->gen_counter++ * 0x9E3779B97F4A7C15ULL);
 
@@ -549,7 +549,7 @@ static int new_inode(struct o2_trans *t, struct o2_fs *fs, uint16_t mode, uint32
 	uint64_t now = o2_now_ns(fs);
 
 	memcpy(di->i_signature, O2_SIG_INODE, sizeof(O2_SIG_INODE));
-	di->i_generation = cpu_le32(new_generation(fs));
+	di->i_generation = cpu_le32(o2_new_generation(fs));
 	di->i_suballoc_slot = cpu_le16(res.slot);
 	di->i_suballoc_bit = cpu_le16(res.bit);
 	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
@@ -1509,6 +1509,253 @@ rel:
 	if (r == 0 && del)
 		r = reap_orphan(fs, nf.ino);
 	return r;
+}
+
+/* ---- reflinks ---- */
+
+/*
+ * Extents of the source one reflink step shares, and what the step may log
+ * (each: its record in the source's tree, and an insert in the copy's).
+ * The smallest journals (4 MiB of 4 KiB blocks) take 256 blocks at once.
+ */
+#define REFLINK_STEP 2
+#define REFLINK_STEP_CREDITS (REFLINK_STEP * (2 * O2_TREE_CREDITS + 2) + 8)
+
+/* One step: up to REFLINK_STEP more of src's extents shared with dst, from *cpos. */
+static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, uint32_t *cpos, bool *ret_done)
+{
+	struct o2_trans *t;
+	struct o2_buf *sb = NULL, *db = NULL;
+	struct o2_tree_owner so, dso;
+	unsigned room;
+	int r, e;
+
+	*ret_done = false;
+	r = o2_trans_begin(fs, REFLINK_STEP_CREDITS, &t);
+	if (r < 0)
+		return r;
+	r = o2_inode_buf(fs, src, &sb);
+	if (r == 0)
+		r = o2_inode_buf(fs, dst, &db);
+	if (r < 0)
+		goto end;
+	struct o2_dinode *sd = o2_buf_dinode(sb), *dd = o2_buf_dinode(db);
+	uint64_t root = le64(sd->i_refcount_loc);
+
+	/* each extent may add two records: room first, before anything is logged */
+	r = o2_refcount_room(fs, root, &room);
+	if (r == 0 && room < 2)
+		r = o2_fail(fs, -EOPNOTSUPP, "refcount tree %llu is full; growing it into leaf "
+			    "blocks is not implemented", (unsigned long long)root);
+	if (r < 0)
+		goto end;
+	o2_inode_owner(sb, &so);
+	o2_inode_owner(db, &dso);
+	for (unsigned k = 0; k < REFLINK_STEP && k < room / 2 && r == 0;) {
+		struct o2_extent ext;
+
+		r = o2_tree_map(fs, &(struct o2_tree_root){ src, so.el, le16(so.el->count) }, *cpos,
+				&ext);
+		if (r < 0)
+			break;
+		if (!ext.blkno) {
+			if ((uint64_t)*cpos + ext.clusters >= UINT32_MAX) {
+				*ret_done = true;
+				break;
+			}
+			*cpos += ext.clusters; /* a hole */
+			continue;
+		}
+		bool fresh = !(ext.flags & O2_EXT_REFCOUNTED);
+
+		if (fresh)
+			r = o2_tree_set_flag(t, fs, &so, *cpos, ext.clusters, O2_EXT_REFCOUNTED);
+		if (r == 0)
+			r = o2_refcount_share(t, fs, root, (uint32_t)(ext.blkno >> fs->bpc_bits),
+					      ext.clusters, fresh);
+		if (r == 0)
+			r = o2_tree_insert(t, fs, &dso, &(struct o2_extent){
+				*cpos, ext.clusters, ext.blkno, (uint8_t)(ext.flags | O2_EXT_REFCOUNTED) });
+		if (r == 0)
+			r = o2_trans_add(t, db);
+		if (r == 0)
+			dd->i_clusters = cpu_le32(le32(dd->i_clusters) + ext.clusters);
+		*cpos += ext.clusters;
+		k++;
+	}
+end:
+	o2_brelse(fs, sb);
+	o2_brelse(fs, db);
+	e = o2_trans_finish(t, r);
+	return r < 0 ? r : e;
+}
+
+/*
+ * The reflink, done: dst leaves the orphan directory for its name in dir,
+ * with src's size (a name taken meanwhile: -EEXIST, nothing changed).
+ */
+static int reflink_finish(struct o2_fs *fs, uint64_t src, uint64_t dst, uint64_t dir,
+			  const char *name, size_t len)
+{
+	struct o2_trans *t;
+	struct o2_buf *sb = NULL, *db = NULL, *dib = NULL, *ob = NULL;
+	struct found f;
+	char oname[17];
+	int r, e;
+
+	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
+	if (r < 0)
+		return r;
+	r = o2_inode_buf(fs, src, &sb);
+	if (r == 0)
+		r = o2_inode_buf(fs, dst, &db);
+	if (r == 0)
+		r = o2_inode_buf(fs, dir, &dib);
+	if (r == 0)
+		r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
+	if (r == 0)
+		r = check_dir_changeable(fs, dib);
+	if (r == 0) {
+		r = dir_find(fs, dib, name, len, &f);
+		r = r == 0 ? -EEXIST : r == -ENOENT ? 0 : r;
+	}
+	orphan_name(dst, oname);
+	if (r == 0)
+		r = dir_find(fs, ob, oname, 16, &f);
+	if (r == 0)
+		r = dir_remove(t, fs, ob, oname, 16, &f);
+	if (r == 0)
+		r = dir_add(t, fs, dib, name, len, dst, type_of(S_IFREG));
+	if (r == 0)
+		r = o2_trans_add(t, db);
+	if (r == 0)
+		r = o2_trans_add(t, dib);
+	if (r == 0) {
+		struct o2_dinode *dd = o2_buf_dinode(db);
+
+		dd->i_size = o2_buf_dinode(sb)->i_size;
+		dd->i_flags = cpu_le32(le32(dd->i_flags) & ~(uint32_t)O2_FL_ORPHANED);
+		dd->i_orphaned_slot = cpu_le16(0);
+		set_links(dd, 1);
+		o2_touch(fs, dd, true, true);
+		o2_touch(fs, o2_buf_dinode(dib), true, true);
+	}
+	o2_brelse(fs, sb);
+	o2_brelse(fs, db);
+	o2_brelse(fs, dib);
+	o2_brelse(fs, ob);
+	e = o2_trans_finish(t, r);
+	return r < 0 ? r : e;
+}
+
+int o2_reflink(struct o2_fs *fs, uint64_t src, uint64_t dir, const char *name, size_t len,
+	       const struct o2_new_inode *ni, uint64_t *ret_ino)
+{
+	struct o2_trans *t;
+	struct o2_buf *sb = NULL, *dib = NULL, *ib = NULL, *ob = NULL;
+	struct found f;
+	uint64_t dst = 0;
+	uint32_t spare;
+	bool inline_data = false;
+	char oname[17];
+	int r, e;
+
+	if (!fs->journal)
+		return -EROFS;
+	r = check_name(name, len);
+	if (r < 0)
+		return r;
+	if (!o2_has_incompat(fs, O2_FEATURE_INCOMPAT_REFCOUNT_TREE))
+		return o2_fail(fs, -EOPNOTSUPP, "the volume lacks the refcount feature "
+			       "(tunefs.ocfs2 --fs-features=refcount adds it)");
+	r = o2_space_spare(fs, &spare);
+	if (r < 0)
+		return r;
+	/* the new inode: in the orphan directory until every extent is shared */
+	r = o2_trans_begin(fs, NAMEI_CREDITS + O2_REFCOUNT_DETACH_CREDITS + 4, &t);
+	if (r < 0)
+		return r;
+	r = o2_inode_buf(fs, src, &sb);
+	if (r < 0)
+		goto rel;
+	struct o2_dinode *sd = o2_buf_dinode(sb);
+	uint16_t smode = le16(sd->i_mode);
+
+	if (!S_ISREG(smode)) {
+		r = S_ISDIR(smode) ? -EISDIR : -EINVAL;
+		goto rel;
+	}
+	r = o2_check_writable(fs, sd, false);
+	if (r == 0)
+		r = o2_inode_buf(fs, dir, &dib);
+	if (r == 0)
+		r = check_dir_changeable(fs, dib);
+	if (r == 0) {
+		r = dir_find(fs, dib, name, len, &f);
+		r = r == 0 ? -EEXIST : r == -ENOENT ? 0 : r;
+	}
+	if (r == 0)
+		r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
+	if (r < 0)
+		goto rel;
+	r = new_inode(t, fs, (uint16_t)(S_IFREG | (ni->mode & 07777)), ni->uid, ni->gid, 0, &ib);
+	if (r < 0)
+		goto rel;
+	struct o2_dinode *di = o2_buf_dinode(ib);
+
+	dst = ib->blkno;
+	inline_data = le16(sd->i_dyn_features) & O2_DYN_INLINE_DATA;
+	if (inline_data) {
+		/* nothing to share: the data is copied, the name given at once */
+		memcpy(di->id2.i_data.id_data, sd->id2.i_data.id_data, (size_t)le64(sd->i_size));
+		di->i_size = sd->i_size;
+		r = dir_add(t, fs, dib, name, len, dst, type_of(S_IFREG));
+		if (r == 0)
+			r = o2_trans_add(t, dib);
+		if (r == 0)
+			o2_touch(fs, o2_buf_dinode(dib), true, true);
+		goto rel;
+	}
+	o2_inode_to_extent_list(fs, di);
+	set_links(di, 0);
+	di->i_flags = cpu_le32(le32(di->i_flags) | O2_FL_ORPHANED);
+	di->i_orphaned_slot = cpu_le16((uint16_t)fs->opts.slot);
+	orphan_name(dst, oname);
+	r = dir_add(t, fs, ob, oname, 16, dst, type_of(S_IFREG));
+	if (r == 0 && !(le16(sd->i_dyn_features) & O2_DYN_HAS_REFCOUNT))
+		r = o2_refcount_attach(t, fs, sb, 0);
+	if (r == 0)
+		r = o2_refcount_attach(t, fs, ib, le64(sd->i_refcount_loc));
+rel:
+	o2_brelse(fs, sb);
+	o2_brelse(fs, dib);
+	o2_brelse(fs, ob);
+	o2_brelse(fs, ib);
+	e = o2_trans_finish(t, r);
+	if (r == 0)
+		r = e;
+	if (r < 0 || inline_data) {
+		if (r == 0)
+			*ret_ino = dst;
+		return r;
+	}
+	/* the extents, a few per transaction; a failure leaves an orphan to free */
+	for (uint32_t cpos = 0; r == 0;) {
+		bool done;
+
+		r = reflink_step(fs, src, dst, &cpos, &done);
+		if (r == 0 && done)
+			break;
+	}
+	if (r == 0)
+		r = reflink_finish(fs, src, dst, dir, name, len);
+	if (r < 0) {
+		if (!fs->ro_reason)
+			(void)reap_orphan(fs, dst);
+		return r;
+	}
+	*ret_ino = dst;
+	return 0;
 }
 
 int o2_statfs(struct o2_fs *fs, struct o2_statfs *ret)

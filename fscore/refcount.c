@@ -386,3 +386,121 @@ out:
 	o2_brelse(fs, b);
 	return r;
 }
+
+int o2_refcount_share(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
+		      uint32_t len, bool fresh)
+{
+	uint64_t lo = cpos, hi = (uint64_t)cpos + len, covered = 0;
+	struct o2_refcount_rec *v = NULL;
+	unsigned n = 0;
+	bool placed = false;
+	struct o2_buf *b;
+	int r = root_load(fs, root, &b);
+
+	if (r < 0)
+		return r;
+	struct o2_refcount_list *rl = root_records(b);
+	unsigned used = le16(rl->rl_used), count = le16(rl->rl_count);
+
+	v = o2_malloc((used + 2) * sizeof(*v));
+	if (!v) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (unsigned i = 0; i < used; i++) {
+		uint64_t s = le64(rl->rl_recs[i].r_cpos), e = s + le32(rl->rl_recs[i].r_clusters);
+		uint32_t c = le32(rl->rl_recs[i].r_refcount);
+		uint64_t ms = s > lo ? s : lo, me = e < hi ? e : hi;
+
+		if (fresh && !placed && s >= hi) {
+			recs_push(v, &n, lo, len, 2);
+			placed = true;
+		}
+		if (ms >= me) {
+			recs_push(v, &n, s, e - s, c);
+			continue;
+		}
+		covered += me - ms;
+		if (c == UINT32_MAX) {
+			r = o2_fail(fs, -EMLINK, "clusters at %llu are shared too many times",
+				    (unsigned long long)ms);
+			goto out;
+		}
+		recs_push(v, &n, s, ms - s, c);
+		recs_push(v, &n, ms, me - ms, c + 1);
+		recs_push(v, &n, me, e - me, c);
+	}
+	if (fresh && !placed)
+		recs_push(v, &n, lo, len, 2);
+	if (covered != (fresh ? 0 : len)) {
+		r = o2_corrupt(fs, root, "clusters %u+%u are %s in refcount tree %llu", cpos, len,
+			       fresh ? "unshared in their file but counted" : "not all counted",
+			       (unsigned long long)root);
+		goto out;
+	}
+	if (n > count) {
+		r = o2_fail(fs, -EOPNOTSUPP, "refcount tree %llu is full (%u records); growing it "
+			    "into leaf blocks is not implemented", (unsigned long long)root, count);
+		goto out;
+	}
+	r = o2_trans_add(t, b);
+	if (r < 0)
+		goto out;
+	memcpy(rl->rl_recs, v, n * sizeof(*v));
+	memset(&rl->rl_recs[n], 0, (count - n) * sizeof(*v));
+	rl->rl_used = cpu_le16((uint16_t)n);
+out:
+	free(v);
+	o2_brelse(fs, b);
+	return r;
+}
+
+int o2_refcount_attach(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint64_t root)
+{
+	struct o2_dinode *di = (struct o2_dinode *)(void *)ib->data;
+	struct o2_buf *b = NULL;
+	int r;
+
+	if (root) {
+		r = root_load(fs, root, &b);
+		if (r == 0)
+			r = o2_trans_add(t, b);
+		if (r == 0) {
+			struct o2_refcount_block *rb = (struct o2_refcount_block *)(void *)b->data;
+
+			if (le32(rb->rf_count) == UINT32_MAX)
+				r = o2_fail(fs, -EMLINK, "refcount tree %llu has too many users",
+					    (unsigned long long)root);
+			else
+				rb->rf_count = cpu_le32(le32(rb->rf_count) + 1);
+		}
+	} else {
+		struct o2_suballoc_res res;
+
+		r = o2_suballoc_new_block(t, fs, fs->sys.extent_alloc, O2_META_REFCOUNT, &res, &b);
+		if (r == 0) {
+			struct o2_refcount_block *rb = (struct o2_refcount_block *)(void *)b->data;
+
+			memcpy(rb->rf_signature, O2_SIG_REFCNT, sizeof(rb->rf_signature));
+			rb->rf_suballoc_slot = cpu_le16(res.slot);
+			rb->rf_suballoc_bit = cpu_le16(res.bit);
+			if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
+				rb->rf_suballoc_loc = cpu_le64(res.group);
+			rb->rf_fs_generation = cpu_le32(fs->info.fs_generation);
+			rb->rf_blkno = cpu_le64(res.blkno);
+			rb->rf_count = cpu_le32(1);
+			rb->rf_generation = cpu_le32(o2_new_generation(fs));
+			rb->rf_records.rl_count = cpu_le16((uint16_t)records_room(fs->bs));
+			root = res.blkno;
+		}
+	}
+	if (r == 0)
+		r = o2_trans_add(t, ib);
+	if (r == 0) {
+		di->i_dyn_features = cpu_le16(le16(di->i_dyn_features) | O2_DYN_HAS_REFCOUNT);
+		di->i_refcount_loc = cpu_le64(root);
+	}
+	if (b)
+		o2_brelse(fs, b);
+	return r;
+}

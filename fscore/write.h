@@ -11,6 +11,8 @@
 int o2_inode_buf(struct o2_fs *fs, uint64_t ino, struct o2_buf **ret);
 struct o2_dinode *o2_buf_dinode(struct o2_buf *b);
 void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o);
+/* A fresh generation number (inodes, refcount trees). */
+uint32_t o2_new_generation(struct o2_fs *fs);
 /* Set mtime and/or ctime to now (the caller has logged the block). */
 void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime);
 /* Credits of one o2_free_step. */
@@ -62,6 +64,19 @@ int o2_refcount_lookup(struct o2_fs *fs, uint64_t root, uint32_t cpos, uint32_t 
  */
 int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
 			uint32_t len, bool free_unused);
+/*
+ * Inside t: physical clusters [cpos, cpos+len) gain a user.  fresh: they
+ * were not shared (no record may cover them; they get one counting 2);
+ * else records must cover them all, each count raised by one.  Adds at
+ * most two records (-EOPNOTSUPP when the root is full, nothing logged).
+ */
+int o2_refcount_share(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
+		      uint32_t len, bool fresh);
+/*
+ * Inside t: the inode in ib joins tree root (its rf_count raised), or with
+ * root 0 gets a new, empty tree of its own from the extent allocator.
+ */
+int o2_refcount_attach(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint64_t root);
 /* Inside t: the inode in ib leaves its tree (freed with its last user). */
 int o2_refcount_detach(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib);
 #define O2_REFCOUNT_DETACH_CREDITS (O2_ALLOC_CREDITS + 2)

@@ -74,6 +74,7 @@ struct m_inode {
 	uint64_t size;
 	size_t cap;
 	uint64_t alloc_end; /* bytes that may hold clusters (>= size after fallocate KEEP_SIZE) */
+	unsigned family;    /* reflinks: files that share a refcount tree (0: none) */
 	/* M_LNK */
 	char *target;
 	/* M_DIR */

@@ -128,6 +128,7 @@ struct run {
 	bool trace;
 	bool unwritten; /* the volume has unwritten extents (fallocate) */
 	bool sparse;	/* ... and sparse files (punching holes) */
+	bool reflink;	/* ... and refcount trees (reflinks) */
 	uint64_t max_file;   /* largest file the random ops make */
 	uint64_t max_data;   /* total bytes the model may hold */
 	uint64_t budget_clusters;
@@ -144,6 +145,15 @@ struct run {
 	size_t max_xattrs;
 	unsigned xattr_inline_inodes, xattr_block_inodes;
 	double t0;
+	/*
+	 * Reflink families: clusters each family's refcount tree may ever
+	 * count (the sum of the sources' clusters at each reflink).  Records
+	 * are disjoint runs of those, so keeping the sum below what a root
+	 * block holds keeps fscore clear of a full tree.
+	 */
+	uint64_t family_clusters[256];
+	unsigned nfamilies;
+	unsigned long reflinks_ok, shared_changes; /* made; writes and truncates of their files */
 };
 
 static void logop(struct run *rn, const char *f, ...) __attribute__((format(printf, 2, 3)));
@@ -515,13 +525,14 @@ enum op {
 	OP_SETXATTR,
 	OP_RMXATTR,
 	OP_SETACL,
+	OP_REFLINK,
 	OP_COUNT
 };
 
 static const char *const op_names[] = {
 	"create", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir", "rename",
 	"write", "truncate", "fallocate", "setattr", "open", "close", "sync", "bulk", "purge",
-	"scatter", "setxattr", "rmxattr", "setacl",
+	"scatter", "setxattr", "rmxattr", "setacl", "reflink",
 };
 
 static void note_new_ino(struct run *rn, uint64_t ino, const char *what)
@@ -1239,6 +1250,7 @@ static void op_write(struct run *rn)
 	if ((uint64_t)r != len)
 		mfail(rn, "%s: returned %zd, want %" PRIu64, what, r, len);
 	model_write(&rn->m, in, off, rn->wbuf, len);
+	rn->shared_changes += in->family != 0;
 }
 
 static void op_truncate(struct run *rn, bool shrink_only)
@@ -1281,8 +1293,10 @@ static void op_truncate(struct run *rn, bool shrink_only)
 		r = o2_truncate(rn->v.fs, in->ino, size);
 	}
 	check_result(rn, what, r, &e);
-	if (r == 0)
+	if (r == 0) {
 		model_truncate(&rn->m, in, size);
+		rn->shared_changes += in->family != 0;
+	}
 }
 
 static void op_fallocate(struct run *rn)
@@ -1738,6 +1752,96 @@ static void op_purge(struct run *rn)
 	}
 }
 
+static bool reflink_candidate(const struct run *rn, const struct m_inode *in, bool fam_only)
+{
+	return in->type == M_REG && in->nlink && in->size > rn->m.block_size &&
+	       (!fam_only || in->family);
+}
+
+/*
+ * A reflink of a regular file: a new file sharing its data until either
+ * changes it; mode and owner as given, new times, no xattrs.
+ */
+static void op_reflink(struct run *rn)
+{
+	char name[320], *q, what[512];
+	bool notdir;
+	struct m_inode *src = pick_inode(rn, M_REG, false), *dir;
+	struct o2_new_inode ni = { 0 };
+	struct expect e = { 0 };
+	uint64_t ino = 0;
+	size_t len;
+	int r;
+
+	/*
+	 * Mostly files past inline size (inline data is copied, not shared),
+	 * often ones already sharing: families of three and more.
+	 */
+	bool fam_only = rn->nfamilies && rng_pct(&rn->r, 60);
+
+	for (int pass = 0; pass < 2 && rng_pct(&rn->r, 90); pass++, fam_only = false) {
+		size_t n = 0, k;
+
+		for (size_t i = 0; i < rn->m.nall; i++)
+			n += reflink_candidate(rn, rn->m.all[i], fam_only);
+		if (!n)
+			continue;
+		k = (size_t)rng_below(&rn->r, n);
+		for (size_t i = 0; i < rn->m.nall; i++)
+			if (reflink_candidate(rn, rn->m.all[i], fam_only) && !k--)
+				src = rn->m.all[i];
+		break;
+	}
+	if (!src || !may_grow(rn))
+		return;
+	uint64_t cs = rn->m.cluster_size, end = src->alloc_end > src->size ? src->alloc_end : src->size;
+	uint64_t clusters = (end + cs - 1) / cs;
+	unsigned room = (rn->m.block_size - 144) / 16; /* records in a refcount block's root */
+	unsigned fam = src->family;
+
+	if (!fam && rn->nfamilies + 1 >= sizeof(rn->family_clusters) / sizeof(rn->family_clusters[0]))
+		return;
+	if ((fam ? rn->family_clusters[fam] : 0) + clusters + 2 > room)
+		return; /* a tree that could fill up: fscore would refuse, as designed */
+	dir = pick_dir(rn, &notdir);
+	len = pick_entry_name(rn, dir, 10, name);
+	ni.mode = (uint16_t)(S_IFREG | pick_perm(rn, false));
+	pick_owner(rn, &ni.uid, &ni.gid);
+	if (len > NAME_MAX_O2)
+		expect_add(&e, -ENAMETOOLONG);
+	else if (!rn->reflink)
+		expect_add(&e, -EOPNOTSUPP);
+	if (notdir)
+		expect_add(&e, -ENOTDIR);
+	else if (len <= NAME_MAX_O2 && model_lookup(dir, name, len))
+		expect_add(&e, -EEXIST);
+	q = quote_name(name, len);
+	snprintf(what, sizeof(what), "reflink(inode %" PRIu64 " (%" PRIu64 " bytes), dir %" PRIu64
+		 " \"%s\", mode 0%o)", src->ino, src->size, dir->ino, q, ni.mode);
+	free(q);
+	logop(rn, "%s", what);
+	r = o2_reflink(rn->v.fs, src->ino, dir->ino, name, len, &ni, &ino);
+	check_result(rn, what, r, &e);
+	if (r < 0)
+		return;
+	rn->reflinks_ok++;
+	note_new_ino(rn, ino, what);
+	struct m_inode *in = model_new_inode(&rn->m, M_REG, ino, ni.mode);
+
+	in->uid = ni.uid;
+	in->gid = ni.gid;
+	in->nlink = 1;
+	if (src->size)
+		model_write(&rn->m, in, 0, src->data, (size_t)src->size);
+	in->alloc_end = src->alloc_end;
+	if (!fam)
+		fam = src->family = ++rn->nfamilies;
+	in->family = fam;
+	rn->family_clusters[fam] += clusters;
+	model_add_entry(dir, name, len, in);
+	model_touch_mc(&rn->m, dir);
+}
+
 static void run_op(struct run *rn)
 {
 	static unsigned weights[OP_COUNT] = {
@@ -1746,7 +1850,7 @@ static void run_op(struct run *rn)
 		[OP_WRITE] = 22,  [OP_TRUNCATE] = 8, [OP_FALLOCATE] = 2, [OP_SETATTR] = 3,
 		[OP_OPEN] = 3,	  [OP_CLOSE] = 3,   [OP_SYNC] = 1,	 [OP_BULK] = 1,
 		[OP_PURGE] = 1,   [OP_SCATTER] = 1, [OP_SETXATTR] = 5, [OP_RMXATTR] = 2,
-		[OP_SETACL] = 6,
+		[OP_SETACL] = 6,  [OP_REFLINK] = 4,
 	};
 	static bool weights_set;
 	unsigned total = 0, k;
@@ -1822,6 +1926,9 @@ static void run_op(struct run *rn)
 		break;
 	case OP_SETATTR:
 		op_setattr(rn);
+		break;
+	case OP_REFLINK:
+		op_reflink(rn);
 		break;
 	case OP_OPEN:
 		op_open(rn);
@@ -2070,6 +2177,7 @@ static void run_start(struct run *rn)
 	rn->m.now = (int64_t)rn->v.clock_ns;
 	rn->unwritten = sb->feature_ro_compat & O2_FEATURE_RO_COMPAT_UNWRITTEN;
 	rn->sparse = sb->feature_incompat & O2_FEATURE_INCOMPAT_SPARSE_ALLOC;
+	rn->reflink = sb->feature_incompat & O2_FEATURE_INCOMPAT_REFCOUNT_TREE;
 	rn->total_clusters = sb->total_clusters;
 	logop(rn, "mkdir /TOP");
 	r = o2_mkdir(rn->v.fs, sb->root_blkno, "TOP", 3, &ni, &ino);
@@ -2143,6 +2251,9 @@ static void print_summary(struct run *rn, const char *extra)
 		"\n  reached: a directory of %zu entries, %u block directories (%u indexed) at once, "
 		"extent tree depth %u\n",
 		rn->max_dir_entries, rn->max_block_dirs, rn->max_indexed_dirs, rn->max_extent_depth);
+	if (rn->reflink)
+		fprintf(stderr, "  reflinks: %lu made in %u families, %lu writes and truncates of "
+			"their files\n", rn->reflinks_ok, rn->nfamilies, rn->shared_changes);
 	fprintf(stderr, "  xattrs: %lu set (%lu in clusters), %lu ENOSPC, up to %zu on one inode, "
 		"%u inodes with an inline store and %u with a block at once\n", rn->xattr_set_ok,
 		rn->xattr_long_values, rn->xattr_enospc, rn->max_xattrs, rn->xattr_inline_inodes,

@@ -515,6 +515,17 @@ int o2_mkdir(struct o2_fs *fs, uint64_t dir, const char *name, size_t len,
 /* A symlink to target (fast when it fits in the inode). ni->mode is ignored. */
 int o2_symlink(struct o2_fs *fs, uint64_t dir, const char *name, size_t len, const char *target,
 	       const struct o2_new_inode *ni, uint64_t *ret_ino);
+/*
+ * A reflink: a new regular file name in dir sharing src's data (copy on
+ * write: a later write to either gets its own copy of what it changes).
+ * Mode (permission bits), uid and gid from ni; size from src; extended
+ * attributes are not copied.  Crash-safe: the new inode waits in the
+ * orphan directory until every extent is shared.  -EOPNOTSUPP without the
+ * refcount feature, or when src's refcount tree is one fscore does not
+ * change (grown into leaf blocks).
+ */
+int o2_reflink(struct o2_fs *fs, uint64_t src, uint64_t dir, const char *name, size_t len,
+	       const struct o2_new_inode *ni, uint64_t *ret_ino);
 /* A new name for ino (not a directory: -EPERM). */
 int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size_t len);
 /* Remove a name that is not a directory (-EISDIR).  The inode is freed with

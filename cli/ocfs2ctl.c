@@ -97,12 +97,13 @@ int ctl_fail(struct ctl *c, const char *fmt, ...)
 
 const char *ctl_strerror(const struct ctl *c, int err)
 {
-	if (err == -EUCLEAN && c->fs) {
+	if ((err == -EUCLEAN || err == -EOPNOTSUPP) && c->fs) {
+		/* fscore's message says which block, or what is not supported */
 		const char *msg = o2_fs_error(c->fs);
 
 		if (msg && *msg)
 			return msg;
-		return "filesystem corrupted";
+		return err == -EUCLEAN ? "filesystem corrupted" : strerror(-err);
 	}
 	if (err >= 0)
 		return "unexpected result";

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""ocfs2ctl's offline write verbs (put, mkdir, rm, mv, ln) judged by the
+"""ocfs2ctl's offline write verbs (put, mkdir, rm, mv, ln, reflink) judged by the
 real ocfs2-tools.
 
     cli_write.py OCFS2CTL [LEVEL BLOCKSIZE CLUSTERSIZE]
@@ -306,6 +306,37 @@ def main():
         os.symlink("t" * 3000, os.path.join(mirror, "TOP", "new", "longsym"))
         ctl.fails(1, "ln", "already exists", "ln", "-s", "{img}", "x", "/TOP/new/sym")
         vol.judge(os.path.join(mirror, "TOP"), "/TOP", "after mkdir and ln")
+
+        # reflink: copies sharing clusters, then one changed (copy on write)
+        if level == "max-compat":
+            ctl.fails(1, "reflink", "lacks the refcount feature", "reflink", "{img}",
+                      "/TOP/tree/f10-300001", "/TOP/new/r")
+        else:
+            ctl.ok("reflink", "{img}", "/TOP/tree/f10-300001", "/TOP/new/r1")
+            ctl.ok("reflink", "{img}", "/TOP/new/r1", "/TOP/a/b")  # into the directory
+            ctl.ok("reflink", "{img}", "/TOP/tree/f0-0", "/TOP/new/r0")
+            for s_, d_ in (("tree/f10-300001", "new/r1"), ("new/r1", "a/b/r1"),
+                           ("tree/f0-0", "new/r0")):
+                # the data and mode of the source, times of their own
+                d_path = os.path.join(mirror, "TOP", d_)
+                shutil.copy(os.path.join(mirror, "TOP", s_), d_path)
+                t = ctl.json("stat", "{img}", "/TOP/" + d_)["mtime"]
+                os.utime(d_path, (t, t))
+            chk.ok(ctl.json("stat", "{img}", "/TOP/new/r1").get("permissions") ==
+                   stat.S_IMODE(os.stat(os.path.join(mirror, "TOP", "tree", "f10-300001")).st_mode),
+                   "reflink keeps the mode")
+            ctl.fails(1, "reflink", "already exists", "reflink", "{img}", "/TOP/tree/f0-0",
+                      "/TOP/new/r0")
+            ctl.fails(1, "reflink", "is a directory", "reflink", "{img}", "/TOP/a", "/TOP/a2")
+            ctl.fails(1, "reflink", "not a regular file", "reflink", "{img}", "/TOP/new/sym",
+                      "/TOP/s2")
+            ctl.fails(1, "reflink", "no such file", "reflink", "{img}", "/TOP/absent", "/TOP/x")
+            vol.judge(os.path.join(mirror, "TOP"), "/TOP", "after reflink")
+            small = os.path.join(src, "f4-512")
+            ctl.ok("put", "-f", "{img}", small, "/TOP/new/r1")
+            shutil.copy2(small, os.path.join(mirror, "TOP", "new", "r1"))
+            vol.judge(os.path.join(mirror, "TOP"), "/TOP", "after overwriting a reflink")
+        ctl.fails(2, "reflink", "usage", "reflink", "{img}", "/TOP/x")
 
         # mv
         ctl.ok("mv", "{img}", "/TOP/new/hard", "/TOP/new/renamed")

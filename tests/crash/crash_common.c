@@ -831,6 +831,10 @@ void ns_script(struct ns_run *run)
 	NS(o2_fallocate(fs, f, O2_FALLOC_PUNCH_HOLE | O2_FALLOC_KEEP_SIZE, 81920, 8192));
 	NS(o2_fallocate(fs, f, O2_FALLOC_PUNCH_HOLE | O2_FALLOC_KEEP_SIZE, 1000, 70500));
 	NS(o2_fallocate(fs, f, O2_FALLOC_PUNCH_HOLE | O2_FALLOC_KEEP_SIZE, 120000, 20000));
+	/* a reflink (a refcount tree made, extents shared), then both changed */
+	NS(o2_reflink(fs, f, d, "r", 1, &fi, &x));
+	NS_WRITE(x, 66000, 3000);
+	NS(o2_truncate(fs, f, 100000));
 	NS(o2_fs_sync(fs));
 	for (unsigned i = 0; i < 60; i += 2) {
 		snprintf(name, sizeof(name), "entry-with-a-long-name-%03u", i);

@@ -15,7 +15,7 @@
  * everything made durable before the failure.
  *
  * The namespace workload of crash_common.c (ns_script: directories, files,
- * links, renames, extended attributes, holes punched, orphans) runs the same way with
+ * links, renames, extended attributes, holes punched, reflinks, orphans) runs the same way with
  * every write and every flush failing in turn, once or for good: the call
  * that met the fault must fail with -EIO or -EROFS, and the disk left
  * behind must replay, walk and close; fsck.ocfs2 -fn judges every

@@ -803,6 +803,39 @@ def case_data(env, chk):
     vol.umount()
     vol.fsck(chk, "at the end")
 
+    # -- reflinks made offline (ocfs2ctl reflink), changed through the mount:
+    # writes copy the shared clusters first, the other files keep theirs
+    src = rnd.randbytes((3 << 20) + 5)
+    host = os.path.join(env.tmp, "reflink-src")
+    with open(host, "wb") as f:
+        f.write(src)
+    for args in (["put", vol.img, host, "/r-a"], ["reflink", vol.img, "/r-a", "/r-b"],
+                 ["reflink", vol.img, "/r-b", "/r-c"]):
+        p = subprocess.run([env.ctl] + args, capture_output=True, text=True)
+        chk.ok(p.returncode == 0, "ocfs2ctl %s: %s" % (" ".join(args[:1]), p.stderr.strip()))
+    vol.mount()
+    chk.eq(read_file(P("r-c")), src, "a reflink of a reflink reads as its source")
+    patch = rnd.randbytes(5000)
+    fd = os.open(P("r-b"), os.O_RDWR)
+    pwrite_all(fd, patch, (1 << 20) + 100)
+    os.fsync(fd)
+    os.close(fd)
+    b = bytearray(src)
+    b[(1 << 20) + 100:(1 << 20) + 5100] = patch
+    os.truncate(P("r-c"), 5000)
+    os.unlink(P("r-a"))
+    drop_inode_caches()
+    chk.eq(read_file(P("r-b")), bytes(b), "a written reflink has its own copy")
+    chk.eq(read_file(P("r-c")), src[:5000], "a truncated reflink")
+    vol.umount()
+    vol.fsck(chk, "after changing reflinks through the mount")
+    vol.mount()
+    chk.eq(read_file(P("r-b")), bytes(b), "a written reflink after a remount")
+    os.unlink(P("r-b"))
+    os.unlink(P("r-c"))
+    vol.umount()
+    vol.fsck(chk, "after deleting the reflinks")
+
 
 def case_space(env, chk):
     """Freed space comes back: statfs counts it and new files can use it.

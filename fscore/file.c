@@ -286,8 +286,7 @@ static int release_batch(struct o2_fs *fs, const struct release *rl, unsigned ma
 	if (r < 0)
 		return r;
 	if (room < 2)
-		return o2_fail(fs, -EOPNOTSUPP, "refcount tree %llu is full; growing it into leaf "
-			       "blocks is not implemented", (unsigned long long)rl->refcount_root);
+		return o2_refcount_full(fs, rl->refcount_root);
 	if (room / 2 < max)
 		*ret = room / 2;
 	return 0;

@@ -1545,8 +1545,7 @@ static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, uint32_t *
 	/* each extent may add two records: room first, before anything is logged */
 	r = o2_refcount_room(fs, root, &room);
 	if (r == 0 && room < 2)
-		r = o2_fail(fs, -EOPNOTSUPP, "refcount tree %llu is full; growing it into leaf "
-			    "blocks is not implemented", (unsigned long long)root);
+		r = o2_refcount_full(fs, root);
 	if (r < 0)
 		goto end;
 	o2_inode_owner(sb, &so);

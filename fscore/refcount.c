@@ -262,6 +262,31 @@ int o2_refcount_lookup(struct o2_fs *fs, uint64_t root, uint32_t cpos, uint32_t 
 	return 0;
 }
 
+int o2_refcount_full(struct o2_fs *fs, uint64_t root)
+{
+	return o2_fail(fs, -EOPNOTSUPP, "refcount tree %llu is full; growing it into leaf blocks "
+		       "is not implemented", (unsigned long long)root);
+}
+
+/* Inside t: the root's records become v[0..n) (-EOPNOTSUPP, nothing logged, if they do not fit). */
+static int records_store(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *b,
+			 const struct o2_refcount_rec *v, unsigned n)
+{
+	struct o2_refcount_list *rl = root_records(b);
+	unsigned count = le16(rl->rl_count);
+	int r;
+
+	if (n > count)
+		return o2_refcount_full(fs, b->blkno);
+	r = o2_trans_add(t, b);
+	if (r < 0)
+		return r;
+	memcpy(rl->rl_recs, v, n * sizeof(*v));
+	memset(&rl->rl_recs[n], 0, (count - n) * sizeof(*v));
+	rl->rl_used = cpu_le16((uint16_t)n);
+	return 0;
+}
+
 /* Append [s, s+n) with count c to v, merging it into the last one where they touch. */
 static void recs_push(struct o2_refcount_rec *v, unsigned *n, uint64_t s, uint64_t len, uint32_t c)
 {
@@ -295,7 +320,7 @@ int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uin
 	if (r < 0)
 		return r;
 	struct o2_refcount_list *rl = root_records(b);
-	unsigned used = le16(rl->rl_used), count = le16(rl->rl_count);
+	unsigned used = le16(rl->rl_used);
 
 	v = o2_malloc((used + 2) * sizeof(*v));
 	gone = o2_malloc((used + 1) * 2 * sizeof(*gone));
@@ -327,17 +352,9 @@ int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uin
 			       "%llu", cpos, len, (unsigned long long)root);
 		goto out;
 	}
-	if (n > count) {
-		r = o2_fail(fs, -EOPNOTSUPP, "refcount tree %llu is full (%u records); growing it "
-			    "into leaf blocks is not implemented", (unsigned long long)root, count);
-		goto out;
-	}
-	r = o2_trans_add(t, b);
+	r = records_store(t, fs, b, v, n);
 	if (r < 0)
 		goto out;
-	memcpy(rl->rl_recs, v, n * sizeof(*v));
-	memset(&rl->rl_recs[n], 0, (count - n) * sizeof(*v));
-	rl->rl_used = cpu_le16((uint16_t)n);
 	for (unsigned i = 0; i < ngone && r == 0; i++)
 		r = o2_clusters_free(t, fs, (uint32_t)gone[2 * i], (uint32_t)gone[2 * i + 1]);
 out:
@@ -400,7 +417,7 @@ int o2_refcount_share(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint3
 	if (r < 0)
 		return r;
 	struct o2_refcount_list *rl = root_records(b);
-	unsigned used = le16(rl->rl_used), count = le16(rl->rl_count);
+	unsigned used = le16(rl->rl_used);
 
 	v = o2_malloc((used + 2) * sizeof(*v));
 	if (!v) {
@@ -438,17 +455,9 @@ int o2_refcount_share(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint3
 			       (unsigned long long)root);
 		goto out;
 	}
-	if (n > count) {
-		r = o2_fail(fs, -EOPNOTSUPP, "refcount tree %llu is full (%u records); growing it "
-			    "into leaf blocks is not implemented", (unsigned long long)root, count);
-		goto out;
-	}
-	r = o2_trans_add(t, b);
+	r = records_store(t, fs, b, v, n);
 	if (r < 0)
 		goto out;
-	memcpy(rl->rl_recs, v, n * sizeof(*v));
-	memset(&rl->rl_recs[n], 0, (count - n) * sizeof(*v));
-	rl->rl_used = cpu_le16((uint16_t)n);
 out:
 	free(v);
 	o2_brelse(fs, b);

@@ -49,6 +49,8 @@ int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing
  * -EOPNOTSUPP with a message).  Free record slots in the root.
  */
 int o2_refcount_room(struct o2_fs *fs, uint64_t root, unsigned *ret_room);
+/* -EOPNOTSUPP, with the message that root has no room left. */
+int o2_refcount_full(struct o2_fs *fs, uint64_t root);
 /*
  * The count of physical cluster cpos (0: not shared) and how many clusters
  * from cpos on have that same count.

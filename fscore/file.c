@@ -269,13 +269,32 @@ static int release_data(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, ui
 	return o2_clusters_free(t, fs, start, clusters);
 }
 
-/*
- * How many records one step may release: each release of shared clusters
- * may add two records to the refcount tree's root, which must have room
- * before the step logs anything.
- */
-static int release_batch(struct o2_fs *fs, const struct release *rl, unsigned max, unsigned *ret)
+/* The last extent mapped in [c0, c1) (ext.blkno 0: none). */
+struct last_in {
+	uint32_t c0, c1;
+	struct o2_extent ext;
+};
+
+static int last_in_fn(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
 {
+	struct last_in *l = arg;
+
+	if (ext && ext->cpos < l->c1 && (uint64_t)ext->cpos + ext->clusters > l->c0)
+		l->ext = *ext;
+	return 0;
+}
+
+/*
+ * How many records a step that releases clusters [c0, c1) of the file
+ * (tree) from the end may cut: max while the refcount root has room for
+ * two more records for each, else one - and then what that one releases
+ * must fit, which is checked before the step logs anything (a release
+ * that merges records fits in a full root).
+ */
+static int release_batch(struct o2_fs *fs, const struct release *rl, const struct o2_tree_root *tree,
+			 uint32_t c0, uint32_t c1, unsigned max, unsigned *ret)
+{
+	struct last_in l = { c0, c1, { 0 } };
 	unsigned room;
 	int r;
 
@@ -283,13 +302,18 @@ static int release_batch(struct o2_fs *fs, const struct release *rl, unsigned ma
 	if (!rl->refcount_root)
 		return 0;
 	r = o2_refcount_room(fs, rl->refcount_root, &room);
-	if (r < 0)
+	if (r < 0 || room / 2 >= max)
 		return r;
-	if (room < 2)
-		return o2_refcount_full(fs, rl->refcount_root);
-	if (room / 2 < max)
-		*ret = room / 2;
-	return 0;
+	*ret = 1;
+	r = o2_tree_walk(fs, tree, last_in_fn, &l);
+	if (r < 0 || !l.ext.blkno || !(l.ext.flags & O2_EXT_REFCOUNTED))
+		return r;
+	uint32_t s = l.ext.cpos > c0 ? l.ext.cpos : c0;
+	uint32_t e = l.ext.cpos + l.ext.clusters < c1 ? l.ext.cpos + l.ext.clusters : c1;
+
+	return o2_refcount_release(NULL, fs, rl->refcount_root,
+				   (uint32_t)(l.ext.blkno >> fs->bpc_bits) + (s - l.ext.cpos), e - s,
+				   rl->free_unused);
 }
 
 /*
@@ -308,16 +332,13 @@ static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 	uint32_t p = (uint32_t)(ext->blkno >> fs->bpc_bits), count, run, n, spare, start, got;
 	uint32_t most = (uint32_t)((1u << 20) >> fs->cbits);
 	struct release rl;
-	unsigned batch;
 	uint8_t *buf;
 	int r;
 
 	*ret_got = 0;
 	release_init(&rl, o2_buf_dinode(ib));
 	/* nothing logged yet: a full tree, a bad one or a failed read ends it cleanly */
-	r = release_batch(fs, &rl, 1, &batch);
-	if (r == 0)
-		r = o2_refcount_lookup(fs, rl.refcount_root, p, &count, &run);
+	r = o2_refcount_lookup(fs, rl.refcount_root, p, &count, &run);
 	if (r < 0)
 		return r;
 	if (count == 0)
@@ -327,9 +348,15 @@ static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 	if (run < n)
 		n = run;
 	if (count == 1) {
-		r = o2_tree_clear_flag(t, fs, o, cpos, n, O2_EXT_REFCOUNTED);
+		r = o2_refcount_release(NULL, fs, rl.refcount_root, p, n, false);
+		if (r == 0)
+			r = o2_tree_clear_flag(t, fs, o, cpos, n, O2_EXT_REFCOUNTED);
 		return r < 0 ? r : o2_refcount_release(t, fs, rl.refcount_root, p, n, false);
 	}
+	/* the copy may come out shorter: one cluster is the release that cuts the most */
+	r = o2_refcount_release(NULL, fs, rl.refcount_root, p, 1, true);
+	if (r < 0)
+		return r;
 	if (n > most)
 		n = most ? most : 1;
 	r = o2_space_spare(fs, &spare);
@@ -364,7 +391,7 @@ static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 	}
 	r = dev_write(fs, buf, (size_t)(ce - cs), blk << fs->bits);
 	if (r == 0)
-		r = o2_tree_punch(t, fs, o, cpos, cpos + got, batch, release_data, &rl);
+		r = o2_tree_punch(t, fs, o, cpos, cpos + got, 1, release_data, &rl);
 	if (r == 0)
 		r = o2_tree_insert(t, fs, o, &(struct o2_extent){ cpos, got, blk, 0 });
 	if (r == 0)
@@ -702,7 +729,9 @@ int o2_free_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32
 	    !le16(di->id2.i_list.count))
 		return 0;
 	release_init(&rl, di);
-	r = release_batch(fs, &rl, 16, &batch);
+	r = release_batch(fs, &rl, &(struct o2_tree_root){ ib->blkno, &di->id2.i_list,
+							   le16(di->id2.i_list.count) },
+			  new_end, UINT32_MAX, 16, &batch);
 	if (r < 0)
 		return r;
 	o2_inode_owner(ib, &o);
@@ -949,7 +978,9 @@ static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end
 			o2_inode_owner(ib, &o);
 			release_init(&rl, di);
 			more = false;
-			r = release_batch(fs, &rl, 8, &batch);
+			r = release_batch(fs, &rl, &(struct o2_tree_root){ ino, o.el,
+									   le16(o.el->count) },
+					  c0, c1, 8, &batch);
 			if (r == 0 && c0 < c1) {
 				r = o2_tree_punch(t, fs, &o, c0, c1, batch, release_data, &rl);
 				more = r > 0;

@@ -810,6 +810,18 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 	return r < 0 ? r : e;
 }
 
+/*
+ * reap_orphan once the inode's last name or reference is gone.  What it
+ * refuses (a full refcount tree, say) is no failure of the unlink or the
+ * close: the orphan waits, consistent, for a later open to try again.
+ */
+static int reap_or_wait(struct o2_fs *fs, uint64_t ino)
+{
+	int r = reap_orphan(fs, ino);
+
+	return r == -EOPNOTSUPP ? 0 : r;
+}
+
 int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino)
 {
 	struct o2_openref **pp = find_ref_slot(fs, ino), *o;
@@ -832,7 +844,7 @@ int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino)
 		return r == -ENOENT ? 0 : r;
 	orphan = le32(o2_buf_dinode(ib)->i_flags) & O2_FL_ORPHANED;
 	o2_brelse(fs, ib);
-	return orphan ? reap_orphan(fs, ino) : 0;
+	return orphan ? reap_or_wait(fs, ino) : 0;
 }
 
 void o2_openrefs_free(struct o2_fs *fs)
@@ -931,11 +943,9 @@ int o2_orphans_process(struct o2_fs *fs)
 	r = o2_dir_iterate(fs, od, collect_orphan, &l);
 	o2_inode_unref(od);
 	for (size_t i = 0; i < l.n && r >= 0; i++) {
-		r = reap_orphan(fs, l.v[i]);
-		/* one fscore cannot free (another node's reflink, say) waits,
-		 * whole, in the orphan directory: the volume still mounts */
-		if (r == -EOPNOTSUPP)
-			r = 0;
+		/* one fscore cannot free (a refcount tree in leaf blocks, say)
+		 * waits in the orphan directory: the volume still mounts */
+		r = reap_or_wait(fs, l.v[i]);
 	}
 	free(l.v);
 	return r < 0 ? r : 0;
@@ -1256,7 +1266,7 @@ rel:
 	if (r == 0)
 		r = e;
 	if (r == 0 && del)
-		r = reap_orphan(fs, f.ino);
+		r = reap_or_wait(fs, f.ino);
 	return r;
 }
 
@@ -1507,7 +1517,7 @@ rel:
 	if (r == 0)
 		r = e;
 	if (r == 0 && del)
-		r = reap_orphan(fs, nf.ino);
+		r = reap_or_wait(fs, nf.ino);
 	return r;
 }
 
@@ -1527,7 +1537,6 @@ static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, uint32_t *
 	struct o2_trans *t;
 	struct o2_buf *sb = NULL, *db = NULL;
 	struct o2_tree_owner so, dso;
-	unsigned room;
 	int r, e;
 
 	*ret_done = false;
@@ -1542,15 +1551,9 @@ static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, uint32_t *
 	struct o2_dinode *sd = o2_buf_dinode(sb), *dd = o2_buf_dinode(db);
 	uint64_t root = le64(sd->i_refcount_loc);
 
-	/* each extent may add two records: room first, before anything is logged */
-	r = o2_refcount_room(fs, root, &room);
-	if (r == 0 && room < 2)
-		r = o2_refcount_full(fs, root);
-	if (r < 0)
-		goto end;
 	o2_inode_owner(sb, &so);
 	o2_inode_owner(db, &dso);
-	for (unsigned k = 0; k < REFLINK_STEP && k < room / 2 && r == 0;) {
+	for (unsigned k = 0; k < REFLINK_STEP && r == 0;) {
 		struct o2_extent ext;
 
 		r = o2_tree_map(fs, &(struct o2_tree_root){ src, so.el, le16(so.el->count) }, *cpos,
@@ -1566,12 +1569,21 @@ static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, uint32_t *
 			continue;
 		}
 		bool fresh = !(ext.flags & O2_EXT_REFCOUNTED);
+		uint32_t p = (uint32_t)(ext.blkno >> fs->bpc_bits);
 
+		/* the records must fit before anything is logged for this extent: a
+		 * step that has shared some ends there, the first one fails */
+		r = o2_refcount_share(NULL, fs, root, p, ext.clusters, fresh);
+		if (r == -EOPNOTSUPP && k) {
+			r = 0;
+			break;
+		}
+		if (r < 0)
+			break;
 		if (fresh)
 			r = o2_tree_set_flag(t, fs, &so, *cpos, ext.clusters, O2_EXT_REFCOUNTED);
 		if (r == 0)
-			r = o2_refcount_share(t, fs, root, (uint32_t)(ext.blkno >> fs->bpc_bits),
-					      ext.clusters, fresh);
+			r = o2_refcount_share(t, fs, root, p, ext.clusters, fresh);
 		if (r == 0)
 			r = o2_tree_insert(t, fs, &dso, &(struct o2_extent){
 				*cpos, ext.clusters, ext.blkno, (uint8_t)(ext.flags | O2_EXT_REFCOUNTED) });

@@ -268,7 +268,10 @@ int o2_refcount_full(struct o2_fs *fs, uint64_t root)
 		       "is not implemented", (unsigned long long)root);
 }
 
-/* Inside t: the root's records become v[0..n) (-EOPNOTSUPP, nothing logged, if they do not fit). */
+/*
+ * Inside t: the root's records become v[0..n) (-EOPNOTSUPP, nothing
+ * logged, if they do not fit).  t NULL: only whether they fit.
+ */
 static int records_store(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *b,
 			 const struct o2_refcount_rec *v, unsigned n)
 {
@@ -278,6 +281,8 @@ static int records_store(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *b,
 
 	if (n > count)
 		return o2_refcount_full(fs, b->blkno);
+	if (!t)
+		return 0;
 	r = o2_trans_add(t, b);
 	if (r < 0)
 		return r;
@@ -353,7 +358,7 @@ int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uin
 		goto out;
 	}
 	r = records_store(t, fs, b, v, n);
-	if (r < 0)
+	if (r < 0 || !t)
 		goto out;
 	for (unsigned i = 0; i < ngone && r == 0; i++)
 		r = o2_clusters_free(t, fs, (uint32_t)gone[2 * i], (uint32_t)gone[2 * i + 1]);

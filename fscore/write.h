@@ -62,7 +62,8 @@ int o2_refcount_lookup(struct o2_fs *fs, uint64_t root, uint32_t cpos, uint32_t 
  * counted in the tree.  Their counts drop by one; those nobody uses now
  * leave the tree and, with free_unused, go to the truncate log (without it
  * their last user keeps them as its own).  Adds at most two records; a
- * full root is -EOPNOTSUPP before anything is logged.
+ * root without room for them is -EOPNOTSUPP before anything is logged.
+ * t NULL: nothing changes, the result says whether the change would fit.
  */
 int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
 			uint32_t len, bool free_unused);
@@ -71,6 +72,7 @@ int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uin
  * were not shared (no record may cover them; they get one counting 2);
  * else records must cover them all, each count raised by one.  Adds at
  * most two records (-EOPNOTSUPP when the root is full, nothing logged).
+ * t NULL: only whether it would fit.
  */
 int o2_refcount_share(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
 		      uint32_t len, bool fresh);

@@ -745,6 +745,82 @@ START_TEST(reflink_write)
 END_TEST
 
 /*
+ * A refcount root that fills up: a copy written at every other cluster
+ * splits the records until the next write would need more than the root
+ * holds.  That write is refused (EOPNOTSUPP, "full") with both files as
+ * they were; deleting the copy still works (its releases merge records),
+ * and so does writing the source afterwards.  fsck.ocfs2 -fn judges it.
+ */
+START_TEST(reflink_full)
+{
+	struct volume *v = &vols[_i];
+	char path[320], cmd[768], err[256];
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	struct o2_walk_stats st;
+	uint64_t src, copy, root;
+	unsigned room = (v->bs - 144) / 16, k;
+	size_t clusters = room + 3, bytes = clusters * 4096;
+	uint8_t *data = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes + 1);
+	struct o2_inode *in;
+
+	ck_assert(data && want && got);
+	snprintf(path, sizeof(path), "%s/reflink-full-%u.img", tmpdir, v->bs);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", v->path, path);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	root = fs->info.root_blkno;
+	value_of("full", bytes, data);
+	ck_assert_int_eq(o2_create(fs, root, "src", 3, &ni, &src), 0);
+	ck_assert_int_eq(o2_write(fs, src, 0, data, bytes), (ssize_t)bytes);
+	ck_assert_int_eq(o2_reflink(fs, src, root, "copy", 4, &ni, &copy), 0);
+	memcpy(want, data, bytes);
+	for (k = 0; k < clusters / 2; k++) {
+		uint8_t b = (uint8_t)~k;
+		ssize_t r = o2_write(fs, copy, (2 * k + 1) * 4096 + 7, &b, 1);
+
+		if (r == -EOPNOTSUPP)
+			break;
+		ck_assert_int_eq(r, 1);
+		want[(2 * k + 1) * 4096 + 7] = b;
+	}
+	/* 2k+1 records now; the next copy would need two more */
+	ck_assert_uint_eq(2 * k + 1, room - (room % 2 == 0));
+	ck_assert_ptr_nonnull(strstr(o2_fs_error(fs), "full"));
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(o2_inode_get(fs, i ? copy : src, &in), 0);
+		ck_assert_int_eq(o2_inode_read(fs, in, 0, got, bytes + 1), (ssize_t)bytes);
+		o2_inode_unref(in);
+		ck_assert_msg(memcmp(got, i ? want : data, bytes) == 0, "%s changed", i ? "copy" : "src");
+	}
+	ck_assert_int_eq(o2_fs_sync(fs), 0);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "with a full refcount root");
+
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(o2_unlink(fs, root, "copy", 4), 0);
+	ck_assert_int_eq(o2_write(fs, src, 4096, "x", 1), 1);
+	data[4096] = 'x';
+	ck_assert_int_eq(o2_inode_get(fs, src, &in), 0);
+	ck_assert_int_eq(o2_inode_read(fs, in, 0, got, bytes + 1), (ssize_t)bytes);
+	o2_inode_unref(in);
+	ck_assert(memcmp(got, data, bytes) == 0);
+	ck_assert_int_eq(o2_fs_walk(fs, &st), 0);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "after deleting the copy that filled the refcount root");
+	unlink(path);
+	free(data);
+	free(want);
+	free(got);
+}
+END_TEST
+
+/*
  * An orphan fscore cannot free (its xattrs in buckets, as another node may
  * leave one) does not stop the volume from mounting: it waits, whole, in
  * the orphan directory, and the volume stays consistent.
@@ -1129,6 +1205,7 @@ int main(void)
 	tcase_add_loop_test(tc, read_back, 0, 2);
 	tcase_add_loop_test(tc, delete, 0, 2);
 	tcase_add_loop_test(tc, reflink_write, 0, 2);
+	tcase_add_loop_test(tc, reflink_full, 0, 2);
 	tcase_add_loop_test(tc, unfreeable_orphan, 0, 2);
 	tcase_add_loop_test(tc, damaged, 0, (int)(2 * NDAMAGES));
 	tcase_set_timeout(tc, 120);

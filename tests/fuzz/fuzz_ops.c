@@ -125,6 +125,7 @@ struct state {
 	uint8_t *model;
 	/* the model of extended attributes */
 	bool has_xattr; /* the volume has the feature */
+	bool sparse;    /* the volume has the feature (else no hole punching, as the kernel) */
 	bool xm_valid;	/* false once more than the model holds were made */
 	struct xattr_model xm[XM_MAX];
 	unsigned nxm;
@@ -500,6 +501,8 @@ static void do_fallocate(struct state *s, struct fz_reader *r)
 	if (!live(s, ino))
 		return;
 	int ret = o2_fallocate(s->fs, ino, mode, off, len);
+	if (ret == -EOPNOTSUPP && (mode & O2_FALLOC_PUNCH_HOLE) && !s->sparse)
+		return; /* no holes without the sparse feature */
 	check(s, ret, "o2_fallocate");
 	if (ino == s->model_ino && s->model_valid) {
 		if (ret < 0) {
@@ -983,6 +986,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s->dev = fz_dev_blockdev(s->fzdev);
 	open_rw(s, s->dev, &s->fs, "first");
 	s->has_xattr = (o2_fs_super(s->fs)->feature_incompat & O2_FEATURE_INCOMPAT_XATTR) != 0;
+	s->sparse = (o2_fs_super(s->fs)->feature_incompat & O2_FEATURE_INCOMPAT_SPARSE_ALLOC) != 0;
 	s->xm_valid = true;
 
 	s->ino[0] = o2_fs_super(s->fs)->root_blkno;

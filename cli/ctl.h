@@ -92,5 +92,12 @@ int verb_reflink(struct ctl *c, int argc, char **argv);
 int ctl_format_main(int argc, char **argv, bool json);
 /* mount, umount, mounts (ctl_mount.c): argv[0] is the verb. */
 int ctl_mount_main(int argc, char **argv, bool json);
+/*
+ * A reflink on image while a running ocfs2d serves it (paths inside the
+ * volume): 0 and *ret_ino when done, -errno with msg when it failed, 1 when
+ * no daemon serves image (the caller opens it itself).
+ */
+int ctl_daemon_reflink(const char *image, const char *src, const char *dst, uint64_t *ret_ino,
+		       char *msg, size_t msglen);
 
 #endif

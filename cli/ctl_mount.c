@@ -470,6 +470,48 @@ static int do_mounts(bool json)
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
 
+int ctl_daemon_reflink(const char *image, const char *src, const char *dst, uint64_t *ret_ino,
+		       char *msg, size_t msglen)
+{
+	char *abs = realpath(image, NULL), *req = NULL, *buf = NULL;
+	const char *m = "";
+	int fd, r;
+
+	msg[0] = '\0';
+	if (!abs)
+		return 1; /* the offline path reports it */
+	fd = connect_control();
+	if (fd < 0) {
+		free(abs);
+		return 1; /* no daemon: nothing of it is mounted */
+	}
+	buf = malloc(REPLY_MAX);
+	if (!buf || asprintf(&req, "REFLINK\t%s\t%s\t%s\n", abs, src, dst) < 0) {
+		r = -ENOMEM;
+		req = NULL;
+	} else if (strchr(src, '\t') || strchr(dst, '\t') || strchr(src, '\n') ||
+		   strchr(dst, '\n')) {
+		r = -EINVAL;
+		m = "a path with a tab or a newline cannot be sent to ocfs2d";
+	} else {
+		r = request(fd, req, buf, REPLY_MAX);
+		if (r == 0)
+			r = answer_status(buf, &m);
+	}
+	close(fd);
+	if (r == -ENXIO) {
+		r = 1; /* the daemon does not serve this image */
+	} else if (r == 0) {
+		*ret_ino = strtoull(m, NULL, 10);
+	} else {
+		snprintf(msg, msglen, "%s", *m ? m : strerror(-r));
+	}
+	free(abs);
+	free(req);
+	free(buf);
+	return r;
+}
+
 int ctl_mount_main(int argc, char **argv, bool json)
 {
 	const char *verb = argv[0];

@@ -686,6 +686,17 @@ int verb_reflink(struct ctl *c, int argc, char **argv)
 	if (target[0] != '/')
 		return ctl_fail(c, "%s: not an absolute path (paths in the volume start with '/')",
 				target);
+	/* a volume ocfs2d has mounted: the daemon makes it */
+	char msg[512];
+
+	ret = ctl_daemon_reflink(c->image, target, argv[1], &ino, msg, sizeof(msg));
+	if (ret <= 0) {
+		if (ret < 0)
+			return ctl_fail(c, "%s", msg);
+		if (c->json)
+			json_done(c, "reflink", argv[1], ino);
+		return CTL_EXIT_OK;
+	}
 	status = link_open(c, target, argv[1], &to);
 	if (status)
 		goto out;

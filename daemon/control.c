@@ -8,6 +8,7 @@
  *   MOUNT <device> <mountpoint> <options>
  *   UMOUNT <mountpoint> <force: 0|1>
  *   LIST
+ *   REFLINK <device> <source> <destination>   (paths inside the volume)
  * The answer: for LIST, one "VOL <device> <mountpoint> <state>" line per
  * volume; then "OK <message>" or "ERR <errno> <message>".  Each
  * connection is served on a thread of its own (GThreadedSocketService):
@@ -202,6 +203,40 @@ static void do_list(GOutputStream *out)
 	reply(out, "OK\t\n");
 }
 
+/* ENXIO: the device is not one this daemon serves (the caller may open it itself). */
+static void do_reflink(GOutputStream *out, char **f, unsigned n)
+{
+	struct volume *v = NULL;
+	GHashTableIter it;
+	gpointer val;
+
+	if (n != 4) {
+		reply(out, "ERR\t%d\tREFLINK wants a device, a source and a destination\n", EINVAL);
+		return;
+	}
+	g_autofree char *dev = realpath(f[1], NULL);
+
+	g_mutex_lock(&reg_lock);
+	g_hash_table_iter_init(&it, volumes);
+	while (dev && !v && g_hash_table_iter_next(&it, NULL, &val))
+		if (!strcmp(((struct volume *)val)->device, dev))
+			v = volume_ref(val);
+	g_mutex_unlock(&reg_lock);
+	if (!v) {
+		reply(out, "ERR\t%d\t%s: not mounted by this daemon\n", ENXIO, f[1]);
+		return;
+	}
+	uint64_t ino = 0;
+	g_autofree char *msg = NULL;
+	int r = fuseops_reflink(v, f[2], f[3], &ino, &msg);
+
+	volume_unref(v);
+	if (r < 0)
+		reply(out, "ERR\t%d\t%s\n", -r, msg ? msg : g_strerror(-r));
+	else
+		reply(out, "OK\t%llu\n", (unsigned long long)ino);
+}
+
 static bool peer_is_root(GSocketConnection *conn)
 {
 	GSocket *sock = g_socket_connection_get_socket(conn);
@@ -240,6 +275,8 @@ static gboolean on_run(GThreadedSocketService *svc, GSocketConnection *conn, GOb
 		do_umount(out, f, n);
 	else if (n == 1 && !strcmp(f[0], "LIST"))
 		do_list(out);
+	else if (n >= 1 && !strcmp(f[0], "REFLINK"))
+		do_reflink(out, f, n);
 	else
 		reply(out, "ERR\t%d\tunknown request \"%.40s\"\n", EINVAL, n ? f[0] : "");
 	g_output_stream_flush(out, NULL, NULL);

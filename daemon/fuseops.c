@@ -1435,3 +1435,87 @@ struct fuse_session *fuseops_session_new(struct volume *v, GError **err)
 			    "%s: cannot start a FUSE session (libfuse said why above)", v->device);
 	return se;
 }
+
+/* ---- requests from the control channel ---- */
+
+/*
+ * Resolve a path inside the volume (absolute, from its root) under v->lock:
+ * its inode, and when want_parent its parent directory and last component
+ * instead (name points into path).
+ */
+static int resolve_locked(struct volume *v, const char *path, uint64_t *ret, const char **ret_name)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (path[0] != '/')
+		return -EINVAL;
+	if (!ret_name)
+		return o2_path_lookup(v->fs, path, ret);
+	g_autofree char *parent = g_strndup(path, (gsize)(slash - path));
+
+	*ret_name = slash + 1;
+	return o2_path_lookup(v->fs, parent[0] ? parent : "/", ret);
+}
+
+int fuseops_reflink(struct volume *v, const char *src, const char *dst, uint64_t *ret_ino,
+		    char **ret_msg)
+{
+	struct o2_inode *in;
+	uint64_t sino = 0, pino = 0, ino = 0;
+	const char *name = NULL;
+	int r;
+
+	*ret_msg = NULL;
+	if (v->opts.ro)
+		return -EROFS;
+	lock(v);
+	r = resolve_locked(v, src, &sino, NULL);
+	if (r == 0)
+		r = o2_inode_get(v->fs, sino, &in);
+	if (r < 0) {
+		*ret_msg = g_strdup_printf("%s: %s", src, g_strerror(-r));
+		goto out;
+	}
+	const struct o2_inode_info *info = o2_inode_info(in);
+	struct o2_new_inode ni = { .mode = info->mode, .uid = info->uid, .gid = info->gid };
+
+	o2_inode_unref(in);
+	if (!S_ISREG(ni.mode)) {
+		r = S_ISDIR(ni.mode) ? -EISDIR : -EINVAL;
+		*ret_msg = g_strdup_printf("%s: %s", src, S_ISDIR(ni.mode) ? "is a directory" :
+							   "not a regular file");
+		goto out;
+	}
+	/* an existing directory takes the source's name, as cp does */
+	uint64_t d;
+
+	if (resolve_locked(v, dst, &d, NULL) == 0 && o2_inode_get(v->fs, d, &in) == 0) {
+		bool dir = S_ISDIR(o2_inode_info(in)->mode);
+
+		o2_inode_unref(in);
+		if (dir) {
+			pino = d;
+			name = strrchr(src, '/') + 1;
+		}
+	}
+	if (!name)
+		r = resolve_locked(v, dst, &pino, &name);
+	if (r == 0)
+		r = o2_reflink(v->fs, sino, pino, name, strlen(name), &ni, &ino);
+	if (r == 0)
+		r = o2_fs_sync(v->fs);
+	if (r < 0)
+		*ret_msg = g_strdup_printf("%s: %s", dst, r == -EOPNOTSUPP || r == -EUCLEAN ?
+						  o2_fs_error(v->fs) : g_strerror(-r));
+	volume_note_locked(v, "reflink", r);
+out:
+	unlock(v);
+	if (r == 0) {
+		/* the kernel may hold a negative entry for the name, and the
+		 * directory's size and times changed */
+		fuse_lowlevel_notify_inval_entry(v->se, to_fuse(v, pino), name, strlen(name));
+		fuse_lowlevel_notify_inval_inode(v->se, to_fuse(v, pino), -1, 0);
+		*ret_ino = ino;
+	}
+	return r;
+}

@@ -127,6 +127,14 @@ void fuseops_saw_request(struct volume *v, const void *req, size_t len);
 bool fuseops_patch_init(struct volume *v, const struct iovec *iov, int count);
 /* Drop every lookup reference the kernel still holds (session end). */
 void fuseops_forget_all(struct volume *v);
+/*
+ * A reflink on the mounted volume (paths inside it, absolute): dst may be
+ * an existing directory (the copy takes src's name there).  The kernel's
+ * view of the new name is refreshed.  0 and *ret_ino, or -errno and
+ * *ret_msg (g_free it).
+ */
+int fuseops_reflink(struct volume *v, const char *src, const char *dst, uint64_t *ret_ino,
+		    char **ret_msg);
 
 /* control.c: the local control channel (server mode). */
 bool control_start(const char *path, GError **err);

@@ -1559,6 +1559,27 @@ def case_ctl(env, chk):
         os.mkdir(os.path.join(v.mnt, "dir"))
         for i in range(50):
             write_file(os.path.join(v.mnt, "dir", "f%d" % i), os.urandom(i * 1000))
+    # reflinks on a mounted volume: ocfs2ctl asks the daemon, which makes
+    # them and refreshes the kernel's view (a cached negative entry too)
+    d1 = os.path.join(v1.mnt, "dir")
+    chk.err(lambda: os.stat(os.path.join(d1, "snap")), errno.ENOENT, "before the reflink")
+    chk.eq(ctl("reflink", v1.img, "/dir/f40", "/dir/snap"), 0, "reflink on a mounted volume")
+    chk.eq(read_file(os.path.join(d1, "snap")), read_file(os.path.join(d1, "f40")),
+           "the reflink, seen through the mount at once")
+    chk.eq(ctl("reflink", v1.img, "/dir/f41", "/"), 0, "reflink into a directory")
+    chk.eq(read_file(os.path.join(v1.mnt, "f41")), read_file(os.path.join(d1, "f41")),
+           "the reflink made into a directory")
+    rc, out = ctl_out("reflink", v1.img, "/dir/f40", "/dir/snap")
+    chk.ok(rc == 1 and "ocfs2ctl: reflink: " in out and "exists" in out,
+           "reflink over an existing name: %r" % out)
+    rc, out = ctl_out("reflink", v1.img, "/dir", "/d2")
+    chk.ok(rc == 1 and "is a directory" in out, "reflink of a directory: %r" % out)
+    old40 = read_file(os.path.join(d1, "f40"))
+    with open(os.path.join(d1, "snap"), "r+b") as f:
+        f.seek(1000)
+        f.write(b"changed")
+    chk.eq(read_file(os.path.join(d1, "f40")), old40, "writing the reflink leaves its source")
+    os.unlink(os.path.join(v1.mnt, "f41"))
     snap1 = snapshot(v1.mnt)
     # a busy volume: plain umount fails, -f detaches and closes it cleanly
     busy = open(os.path.join(v2.mnt, "dir", "f3"), "rb")

@@ -50,6 +50,7 @@ static void dx_owner(struct o2_buf *rb, struct o2_tree_owner *o)
 	o->root = rb;
 	o->el = &dr->dr_list;
 	o->last_eb = (o2le64 *)(void *)(rb->data + offsetof(struct o2_dx_root_block, dr_last_eb_blk));
+	o->no_merge = false;
 }
 
 /* Largest hole in a directory block a new entry could use. */

@@ -343,9 +343,9 @@ int o2_tree_insert(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_ow
 			return o2_corrupt(fs, o->root->blkno, "extent at cluster %u overlaps one at %u",
 					  ext->cpos, le32(leaf->recs[i + 1].cpos));
 		}
-		bool merge_left = i >= 0 && contiguous(fs, &leaf->recs[i], ext);
+		bool merge_left = !o->no_merge && i >= 0 && contiguous(fs, &leaf->recs[i], ext);
 		struct o2_extent_rec *right = i + 1 < (int)n ? &leaf->recs[i + 1] : NULL;
-		bool merge_right = !merge_left && right && right->flags == ext->flags &&
+		bool merge_right = !o->no_merge && !merge_left && right && right->flags == ext->flags &&
 				   ext->cpos + ext->clusters == le32(right->cpos) &&
 				   ext->blkno + ((uint64_t)ext->clusters << fs->bpc_bits) == le64(right->blkno) &&
 				   le16(right->leaf_clusters) + ext->clusters <= 0xffff;

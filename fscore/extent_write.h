@@ -12,6 +12,7 @@ struct o2_tree_owner {
 	struct o2_buf *root;
 	struct o2_extent_list *el; /* inside root->data */
 	o2le64 *last_eb;	   /* the owner's pointer to the rightmost leaf */
+	bool no_merge;		   /* records name blocks, not runs: never merge them */
 };
 
 /* Blocks an insert may log at the worst: a split per level plus allocations. */

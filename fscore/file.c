@@ -22,8 +22,8 @@
 #include "write.h"
 
 #define WRITE_CREDITS (O2_TREE_CREDITS + O2_ALLOC_CREDITS + 2)
-/* a write into shared clusters: an extent cut out and one put in, the refcount root */
-#define COW_CREDITS (3 * O2_TREE_CREDITS + O2_ALLOC_CREDITS + 4)
+/* a write into shared clusters: an extent cut out and one put in, a refcount leaf */
+#define COW_CREDITS (3 * O2_TREE_CREDITS + O2_ALLOC_CREDITS + O2_REFCOUNT_CREDITS)
 
 struct o2_dinode *o2_buf_dinode(struct o2_buf *b)
 {
@@ -80,6 +80,7 @@ void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o)
 	o->el = &di->id2.i_list;
 	/* 8-byte aligned inside the block buffer */
 	o->last_eb = (o2le64 *)(void *)((uint8_t *)di + offsetof(struct o2_dinode, i_last_eb_blk));
+	o->no_merge = false;
 }
 
 void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime)
@@ -285,35 +286,36 @@ static int last_in_fn(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
 }
 
 /*
- * How many records a step that releases clusters [c0, c1) of the file
- * (tree) from the end may cut: max while the refcount root has room for
- * two more records for each, else one - and then what that one releases
- * must fit, which is checked before the step logs anything (a release
- * that merges records fits in a full root).
+ * Where a step releasing [c0, c1) of a file (tree) from the end starts,
+ * and how many of the file's records it may cut.  Without a refcount tree:
+ * c0 and max.  With one: a single record, and of a shared extent only the
+ * clusters of one refcount record or gap (one leaf of the tree), so that
+ * the step logs a bounded number of blocks; *ret_c0 > c0 leaves the rest
+ * to later steps.
  */
-static int release_batch(struct o2_fs *fs, const struct release *rl, const struct o2_tree_root *tree,
-			 uint32_t c0, uint32_t c1, unsigned max, unsigned *ret)
+static int release_step(struct o2_fs *fs, const struct release *rl, const struct o2_tree_root *tree,
+			uint32_t c0, uint32_t c1, unsigned max, uint32_t *ret_c0, unsigned *ret_batch)
 {
 	struct last_in l = { c0, c1, { 0 } };
-	unsigned room;
+	uint32_t count, run, before;
 	int r;
 
-	*ret = max;
+	*ret_c0 = c0;
+	*ret_batch = max;
 	if (!rl->refcount_root)
 		return 0;
-	r = o2_refcount_room(fs, rl->refcount_root, &room);
-	if (r < 0 || room / 2 >= max)
-		return r;
-	*ret = 1;
+	*ret_batch = 1;
 	r = o2_tree_walk(fs, tree, last_in_fn, &l);
 	if (r < 0 || !l.ext.blkno || !(l.ext.flags & O2_EXT_REFCOUNTED))
 		return r;
 	uint32_t s = l.ext.cpos > c0 ? l.ext.cpos : c0;
 	uint32_t e = l.ext.cpos + l.ext.clusters < c1 ? l.ext.cpos + l.ext.clusters : c1;
+	uint32_t p_last = (uint32_t)(l.ext.blkno >> fs->bpc_bits) + (e - 1 - l.ext.cpos);
 
-	return o2_refcount_release(NULL, fs, rl->refcount_root,
-				   (uint32_t)(l.ext.blkno >> fs->bpc_bits) + (s - l.ext.cpos), e - s,
-				   rl->free_unused);
+	r = o2_refcount_lookup(fs, rl->refcount_root, p_last, &count, &run, &before);
+	if (r == 0 && e - s > before + 1)
+		*ret_c0 = e - (before + 1);
+	return r;
 }
 
 /*
@@ -338,7 +340,7 @@ static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 	*ret_got = 0;
 	release_init(&rl, o2_buf_dinode(ib));
 	/* nothing logged yet: a full tree, a bad one or a failed read ends it cleanly */
-	r = o2_refcount_lookup(fs, rl.refcount_root, p, &count, &run);
+	r = o2_refcount_lookup(fs, rl.refcount_root, p, &count, &run, NULL);
 	if (r < 0)
 		return r;
 	if (count == 0)
@@ -348,15 +350,9 @@ static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 	if (run < n)
 		n = run;
 	if (count == 1) {
-		r = o2_refcount_release(NULL, fs, rl.refcount_root, p, n, false);
-		if (r == 0)
-			r = o2_tree_clear_flag(t, fs, o, cpos, n, O2_EXT_REFCOUNTED);
+		r = o2_tree_clear_flag(t, fs, o, cpos, n, O2_EXT_REFCOUNTED);
 		return r < 0 ? r : o2_refcount_release(t, fs, rl.refcount_root, p, n, false);
 	}
-	/* the copy may come out shorter: one cluster is the release that cuts the most */
-	r = o2_refcount_release(NULL, fs, rl.refcount_root, p, 1, true);
-	if (r < 0)
-		return r;
 	if (n > most)
 		n = most ? most : 1;
 	r = o2_space_spare(fs, &spare);
@@ -720,6 +716,7 @@ int o2_free_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32
 	bool fast_link = S_ISLNK(mode) && !le32(di->i_clusters);
 	struct o2_tree_owner o;
 	struct release rl;
+	uint32_t step_end;
 	unsigned batch;
 	int r;
 
@@ -729,16 +726,16 @@ int o2_free_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32
 	    !le16(di->id2.i_list.count))
 		return 0;
 	release_init(&rl, di);
-	r = release_batch(fs, &rl, &(struct o2_tree_root){ ib->blkno, &di->id2.i_list,
-							   le16(di->id2.i_list.count) },
-			  new_end, UINT32_MAX, 16, &batch);
+	r = release_step(fs, &rl, &(struct o2_tree_root){ ib->blkno, &di->id2.i_list,
+							  le16(di->id2.i_list.count) },
+			 new_end, UINT32_MAX, 16, &step_end, &batch);
 	if (r < 0)
 		return r;
 	o2_inode_owner(ib, &o);
-	r = o2_tree_truncate(t, fs, &o, new_end, batch, release_data, &rl);
+	r = o2_tree_truncate(t, fs, &o, step_end, batch, release_data, &rl);
 	if (r < 0)
 		return r;
-	*ret_more = r > 0;
+	*ret_more = r > 0 || step_end > new_end;
 	r = o2_trans_add(t, ib);
 	if (r < 0)
 		return r;
@@ -973,17 +970,19 @@ static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end
 			struct o2_dinode *di = o2_buf_dinode(ib);
 			struct o2_tree_owner o;
 			struct release rl;
+			uint32_t step_c0 = c0;
 			unsigned batch;
 
 			o2_inode_owner(ib, &o);
 			release_init(&rl, di);
 			more = false;
-			r = release_batch(fs, &rl, &(struct o2_tree_root){ ino, o.el,
-									   le16(o.el->count) },
-					  c0, c1, 8, &batch);
+			if (c0 < c1)
+				r = release_step(fs, &rl, &(struct o2_tree_root){ ino, o.el,
+										  le16(o.el->count) },
+						 c0, c1, 8, &step_c0, &batch);
 			if (r == 0 && c0 < c1) {
-				r = o2_tree_punch(t, fs, &o, c0, c1, batch, release_data, &rl);
-				more = r > 0;
+				r = o2_tree_punch(t, fs, &o, step_c0, c1, batch, release_data, &rl);
+				more = r > 0 || step_c0 > c0;
 			}
 			if (r >= 0)
 				r = o2_trans_add(t, ib);

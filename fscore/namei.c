@@ -1524,19 +1524,20 @@ rel:
 /* ---- reflinks ---- */
 
 /*
- * Extents of the source one reflink step shares, and what the step may log
- * (each: its record in the source's tree, and an insert in the copy's).
- * The smallest journals (4 MiB of 4 KiB blocks) take 256 blocks at once.
+ * What one reflink step shares: one of the source's extents, or of a
+ * shared one the clusters of one refcount record or gap (one leaf of the
+ * tree); it logs the source's record, an insert in the copy's tree and
+ * that leaf's change.  The smallest journals take 256 blocks at once.
  */
-#define REFLINK_STEP 2
-#define REFLINK_STEP_CREDITS (REFLINK_STEP * (2 * O2_TREE_CREDITS + 2) + 8)
+#define REFLINK_STEP_CREDITS (2 * O2_TREE_CREDITS + O2_REFCOUNT_CREDITS + 8)
 
-/* One step: up to REFLINK_STEP more of src's extents shared with dst, from *cpos. */
+/* One step: the next of src's clusters from *cpos shared with dst (*ret_done: none left). */
 static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, uint32_t *cpos, bool *ret_done)
 {
 	struct o2_trans *t;
 	struct o2_buf *sb = NULL, *db = NULL;
 	struct o2_tree_owner so, dso;
+	struct o2_extent ext;
 	int r, e;
 
 	*ret_done = false;
@@ -1553,47 +1554,43 @@ static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, uint32_t *
 
 	o2_inode_owner(sb, &so);
 	o2_inode_owner(db, &dso);
-	for (unsigned k = 0; k < REFLINK_STEP && r == 0;) {
-		struct o2_extent ext;
-
+	for (;;) {
 		r = o2_tree_map(fs, &(struct o2_tree_root){ src, so.el, le16(so.el->count) }, *cpos,
 				&ext);
-		if (r < 0)
+		if (r < 0 || ext.blkno)
 			break;
-		if (!ext.blkno) {
-			if ((uint64_t)*cpos + ext.clusters >= UINT32_MAX) {
-				*ret_done = true;
-				break;
-			}
-			*cpos += ext.clusters; /* a hole */
-			continue;
+		if ((uint64_t)*cpos + ext.clusters >= UINT32_MAX) {
+			*ret_done = true;
+			goto end;
 		}
-		bool fresh = !(ext.flags & O2_EXT_REFCOUNTED);
-		uint32_t p = (uint32_t)(ext.blkno >> fs->bpc_bits);
-
-		/* the records must fit before anything is logged for this extent: a
-		 * step that has shared some ends there, the first one fails */
-		r = o2_refcount_share(NULL, fs, root, p, ext.clusters, fresh);
-		if (r == -EOPNOTSUPP && k) {
-			r = 0;
-			break;
-		}
-		if (r < 0)
-			break;
-		if (fresh)
-			r = o2_tree_set_flag(t, fs, &so, *cpos, ext.clusters, O2_EXT_REFCOUNTED);
-		if (r == 0)
-			r = o2_refcount_share(t, fs, root, p, ext.clusters, fresh);
-		if (r == 0)
-			r = o2_tree_insert(t, fs, &dso, &(struct o2_extent){
-				*cpos, ext.clusters, ext.blkno, (uint8_t)(ext.flags | O2_EXT_REFCOUNTED) });
-		if (r == 0)
-			r = o2_trans_add(t, db);
-		if (r == 0)
-			dd->i_clusters = cpu_le32(le32(dd->i_clusters) + ext.clusters);
-		*cpos += ext.clusters;
-		k++;
+		*cpos += ext.clusters; /* a hole */
 	}
+	if (r < 0)
+		goto end;
+	bool fresh = !(ext.flags & O2_EXT_REFCOUNTED);
+	uint32_t p = (uint32_t)(ext.blkno >> fs->bpc_bits), count, run;
+
+	/* no more than one record or gap of the refcount tree: one leaf */
+	r = o2_refcount_lookup(fs, root, p, &count, &run, NULL);
+	if (r == 0 && (count == 0) != fresh)
+		r = o2_corrupt(fs, src, "cluster %u is %s", p, fresh ? "counted in the refcount "
+			       "tree but not marked shared" : "marked shared but not counted");
+	if (r < 0)
+		goto end;
+	uint32_t n = ext.clusters < run ? ext.clusters : run;
+
+	if (fresh)
+		r = o2_tree_set_flag(t, fs, &so, *cpos, n, O2_EXT_REFCOUNTED);
+	if (r == 0)
+		r = o2_refcount_share(t, fs, root, p, n, fresh);
+	if (r == 0)
+		r = o2_tree_insert(t, fs, &dso, &(struct o2_extent){
+			*cpos, n, ext.blkno, (uint8_t)(ext.flags | O2_EXT_REFCOUNTED) });
+	if (r == 0)
+		r = o2_trans_add(t, db);
+	if (r == 0)
+		dd->i_clusters = cpu_le32(le32(dd->i_clusters) + n);
+	*cpos += n;
 end:
 	o2_brelse(fs, sb);
 	o2_brelse(fs, db);

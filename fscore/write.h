@@ -15,8 +15,8 @@ void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o);
 uint32_t o2_new_generation(struct o2_fs *fs);
 /* Set mtime and/or ctime to now (the caller has logged the block). */
 void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime);
-/* Credits of one o2_free_step. */
-#define O2_FREE_STEP_CREDITS (O2_TREE_CREDITS * 2 + 64)
+/* Credits of one o2_free_step (a refcount leaf changed with it). */
+#define O2_FREE_STEP_CREDITS (O2_TREE_CREDITS * 2 + 64 + O2_REFCOUNT_CREDITS)
 /*
  * Inside t, free up to a bounded number of the inode's extents from cluster
  * new_end on (logging ib); *ret_more: some are left for another step.  size
@@ -39,40 +39,40 @@ unsigned o2_inode_xattr_room(const struct o2_dinode *di);
 void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di);
 /*
  * -EOPNOTSUPP (with a message) for inodes whose change would need what the
- * write path lacks: a refcount tree grown into leaf blocks, and - when
- * freed - xattrs in buckets or shared.
+ * write path lacks: when freed, xattrs in buckets or shared by a reflink
+ * (and -EUCLEAN for a damaged refcount tree).
  */
 int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing);
 
 /*
- * Refcount trees (refcount.c), whose records live in the root block (else
- * -EOPNOTSUPP with a message).  Free record slots in the root.
+ * Refcount trees (refcount.c).  Checks the tree can be changed (-EUCLEAN
+ * with a message if it is damaged); *ret_room is a root block's records.
  */
 int o2_refcount_room(struct o2_fs *fs, uint64_t root, unsigned *ret_room);
-/* -EOPNOTSUPP, with the message that root has no room left. */
-int o2_refcount_full(struct o2_fs *fs, uint64_t root);
 /*
- * The count of physical cluster cpos (0: not shared) and how many clusters
- * from cpos on have that same count.
+ * The count of physical cluster cpos (0: not shared), how many clusters
+ * from cpos on have that same count in the same record - or gap between
+ * records - of the same leaf (*ret_run), and how many before it
+ * (*ret_before, may be NULL).  A change within such a run touches one leaf.
  */
 int o2_refcount_lookup(struct o2_fs *fs, uint64_t root, uint32_t cpos, uint32_t *ret_count,
-		       uint32_t *ret_run);
+		       uint32_t *ret_run, uint32_t *ret_before);
 /*
  * Inside t: a file lets go of physical clusters [cpos, cpos+len), all
  * counted in the tree.  Their counts drop by one; those nobody uses now
  * leave the tree and, with free_unused, go to the truncate log (without it
- * their last user keeps them as its own).  Adds at most two records; a
- * root without room for them is -EOPNOTSUPP before anything is logged.
- * t NULL: nothing changes, the result says whether the change would fit.
+ * their last user keeps them as its own).  t NULL: only checks that the
+ * records count them.  Logs the leaves the range spans, and per leaf at
+ * most a new leaf, the root and its list of leaves (O2_REFCOUNT_CREDITS).
  */
 int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
 			uint32_t len, bool free_unused);
+#define O2_REFCOUNT_CREDITS (O2_TREE_CREDITS + O2_ALLOC_CREDITS + 4)
 /*
  * Inside t: physical clusters [cpos, cpos+len) gain a user.  fresh: they
  * were not shared (no record may cover them; they get one counting 2);
- * else records must cover them all, each count raised by one.  Adds at
- * most two records (-EOPNOTSUPP when the root is full, nothing logged).
- * t NULL: only whether it would fit.
+ * else records must cover them all, each count raised by one.  t NULL:
+ * only the check.
  */
 int o2_refcount_share(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
 		      uint32_t len, bool fresh);

@@ -745,13 +745,15 @@ START_TEST(reflink_write)
 END_TEST
 
 /*
- * A refcount root that fills up: a copy written at every other cluster
- * splits the records until the next write would need more than the root
- * holds.  That write is refused (EOPNOTSUPP, "full") with both files as
- * they were; deleting the copy still works (its releases merge records),
- * and so does writing the source afterwards.  fsck.ocfs2 -fn judges it.
+ * A refcount tree that outgrows its root: a copy written at every other
+ * cluster splits the records until the root cannot hold them; it becomes
+ * a tree of leaf blocks (then more leaves), as the kernel grows it.  Both
+ * files keep their data; fsck.ocfs2 -fn checks the tree and the counts;
+ * deleting the copy merges the records again (leaves leave the tree), and
+ * deleting the source gives back every block: the extent allocator's
+ * count is what it was.
  */
-START_TEST(reflink_full)
+START_TEST(reflink_grow)
 {
 	struct volume *v = &vols[_i];
 	char path[320], cmd[768], err[256];
@@ -759,50 +761,59 @@ START_TEST(reflink_full)
 	struct o2_blockdev *dev;
 	struct o2_fs *fs;
 	struct o2_walk_stats st;
-	uint64_t src, copy, root;
-	unsigned room = (v->bs - 144) / 16, k;
-	size_t clusters = room + 3, bytes = clusters * 4096;
+	uint64_t src, copy, root, tree;
+	unsigned room = (v->bs - 144) / 16;
+	size_t clusters = room + 12, bytes = clusters * 4096;
 	uint8_t *data = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes + 1);
 	struct o2_inode *in;
+	struct o2_buf *b;
+	int r;
 
 	ck_assert(data && want && got);
-	snprintf(path, sizeof(path), "%s/reflink-full-%u.img", tmpdir, v->bs);
+	snprintf(path, sizeof(path), "%s/reflink-grow-%u.img", tmpdir, v->bs);
 	snprintf(cmd, sizeof(cmd), "cp %s %s", v->path, path);
 	ck_assert_int_eq(system(cmd), 0);
 	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
 	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
 	root = fs->info.root_blkno;
-	value_of("full", bytes, data);
+	uint32_t used = extent_alloc_used(fs);
+
+	value_of("grow", bytes, data);
 	ck_assert_int_eq(o2_create(fs, root, "src", 3, &ni, &src), 0);
 	ck_assert_int_eq(o2_write(fs, src, 0, data, bytes), (ssize_t)bytes);
 	ck_assert_int_eq(o2_reflink(fs, src, root, "copy", 4, &ni, &copy), 0);
 	memcpy(want, data, bytes);
-	for (k = 0; k < clusters / 2; k++) {
-		uint8_t b = (uint8_t)~k;
-		ssize_t r = o2_write(fs, copy, (2 * k + 1) * 4096 + 7, &b, 1);
+	for (size_t k = 0; k < clusters / 2; k++) {
+		uint8_t x = (uint8_t)~k;
 
-		if (r == -EOPNOTSUPP)
-			break;
-		ck_assert_int_eq(r, 1);
-		want[(2 * k + 1) * 4096 + 7] = b;
+		ck_assert_int_eq(o2_write(fs, copy, (2 * k + 1) * 4096 + 7, &x, 1), 1);
+		want[(2 * k + 1) * 4096 + 7] = x;
 	}
-	/* 2k+1 records now; the next copy would need two more */
-	ck_assert_uint_eq(2 * k + 1, room - (room % 2 == 0));
-	ck_assert_ptr_nonnull(strstr(o2_fs_error(fs), "full"));
+	ck_assert_int_eq(o2_inode_get(fs, src, &in), 0);
+	tree = o2_inode_info(in)->refcount_loc;
+	o2_inode_unref(in);
+	ck_assert_int_eq(o2_bread(fs, tree, O2_META_REFCOUNT, &b), 0);
+	struct o2_refcount_block *rb = (struct o2_refcount_block *)(void *)b->data;
+
+	ck_assert_msg(le32(rb->rf_flags) & 2, "the root became a tree");
+	ck_assert_uint_ge(le32(rb->rf_clusters), 2);
+	o2_brelse(fs, b);
+	ck_assert_int_eq(o2_fs_walk(fs, &st), 0);
+	ck_assert_uint_eq(st.refcount_records, 2 * (clusters / 2) + 1 + v->refcount_records);
 	for (int i = 0; i < 2; i++) {
 		ck_assert_int_eq(o2_inode_get(fs, i ? copy : src, &in), 0);
 		ck_assert_int_eq(o2_inode_read(fs, in, 0, got, bytes + 1), (ssize_t)bytes);
 		o2_inode_unref(in);
 		ck_assert_msg(memcmp(got, i ? want : data, bytes) == 0, "%s changed", i ? "copy" : "src");
 	}
-	ck_assert_int_eq(o2_fs_sync(fs), 0);
 	ck_assert_int_eq(o2_fs_close(fs), 0);
 	o2_blockdev_free(dev);
-	judge(v, path, "with a full refcount root");
+	judge(v, path, "with a refcount tree grown into leaves");
 
 	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
 	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
-	ck_assert_int_eq(o2_unlink(fs, root, "copy", 4), 0);
+	r = o2_unlink(fs, root, "copy", 4);
+	ck_assert_msg(r == 0, "unlink copy: %d %s", r, o2_fs_error(fs));
 	ck_assert_int_eq(o2_write(fs, src, 4096, "x", 1), 1);
 	data[4096] = 'x';
 	ck_assert_int_eq(o2_inode_get(fs, src, &in), 0);
@@ -812,7 +823,17 @@ START_TEST(reflink_full)
 	ck_assert_int_eq(o2_fs_walk(fs, &st), 0);
 	ck_assert_int_eq(o2_fs_close(fs), 0);
 	o2_blockdev_free(dev);
-	judge(v, path, "after deleting the copy that filled the refcount root");
+	judge(v, path, "after deleting the copy");
+
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	r = o2_unlink(fs, root, "src", 3);
+	ck_assert_msg(r == 0, "unlink src: %d %s", r, o2_fs_error(fs));
+	ck_assert_int_eq(o2_fs_sync(fs), 0);
+	ck_assert_uint_eq(extent_alloc_used(fs), used);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "after deleting the source");
 	unlink(path);
 	free(data);
 	free(want);
@@ -1205,7 +1226,7 @@ int main(void)
 	tcase_add_loop_test(tc, read_back, 0, 2);
 	tcase_add_loop_test(tc, delete, 0, 2);
 	tcase_add_loop_test(tc, reflink_write, 0, 2);
-	tcase_add_loop_test(tc, reflink_full, 0, 2);
+	tcase_add_loop_test(tc, reflink_grow, 0, 2);
 	tcase_add_loop_test(tc, unfreeable_orphan, 0, 2);
 	tcase_add_loop_test(tc, damaged, 0, (int)(2 * NDAMAGES));
 	tcase_set_timeout(tc, 120);

@@ -145,14 +145,8 @@ struct run {
 	size_t max_xattrs;
 	unsigned xattr_inline_inodes, xattr_block_inodes;
 	double t0;
-	/*
-	 * Reflink families: clusters each family's refcount tree may ever
-	 * count (the sum of the sources' clusters at each reflink).  Records
-	 * are disjoint runs of those, so keeping the sum below what a root
-	 * block holds keeps fscore clear of a full tree.
-	 */
-	uint64_t family_clusters[256];
-	unsigned nfamilies;
+	unsigned nfamilies; /* reflinks: sets of files sharing a refcount tree */
+	uint64_t max_refcount_records; /* in all trees at once, sampled */
 	unsigned long reflinks_ok, shared_changes; /* made; writes and truncates of their files */
 };
 
@@ -1752,6 +1746,42 @@ static void op_purge(struct run *rn)
 	}
 }
 
+/*
+ * Small writes to every other cluster of a file that shares them: each
+ * copy splits a refcount record, so trees outgrow their root block.
+ */
+static void cow_scatter(struct run *rn, struct m_inode *in)
+{
+	uint64_t cs = rn->m.cluster_size, clusters = in->size / cs;
+
+	for (uint64_t c = 1, n = 0; c < clusters && n < 60; c += 2) {
+		uint64_t off = c * cs + rng_below(&rn->r, cs - 16);
+		size_t len = (size_t)rng_range(&rn->r, 1, 16);
+		char what[200];
+		ssize_t r;
+		bool data = false;
+
+		/* clusters holding data (holes are not shared) */
+		for (uint64_t b = c * cs; b < (c + 1) * cs && !data; b += 8)
+			data = in->data[b] != 0;
+		if (!data)
+			continue;
+		n++;
+
+		rn->opno++;
+		tick_clock(rn);
+		rng_fill(rn->seed ^ (rn->opno * 0x9E3779B97F4A7C15ull), rn->wbuf, len);
+		snprintf(what, sizeof(what), "write(inode %" PRIu64 ", off %" PRIu64 ", len %zu) "
+			 "[copy on write]", in->ino, off, len);
+		logop(rn, "%s", what);
+		r = o2_write(rn->v.fs, in->ino, off, rn->wbuf, len);
+		if (r != (ssize_t)len)
+			mfail(rn, "%s: returned %zd (%s)", what, r, r < 0 ? o2_fs_error(rn->v.fs) : "");
+		model_write(&rn->m, in, off, rn->wbuf, len);
+		rn->shared_changes++;
+	}
+}
+
 static bool reflink_candidate(const struct run *rn, const struct m_inode *in, bool fam_only)
 {
 	return in->type == M_REG && in->nlink && in->size > rn->m.block_size &&
@@ -1794,15 +1824,7 @@ static void op_reflink(struct run *rn)
 	}
 	if (!src || !may_grow(rn))
 		return;
-	uint64_t cs = rn->m.cluster_size, end = src->alloc_end > src->size ? src->alloc_end : src->size;
-	uint64_t clusters = (end + cs - 1) / cs;
-	unsigned room = (rn->m.block_size - 144) / 16; /* records in a refcount block's root */
 	unsigned fam = src->family;
-
-	if (!fam && rn->nfamilies + 1 >= sizeof(rn->family_clusters) / sizeof(rn->family_clusters[0]))
-		return;
-	if ((fam ? rn->family_clusters[fam] : 0) + clusters + 2 > room)
-		return; /* a tree that could fill up: fscore would refuse, as designed */
 	dir = pick_dir(rn, &notdir);
 	len = pick_entry_name(rn, dir, 10, name);
 	ni.mode = (uint16_t)(S_IFREG | pick_perm(rn, false));
@@ -1837,9 +1859,10 @@ static void op_reflink(struct run *rn)
 	if (!fam)
 		fam = src->family = ++rn->nfamilies;
 	in->family = fam;
-	rn->family_clusters[fam] += clusters;
 	model_add_entry(dir, name, len, in);
 	model_touch_mc(&rn->m, dir);
+	if (rng_pct(&rn->r, 50))
+		cow_scatter(rn, rng_pct(&rn->r, 50) ? in : src);
 }
 
 static void run_op(struct run *rn)
@@ -2117,6 +2140,11 @@ static void sample_coverage(struct run *rn)
 		rn->xattr_inline_inodes = inl;
 	if (blk > rn->xattr_block_inodes)
 		rn->xattr_block_inodes = blk;
+	struct o2_walk_stats st;
+
+	if (rn->nfamilies && o2_fs_walk(rn->v.fs, &st) == 0 &&
+	    st.refcount_records > rn->max_refcount_records)
+		rn->max_refcount_records = st.refcount_records;
 }
 
 static void end_batch(struct run *rn)
@@ -2253,7 +2281,9 @@ static void print_summary(struct run *rn, const char *extra)
 		rn->max_dir_entries, rn->max_block_dirs, rn->max_indexed_dirs, rn->max_extent_depth);
 	if (rn->reflink)
 		fprintf(stderr, "  reflinks: %lu made in %u families, %lu writes and truncates of "
-			"their files\n", rn->reflinks_ok, rn->nfamilies, rn->shared_changes);
+			"their files, up to %" PRIu64 " refcount records at once (a root block "
+			"holds %u)\n", rn->reflinks_ok, rn->nfamilies, rn->shared_changes,
+			rn->max_refcount_records, (rn->m.block_size - 144) / 16);
 	fprintf(stderr, "  xattrs: %lu set (%lu in clusters), %lu ENOSPC, up to %zu on one inode, "
 		"%u inodes with an inline store and %u with a block at once\n", rn->xattr_set_ok,
 		rn->xattr_long_values, rn->xattr_enospc, rn->max_xattrs, rn->xattr_inline_inodes,

@@ -339,7 +339,7 @@ static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 
 	*ret_got = 0;
 	release_init(&rl, o2_buf_dinode(ib));
-	/* nothing logged yet: a full tree, a bad one or a failed read ends it cleanly */
+	/* nothing logged yet: a damaged tree or a failed read ends it cleanly */
 	r = o2_refcount_lookup(fs, rl.refcount_root, p, &count, &run, NULL);
 	if (r < 0)
 		return r;

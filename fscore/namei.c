@@ -758,8 +758,8 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 	r = o2_inode_buf(fs, ino, &ib);
 	bool indexed = r == 0 && (le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_INDEXED_DIR);
 
-	/* what the write path cannot free (a refcount tree in leaf blocks,
-	 * xattrs in buckets) is refused before anything changes: the orphan
+	/* what the write path cannot free (xattrs in buckets, or values a
+	 * reflink shares) is refused before anything changes: the orphan
 	 * stays as it is */
 	if (r == 0)
 		r = o2_check_writable(fs, o2_buf_dinode(ib), true);
@@ -812,7 +812,7 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 
 /*
  * reap_orphan once the inode's last name or reference is gone.  What it
- * refuses (a full refcount tree, say) is no failure of the unlink or the
+ * refuses (xattrs in buckets, say) is no failure of the unlink or the
  * close: the orphan waits, consistent, for a later open to try again.
  */
 static int reap_or_wait(struct o2_fs *fs, uint64_t ino)
@@ -943,7 +943,7 @@ int o2_orphans_process(struct o2_fs *fs)
 	r = o2_dir_iterate(fs, od, collect_orphan, &l);
 	o2_inode_unref(od);
 	for (size_t i = 0; i < l.n && r >= 0; i++) {
-		/* one fscore cannot free (a refcount tree in leaf blocks, say)
+		/* one fscore cannot free (xattrs in buckets, say)
 		 * waits in the orphan directory: the volume still mounts */
 		r = reap_or_wait(fs, l.v[i]);
 	}

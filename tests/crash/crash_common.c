@@ -858,6 +858,29 @@ void ns_script(struct ns_run *run)
 	NS(o2_inode_close_ref(fs, f)); /* freed, xattrs in its tail and block with it */
 }
 
+void ns_reflink_script(struct ns_run *run)
+{
+	struct o2_fs *fs = run->fs;
+	struct o2_new_inode fi = { .mode = S_IFREG | 0644 };
+	uint64_t root = o2_fs_super(fs)->root_blkno, f, x;
+	static uint8_t data[64 * 4096];
+
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)(i * 13 + i / 4093 + 1);
+	NS(o2_create(fs, root, "f", 1, &fi, &f));
+	NS_WRITE(f, 0, sizeof(data));
+	NS(o2_fs_sync(fs));
+	NS(o2_reflink(fs, f, root, "x", 1, &fi, &x));
+	for (unsigned i = 0; i < 30; i++) /* 61 records: a root of 55 grows, its leaf splits */
+		NS_WRITE(x, (2 * i + 1) * 4096 + 100, 10);
+	NS(o2_fs_sync(fs));
+	NS(o2_truncate(fs, f, 20 * 4096 + 5));
+	NS(o2_unlink(fs, root, "x", 1));
+	NS(o2_fs_sync(fs));
+	NS(o2_unlink(fs, root, "f", 1));
+	NS(o2_fs_sync(fs));
+}
+
 /* ---- judging what a run left behind ---- */
 
 void model_for(const struct vol_image *v, struct model *m, unsigned pool)

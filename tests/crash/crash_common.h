@@ -212,6 +212,13 @@ struct ns_run {
  * first call the judge stops it at.
  */
 void ns_script(struct ns_run *run);
+/*
+ * On a fresh 1K-block volume of 16 MiB (a refcount root holds 55 records): a file
+ * of 64 clusters reflinked, the copy written in every other cluster until
+ * the tree outgrows its root and a leaf splits, then both deleted (leaves
+ * drop out, the root takes the records back, the tree is freed).
+ */
+void ns_reflink_script(struct ns_run *run);
 
 /* ---- judging what a run left behind ---- */
 

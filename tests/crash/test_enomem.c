@@ -37,7 +37,7 @@
 #include "crash_common.h"
 #include "../testenv.h"
 
-static struct vol_image vol;
+static struct vol_image vol, rvol; /* rvol: 1K blocks, for ns_reflink_script */
 static bool fsck_ok;
 
 /* fsck.ocfs2 judges the namespace runs this often (the main judge of them) */
@@ -232,10 +232,10 @@ static bool ns_ok(struct ns_run *run, const char *name, long r, bool ok)
 }
 
 /* The namespace workload with allocation nth failing, judged by walk and fsck. */
-static uint64_t ns_run(uint64_t nth, bool sticky, bool fsck, struct enomem_totals *tot,
-		       bool *fired)
+static uint64_t ns_run(bool reflinks, uint64_t nth, bool sticky, bool fsck,
+		       struct enomem_totals *tot, bool *fired)
 {
-	struct o2_blockdev *dev = vol_image_dev(&vol);
+	struct o2_blockdev *dev = vol_image_dev(reflinks ? &rvol : &vol);
 	struct fake_clock clk = { 1700000000ull * 1000000000ull };
 	struct o2_walk_stats ws;
 	struct o2_fs *fs;
@@ -255,7 +255,10 @@ static uint64_t ns_run(uint64_t nth, bool sticky, bool fsck, struct enomem_total
 		struct ns_run run = { .fs = fs, .judge = ns_ok };
 		bool ro;
 
-		ns_script(&run);
+		if (reflinks)
+			ns_reflink_script(&run);
+		else
+			ns_script(&run);
 		if (getenv("O2_ENOMEM_TRACE"))
 			fprintf(stderr, "%s: %s: %ld (%s)\n", what,
 				run.failed_call ? run.failed_call : "-", run.err, o2_fs_error(fs));
@@ -293,21 +296,24 @@ static uint64_t ns_run(uint64_t nth, bool sticky, bool fsck, struct enomem_total
 static uint64_t ns_workload_run(const void *ctx, uint64_t nth, bool sticky, bool fsck,
 				struct enomem_totals *t, bool *fired)
 {
-	return ns_run(nth, sticky, fsck, t, fired);
+	return ns_run(ctx != NULL, nth, sticky, fsck, t, fired);
 }
 
+/* _i: 0 one allocation failing, 1 every one from there on; 2 as 0 in ns_reflink_script */
 START_TEST(namespace_each_allocation)
 {
-	bool sticky = _i;
+	bool sticky = _i == 1, reflinks = _i == 2;
 	struct enomem_totals t = { 0 };
 	struct timespec t0;
 	uint64_t total;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	total = each_allocation(ns_workload_run, NULL, sticky, NS_FSCK_EVERY, &t);
-	printf("namespace allocation failures%s: %llu allocations failed in turn, %zu runs, "
+	total = each_allocation(ns_workload_run, reflinks ? &rvol : NULL, sticky, NS_FSCK_EVERY,
+				&t);
+	printf("%s allocation failures%s: %llu allocations failed in turn, %zu runs, "
 	       "%zu failed opens, %zu turned read-only, %zu disks walked, %zu by fsck.ocfs2, "
-	       "%.1f s\n", sticky ? " (sticky)" : "", (unsigned long long)total, t.runs,
+	       "%.1f s\n", reflinks ? "reflink" : "namespace", sticky ? " (sticky)" : "",
+	       (unsigned long long)total, t.runs,
 	       t.open_failed, t.ro, t.points, t.fscks, since(&t0));
 	fflush(stdout);
 }
@@ -329,6 +335,7 @@ int main(void)
 	if (!fsck_ok)
 		printf("fsck.ocfs2 is not installed: the disks are judged by fscore only\n");
 	vol_image_make(&vol, "4k", 16u << 20, "-b 4096 -C 4096 -J size=4M");
+	vol_image_make(&rvol, "1k-reflink", 16u << 20, "-b 1024 -C 4096 -J size=4M");
 
 	s = suite_create("enomem");
 	tc = tcase_create("oneshot");
@@ -342,6 +349,7 @@ int main(void)
 	tc = tcase_create("ns-oneshot");
 	tcase_set_timeout(tc, 900);
 	tcase_add_loop_test(tc, namespace_each_allocation, 0, 1);
+	tcase_add_loop_test(tc, namespace_each_allocation, 2, 3);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("ns-sticky");
 	tcase_set_timeout(tc, 900);
@@ -352,5 +360,6 @@ int main(void)
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	vol_image_free(&vol);
+	vol_image_free(&rvol);
 	return failed ? 1 : 0;
 }

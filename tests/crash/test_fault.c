@@ -36,7 +36,7 @@
 #include "../testenv.h"
 #include "journal.h"
 
-enum { VOL_4K, VOL_1K, NVOLS };
+enum { VOL_4K, VOL_1K, VOL_REFLINK, NVOLS };
 
 static struct vol_image vols[NVOLS];
 static bool quick, fsck_ok;
@@ -273,10 +273,10 @@ static bool ns_fault_ok(struct ns_run *run, const char *name, long r, bool ok)
  * disk replayed, walked and closed without faults (and judged by fsck if
  * asked).  Returns whether the fault fired; *ret_counts gets the I/O counts.
  */
-static bool ns_fault_run(const struct o2_fault_plan *plan, const char *what, bool fsck,
-			 struct fault_totals *tot, struct o2_fault_counts *ret_counts)
+static bool ns_fault_run(bool reflinks, const struct o2_fault_plan *plan, const char *what,
+			 bool fsck, struct fault_totals *tot, struct o2_fault_counts *ret_counts)
 {
-	const struct vol_image *v = &vols[VOL_4K];
+	const struct vol_image *v = &vols[reflinks ? VOL_REFLINK : VOL_4K];
 	struct o2_blockdev *mem = vol_image_dev(v), *fault;
 	struct fake_clock clk = { 1700000000ull * 1000000000ull };
 	struct o2_fault_counts fc;
@@ -295,7 +295,10 @@ static bool ns_fault_run(const struct o2_fault_plan *plan, const char *what, boo
 		struct ns_run run = { .fs = fs, .judge = ns_fault_ok, .arg = fault };
 		bool ro;
 
-		ns_script(&run);
+		if (reflinks)
+			ns_reflink_script(&run);
+		else
+			ns_script(&run);
 		ro = o2_fs_readonly_reason(fs) < 0;
 		o2_faultdev_counts(fault, &fc);
 		ck_assert_msg(!run.failed_call || fc.failed > 0, "%s: stopped without a fault", what);
@@ -330,18 +333,22 @@ static bool ns_fault_run(const struct o2_fault_plan *plan, const char *what, boo
 	return fc.failed > 0;
 }
 
-/* _i: 0 every write failing in turn (once, for good, short), 1 every flush (once, for good) */
+/*
+ * _i: 0 every write failing in turn (once, for good, short), 1 every flush
+ * (once, for good), in ns_script on the 4K volume; 2 and 3 the same in
+ * ns_reflink_script on the 1K volume.
+ */
 START_TEST(ns_fail_each_io)
 {
 	struct fault_totals t = { 0 };
 	struct o2_fault_counts base;
 	struct timespec t0;
-	bool flush = _i;
+	bool flush = _i & 1, reflinks = _i >= 2;
 	unsigned variants = flush ? 2 : 4;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ck_assert(!ns_fault_run(&(struct o2_fault_plan){ 0 }, "namespace, no fault", true, &t,
-				&base));
+	ck_assert(!ns_fault_run(reflinks, &(struct o2_fault_plan){ 0 }, "namespace, no fault",
+				true, &t, &base));
 	ck_assert_uint_gt(base.writes, 20);
 	uint64_t total = flush ? base.flushes : base.writes;
 
@@ -362,12 +369,13 @@ START_TEST(ns_fail_each_io)
 				 (unsigned long long)total, plan.sticky ? " (sticky)" : "",
 				 plan.short_write ? " (short)" : "");
 			bool fsck = (n % NS_FSCK_EVERY == 0 && variant == 0) || n + 2 > total;
-			ck_assert_msg(ns_fault_run(&plan, what, fsck, &t, NULL), "%s: never fired",
-				      what);
+			ck_assert_msg(ns_fault_run(reflinks, &plan, what, fsck, &t, NULL),
+				      "%s: never fired", what);
 		}
 	}
-	report(flush ? "namespace flush faults" : "namespace write faults", &vols[VOL_4K], &t,
-	       &t0);
+	report(reflinks ? (flush ? "reflink flush faults" : "reflink write faults")
+			: (flush ? "namespace flush faults" : "namespace write faults"),
+	       &vols[reflinks ? VOL_REFLINK : VOL_4K], &t, &t0);
 }
 END_TEST
 
@@ -621,6 +629,7 @@ int main(int argc, char **argv)
 	fsck_ok = have_fsck();
 	vol_image_make(&vols[VOL_4K], "4k", 16u << 20, "-b 4096 -C 4096 -J size=4M");
 	vol_image_make(&vols[VOL_1K], "1k", 8u << 20, "-b 1024 -C 4096 -J size=4M");
+	vol_image_make(&vols[VOL_REFLINK], "1k-reflink", 16u << 20, "-b 1024 -C 4096 -J size=4M");
 	nv = quick ? 1 : 2;
 
 	s = suite_create("fault");
@@ -639,7 +648,7 @@ int main(int argc, char **argv)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("ns");
 	tcase_set_timeout(tc, 900);
-	tcase_add_loop_test(tc, ns_fail_each_io, 0, 2);
+	tcase_add_loop_test(tc, ns_fail_each_io, 0, 4);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("replay");
 	tcase_set_timeout(tc, 900);

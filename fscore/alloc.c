@@ -970,6 +970,19 @@ int o2_suballoc_free(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
 	return r;
 }
 
+int o2_suballoc_give_back(struct o2_trans *t, struct o2_fs *fs, enum o2_sysfile type,
+			  uint16_t slot, uint64_t group, uint16_t bit, uint64_t blkno)
+{
+	uint64_t alloc = type == O2_SYS_INODE_ALLOC ? fs->sys.inode_alloc : fs->sys.extent_alloc;
+	int r = 0;
+
+	if (!group) /* not discontig-bg: the group starts bit blocks before */
+		group = blkno - bit;
+	if (slot != fs->opts.slot)
+		r = o2_sysfile_lookup(fs, type, slot, &alloc);
+	return r < 0 ? r : o2_suballoc_free(t, fs, alloc, group, bit);
+}
+
 /* ---- finding the slot's system files ---- */
 
 int o2_sysfiles_load(struct o2_fs *fs)

@@ -51,6 +51,13 @@ int o2_suballoc_new_block(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_b
 			  uint8_t kind, struct o2_suballoc_res *res, struct o2_buf **ret);
 int o2_suballoc_free(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno, uint64_t group,
 		     uint16_t bit);
+/*
+ * Block blkno back to the allocator it names (its suballoc slot, group -
+ * 0 without discontig-bg - and bit): type O2_SYS_INODE_ALLOC or
+ * O2_SYS_EXTENT_ALLOC, that slot's.
+ */
+int o2_suballoc_give_back(struct o2_trans *t, struct o2_fs *fs, enum o2_sysfile type,
+			  uint16_t slot, uint64_t group, uint16_t bit, uint64_t blkno);
 
 /* Return this slot's local alloc window to the global bitmap. */
 int o2_local_alloc_return(struct o2_fs *fs);

@@ -628,16 +628,8 @@ static int init_dir(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uin
 static int free_inode_bit(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib)
 {
 	struct o2_dinode *di = o2_buf_dinode(ib);
-	uint16_t slot = le16(di->i_suballoc_slot), bit = le16(di->i_suballoc_bit);
-	uint64_t group = le64(di->i_suballoc_loc), alloc = fs->sys.inode_alloc;
-	int r = 0;
+	int r = o2_xattr_free_all(t, fs, ib);
 
-	if (!group)
-		group = ib->blkno - bit;
-	if (slot != fs->opts.slot)
-		r = o2_sysfile_lookup(fs, O2_SYS_INODE_ALLOC, slot, &alloc);
-	if (r == 0)
-		r = o2_xattr_free_all(t, fs, ib);
 	if (r == 0)
 		r = o2_refcount_detach(t, fs, ib);
 	if (r == 0)
@@ -647,7 +639,8 @@ static int free_inode_bit(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *i
 	di->i_flags = cpu_le32(le32(di->i_flags) & ~(uint32_t)(O2_FL_VALID | O2_FL_ORPHANED));
 	di->i_dtime = cpu_le64(o2_now_ns(fs) / 1000000000ull);
 	set_links(di, 0);
-	return o2_suballoc_free(t, fs, alloc, group, bit);
+	return o2_suballoc_give_back(t, fs, O2_SYS_INODE_ALLOC, le16(di->i_suballoc_slot),
+				     le64(di->i_suballoc_loc), le16(di->i_suballoc_bit), ib->blkno);
 }
 
 /* ---- open references and orphans ---- */

@@ -440,34 +440,46 @@ static int plan_change(struct o2_fs *fs, uint64_t root, const struct o2_refcount
 	return 0;
 }
 
+/* A new refcount block from the extent allocator: its head, no records. */
+static int block_new(struct o2_trans *t, struct o2_fs *fs, struct o2_buf **ret)
+{
+	struct o2_suballoc_res res;
+	int r = o2_suballoc_new_block(t, fs, fs->sys.extent_alloc, O2_META_REFCOUNT, &res, ret);
+
+	if (r < 0)
+		return r;
+	struct o2_refcount_block *x = rblock(*ret);
+
+	memcpy(x->rf_signature, O2_SIG_REFCNT, sizeof(x->rf_signature));
+	x->rf_suballoc_slot = cpu_le16(res.slot);
+	x->rf_suballoc_bit = cpu_le16(res.bit);
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
+		x->rf_suballoc_loc = cpu_le64(res.group);
+	x->rf_fs_generation = cpu_le32(fs->info.fs_generation);
+	x->rf_blkno = cpu_le64(res.blkno);
+	x->rf_records.rl_count = cpu_le16((uint16_t)records_room(fs->bs));
+	return 0;
+}
+
 /* A new, empty leaf for the tree rb roots, starting at cpos. */
 static int leaf_new(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *rb, uint64_t cpos,
 		    struct o2_buf **ret)
 {
-	struct o2_suballoc_res res;
 	struct o2_buf *b;
 	int r;
 
 	if (cpos > UINT32_MAX)
 		return o2_fail(fs, -EFBIG, "refcount leaf at cluster %llu: past what a tree indexes",
 			       (unsigned long long)cpos);
-	r = o2_suballoc_new_block(t, fs, fs->sys.extent_alloc, O2_META_REFCOUNT, &res, &b);
+	r = block_new(t, fs, &b);
 	if (r < 0)
 		return r;
 	struct o2_refcount_block *lb = rblock(b);
 
-	memcpy(lb->rf_signature, O2_SIG_REFCNT, sizeof(lb->rf_signature));
-	lb->rf_suballoc_slot = cpu_le16(res.slot);
-	lb->rf_suballoc_bit = cpu_le16(res.bit);
-	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
-		lb->rf_suballoc_loc = cpu_le64(res.group);
-	lb->rf_fs_generation = cpu_le32(fs->info.fs_generation);
-	lb->rf_blkno = cpu_le64(res.blkno);
 	lb->rf_parent = cpu_le64(rb->blkno);
 	lb->rf_flags = cpu_le32(REFCOUNT_LEAF);
 	lb->rf_cpos = cpu_le32((uint32_t)cpos);
 	lb->rf_generation = rblock(rb)->rf_generation;
-	lb->rf_records.rl_count = cpu_le16((uint16_t)records_room(fs->bs));
 	*ret = b;
 	return 0;
 }
@@ -476,15 +488,9 @@ static int leaf_new(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *rb, uin
 static int block_free(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *b)
 {
 	struct o2_refcount_block *x = rblock(b);
-	uint16_t slot = le16(x->rf_suballoc_slot), bit = le16(x->rf_suballoc_bit);
-	uint64_t group = le64(x->rf_suballoc_loc), alloc = fs->sys.extent_alloc;
-	int r = 0;
 
-	if (!group)
-		group = b->blkno - bit;
-	if (slot != fs->opts.slot)
-		r = o2_sysfile_lookup(fs, O2_SYS_EXTENT_ALLOC, slot, &alloc);
-	return r < 0 ? r : o2_suballoc_free(t, fs, alloc, group, bit);
+	return o2_suballoc_give_back(t, fs, O2_SYS_EXTENT_ALLOC, le16(x->rf_suballoc_slot),
+				     le64(x->rf_suballoc_loc), le16(x->rf_suballoc_bit), b->blkno);
 }
 
 static void records_put(struct o2_fs *fs, struct o2_buf *b, const struct o2_refcount_rec *v,
@@ -596,7 +602,7 @@ static int leaf_store(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *rb, s
 	}
 	if (n > count) {
 		unsigned k = n / 2;
-		struct o2_buf *nb;
+		struct o2_buf *nb = NULL;
 		struct o2_tree_owner o;
 
 		r = leaf_new(t, fs, rb, le64(v[k].r_cpos), &nb);
@@ -720,23 +726,11 @@ int o2_refcount_attach(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, 
 				rb->rf_count = cpu_le32(le32(rb->rf_count) + 1);
 		}
 	} else {
-		struct o2_suballoc_res res;
-
-		r = o2_suballoc_new_block(t, fs, fs->sys.extent_alloc, O2_META_REFCOUNT, &res, &b);
+		r = block_new(t, fs, &b);
 		if (r == 0) {
-			struct o2_refcount_block *rb = rblock(b);
-
-			memcpy(rb->rf_signature, O2_SIG_REFCNT, sizeof(rb->rf_signature));
-			rb->rf_suballoc_slot = cpu_le16(res.slot);
-			rb->rf_suballoc_bit = cpu_le16(res.bit);
-			if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
-				rb->rf_suballoc_loc = cpu_le64(res.group);
-			rb->rf_fs_generation = cpu_le32(fs->info.fs_generation);
-			rb->rf_blkno = cpu_le64(res.blkno);
-			rb->rf_count = cpu_le32(1);
-			rb->rf_generation = cpu_le32(o2_new_generation(fs));
-			rb->rf_records.rl_count = cpu_le16((uint16_t)records_room(fs->bs));
-			root = res.blkno;
+			rblock(b)->rf_count = cpu_le32(1);
+			rblock(b)->rf_generation = cpu_le32(o2_new_generation(fs));
+			root = b->blkno;
 		}
 	}
 	if (r == 0)

@@ -534,17 +534,12 @@ static int plan_free_ino(struct o2_fs *fs, uint64_t ino_blkno, struct free_plan 
 int o2_xattr_block_free(struct o2_trans *t, struct o2_fs *fs, const uint8_t *buf)
 {
 	const struct o2_xattr_block *xb = (const struct o2_xattr_block *)(const void *)buf;
-	uint16_t slot = le16(xb->xb_suballoc_slot), bit = le16(xb->xb_suballoc_bit);
-	uint64_t group = le64(xb->xb_suballoc_loc), alloc = fs->sys.extent_alloc;
-	int r = 0;
 
-	if (!group)
-		group = le64(xb->xb_blkno) - bit;
 	/* xattr blocks come from the extent allocator and are only ever
 	 * reused as journaled metadata: no revoke */
-	if (slot != fs->opts.slot)
-		r = o2_sysfile_lookup(fs, O2_SYS_EXTENT_ALLOC, slot, &alloc);
-	return r < 0 ? r : o2_suballoc_free(t, fs, alloc, group, bit);
+	return o2_suballoc_give_back(t, fs, O2_SYS_EXTENT_ALLOC, le16(xb->xb_suballoc_slot),
+				     le64(xb->xb_suballoc_loc), le16(xb->xb_suballoc_bit),
+				     le64(xb->xb_blkno));
 }
 
 int o2_xattr_check_freeable(struct o2_fs *fs, uint64_t ino_blkno)

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 # The main job: format an OCFS2 volume image with ocfs2ctl, mount it through
 # the ocfs2d FUSE daemon, copy a real directory tree in with cp, show it,
-# unmount, and have the real ocfs2-tools judge the result.  (The multi-node
+# reflink a file on the mounted volume and change the copy, unmount, and
+# have the real ocfs2-tools judge the result.  (The multi-node
 # cluster arrives with a later issue.)
 set -eu
 cd "$(dirname "$0")/.."
@@ -48,6 +49,19 @@ du -sh "$mnt/tree"
 
 step "Read back through the mount: identical to the original"
 diff -r --no-dereference "$tree" "$mnt/tree" && echo "$mnt/tree equals $tree"
+
+step "A reflink of a 64 MiB file: a copy that shares its clusters until one of them changes"
+head -c 64M /dev/urandom >"$mnt/big"
+sync
+free0=$(df --output=avail -B1M "$mnt" | tail -n 1)
+$ctl reflink "$img" /big /big-copy
+free1=$(df --output=avail -B1M "$mnt" | tail -n 1)
+echo "free space: $free0 MiB before the reflink, $free1 MiB after"
+sum0=$(md5sum <"$mnt/big")
+printf 'changed' | dd of="$mnt/big-copy" bs=1 seek=1000000 conv=notrunc status=none
+ndiff=$(cmp -l "$mnt/big" "$mnt/big-copy" | wc -l)
+[ "$(md5sum <"$mnt/big")" = "$sum0" ] && echo "wrote 7 bytes into the copy: $ndiff bytes differ," \
+	"the original is untouched (the copy got its own copy of that one cluster)"
 
 step "Unmount cleanly"
 $ctl umount "$mnt"

@@ -61,8 +61,7 @@ int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing
 	uint16_t dyn = le16(di->i_dyn_features);
 
 	if (dyn & O2_DYN_HAS_REFCOUNT) {
-		unsigned room;
-		int r = o2_refcount_room(fs, le64(di->i_refcount_loc), &room);
+		int r = o2_refcount_check(fs, le64(di->i_refcount_loc));
 
 		if (r < 0)
 			return r;

@@ -309,17 +309,14 @@ static int leaf_find(struct o2_fs *fs, struct o2_buf *rb, uint64_t cpos, struct 
 	return 0;
 }
 
-int o2_refcount_room(struct o2_fs *fs, uint64_t root, unsigned *ret_room)
+int o2_refcount_check(struct o2_fs *fs, uint64_t root)
 {
 	struct o2_buf *b;
 	int r = root_load(fs, root, &b);
 
-	if (r < 0)
-		return r;
-	/* a full root grows into leaf blocks: room is never short */
-	*ret_room = records_room(fs->bs);
-	o2_brelse(fs, b);
-	return 0;
+	if (r == 0)
+		o2_brelse(fs, b);
+	return r;
 }
 
 int o2_refcount_lookup(struct o2_fs *fs, uint64_t root, uint32_t cpos, uint32_t *ret_count,
@@ -656,10 +653,7 @@ static int leaf_store(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *rb, s
 	return r;
 }
 
-/*
- * Inside t (NULL: only check that the records say what the change
- * assumes): apply c->share/fresh/free_unused to [lo, lo+len), leaf by leaf.
- */
+/* Inside t: apply share/fresh/free_unused to [lo, lo+len), leaf by leaf. */
 static int change_range(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint64_t lo,
 			uint32_t len, bool share, bool fresh, bool free_unused)
 {
@@ -681,9 +675,9 @@ static int change_range(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uin
 		c.v = o2_malloc((used + 2) * sizeof(*c.v));
 		c.gone = o2_malloc((used + 1) * 2 * sizeof(*c.gone));
 		r = c.v && c.gone ? plan_change(fs, root, &rblock(l.b)->rf_records, &c) : -ENOMEM;
-		if (r == 0 && t)
+		if (r == 0)
 			r = leaf_store(t, fs, rb, &l, c.v, c.n);
-		for (unsigned i = 0; r == 0 && t && i < c.ngone; i++)
+		for (unsigned i = 0; r == 0 && i < c.ngone; i++)
 			r = o2_clusters_free(t, fs, (uint32_t)c.gone[2 * i], (uint32_t)c.gone[2 * i + 1]);
 		free(c.v);
 		free(c.gone);

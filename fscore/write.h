@@ -45,10 +45,10 @@ void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di);
 int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing);
 
 /*
- * Refcount trees (refcount.c).  Checks the tree can be changed (-EUCLEAN
- * with a message if it is damaged); *ret_room is a root block's records.
+ * Refcount trees (refcount.c).  Whether the tree's root is sound enough to
+ * change (-EUCLEAN with a message if it is damaged).
  */
-int o2_refcount_room(struct o2_fs *fs, uint64_t root, unsigned *ret_room);
+int o2_refcount_check(struct o2_fs *fs, uint64_t root);
 /*
  * The count of physical cluster cpos (0: not shared), how many clusters
  * from cpos on have that same count in the same record - or gap between
@@ -61,9 +61,9 @@ int o2_refcount_lookup(struct o2_fs *fs, uint64_t root, uint32_t cpos, uint32_t 
  * Inside t: a file lets go of physical clusters [cpos, cpos+len), all
  * counted in the tree.  Their counts drop by one; those nobody uses now
  * leave the tree and, with free_unused, go to the truncate log (without it
- * their last user keeps them as its own).  t NULL: only checks that the
- * records count them.  Logs the leaves the range spans, and per leaf at
- * most a new leaf, the root and its list of leaves (O2_REFCOUNT_CREDITS).
+ * their last user keeps them as its own).  Logs the leaves the range
+ * spans, and per leaf at most a new leaf, the root and its list of leaves
+ * (O2_REFCOUNT_CREDITS).
  */
 int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
 			uint32_t len, bool free_unused);
@@ -71,8 +71,7 @@ int o2_refcount_release(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uin
 /*
  * Inside t: physical clusters [cpos, cpos+len) gain a user.  fresh: they
  * were not shared (no record may cover them; they get one counting 2);
- * else records must cover them all, each count raised by one.  t NULL:
- * only the check.
+ * else records must cover them all, each count raised by one.
  */
 int o2_refcount_share(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uint32_t cpos,
 		      uint32_t len, bool fresh);

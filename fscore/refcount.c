@@ -661,6 +661,8 @@ static int change_range(struct o2_trans *t, struct o2_fs *fs, uint64_t root, uin
 	struct o2_buf *rb;
 	int r = root_load(fs, root, &rb);
 
+	if (r < 0)
+		return r; /* rb was not set */
 	while (r == 0 && lo < hi) {
 		struct change c = { .share = share, .fresh = fresh, .free_unused = free_unused };
 		struct rleaf l;

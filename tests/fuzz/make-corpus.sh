@@ -24,7 +24,7 @@ ninja -C "$build" tests/fuzz/fuzz_make_seeds >/dev/null
 seeds=$build/tests/fuzz/fuzz_make_seeds
 
 out=$here/corpus
-rm -f "$out"/fuzz_open_walk/* "$out"/fuzz_replay/* "$out"/fuzz_ops/*
+rm -f "$out"/fuzz_open_walk/* "$out"/fuzz_replay/* "$out"/fuzz_ops/* "$out"/fuzz_locktab/*
 "$seeds" generate "$out"
 
 if ! command -v mkfs.ocfs2 >/dev/null 2>&1; then

@@ -10,7 +10,10 @@
  *         indexed directory), some with a dirty journal (a crash copy);
  *       CORPUS_DIR/fuzz_replay/fscore-*: the slot-0 journal of a crash copy
  *         taken after a committed workload, cut after its last non-zero block;
- *       CORPUS_DIR/fuzz_ops/seed-*: operation sequences.
+ *       CORPUS_DIR/fuzz_ops/seed-*: operation sequences;
+ *       CORPUS_DIR/fuzz_locktab/seed-*: lock traffic in a simulated group.
+ *   fuzz_make_seeds locktab CORPUS_DIR
+ *       only the fuzz_locktab seeds.
  *   fuzz_make_seeds encode IMAGE OUT [FLAGS]
  *       IMAGE (at most 8 MiB) in the sparse format of fuzz_open_walk.
  */
@@ -22,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_common.h"
+#include "fuzz_locktab.h"
 
 static void die(const char *what, int r)
 {
@@ -129,6 +133,7 @@ static struct o2_blockdev *copy_of(const struct fz_volume *v)
 }
 
 static void ops_seeds(const char *dir);
+static void locktab_seeds(const char *top);
 
 static const char *const cfg_names[FZ_CFG_COUNT] = { "512", "4k", "512-ecc", "1k-compat" };
 
@@ -213,6 +218,7 @@ static void generate(const char *top)
 	}
 
 	ops_seeds(ops_dir);
+	locktab_seeds(top);
 }
 
 /*
@@ -436,6 +442,70 @@ static void ops_seeds(const char *dir)
 	put(dir, "seed-xattr-512", q.b, q.n);
 }
 
+/*
+ * Lock traffic for fuzz_locktab (format in fuzz_locktab.h).  Slots 0 and 1
+ * join together (JOIN 0x08), slot 2 alone later (JOIN 0x12), so that it
+ * needs a snapshot.  Names 0..4; modes NL 0, PR 1, EX 2; DOWN mode 2 is
+ * UNLOCK; 0x4 on a LOCK mode is NOQUEUE, 0x8 RECOVERY; 0x4 on a DOWN mode
+ * carries a value block.
+ */
+static void locktab_seeds(const char *top)
+{
+	static const uint8_t grants[] = {
+		LT_JOIN, 0x08,
+		LT_LOCK, 0, 0, 1, LT_LOCK, 1, 0, 1, LT_DELIVER, 7,
+		LT_LOCK, 1, 0, 2, LT_DELIVER, 7,	/* PR -> EX waits: slot 0 is told */
+		LT_REACT, 0, LT_DELIVER, 7,		/* slot 0 lowers to NL: granted */
+		LT_LOCK, 0, 0, 1 | 4, LT_DELIVER, 7,	/* a try-lock refused */
+		LT_DOWN, 1, 0, 1 | 4, 0x5a, LT_DELIVER, 7, /* EX -> PR with a value block */
+		LT_LOCK, 0, 0, 1, LT_DELIVER, 7,	/* granted with it */
+		LT_LOCK, 0, 1, 2, LT_LOCK, 1, 1, 2, LT_DELIVER, 7, LT_CANCEL, 1, 1, LT_DELIVER, 7,
+		LT_DOWN, 0, 1, 2, LT_DOWN, 1, 0, 2, LT_DOWN, 0, 0, 2, LT_DELIVER, 7,
+	};
+	static const uint8_t join[] = {
+		LT_JOIN, 0x08,
+		LT_LOCK, 0, 2, 1, LT_LOCK, 1, 2, 1, LT_LOCK, 0, 3, 2, LT_DELIVER, 7,
+		LT_LOCK, 1, 3, 2, LT_DELIVER, 7,	/* waits */
+		LT_JOIN, 0x12,				/* slot 2 joins: a snapshot is mailed */
+		LT_LOCK, 2, 2, 1, LT_LOCK, 2, 3, 1,	/* it asks before it has its state */
+		LT_LOCK, 0, 4, 2, LT_DELIVER, 1, LT_REACT, 0, LT_DELIVER, 7, LT_DELIVER, 7,
+		LT_REACT, 1, LT_DELIVER, 7, LT_JOIN, 0x1b, LT_LEAVE, 0, 2, 0, LT_DELIVER, 7,
+	};
+	static const uint8_t failure[] = {
+		LT_JOIN, 0x08,
+		LT_LOCK, 0, 3, 2, LT_LOCK, 0, 2, 1, LT_LOCK, 1, 2, 1, LT_DELIVER, 7,
+		LT_DOWN, 0, 3, 1 | 4, 0x11, LT_LOCK, 0, 3, 2, LT_DELIVER, 7,
+		LT_LOCK, 1, 3, 2, LT_DELIVER, 7,	/* waits for slot 0's EX */
+		LT_LEAVE, 0, 1, 0,			/* slot 0's node goes down: frozen */
+		LT_JOIN, 0x12, LT_DELIVER, 7,		/* slot 2 gets its state */
+		LT_LOCK, 2, 2, 2 | 8, LT_DELIVER, 7,	/* recovery before the fencing: waits */
+		LT_RECOVERED, 1, 1, LT_DELIVER, 7,	/* refused: not fenced */
+		LT_FENCED, 1, 1, LT_DELIVER, 7,		/* node 1 fenced: the recovery lock passes */
+		LT_REACT, 1, LT_DELIVER, 7,
+		LT_RECOVERED, 2, 1, LT_DELIVER, 7,	/* slot 1 gets lock 3; its value block is gone */
+		LT_JOIN, 0x00, LT_LEAVE, 2, 2, 1, LT_FENCED, 1, 5, LT_DELIVER, 7,
+	};
+	static const uint8_t hostile[] = {
+		LT_JOIN, 0x08, LT_LOCK, 0, 0, 2, LT_DELIVER, 7,
+		LT_RAW, 0, 24, 0x4f, 0x32, 0x4c, 0x54, 1, 1, 0, 0, 24, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0,
+		LT_RAW, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8,
+		LT_BADCONF, 0, LT_BADCONF, 1, LT_BADCONF, 2, LT_BADCONF, 3,
+		LT_LOCK, 1, 0, 1, LT_MUTATE, 5, 0, 0x01, LT_DELIVER, 7,
+		LT_JOIN, 0x12, LT_MUTATE, 40, 0, 0xff, LT_DELIVER, 7, /* a damaged snapshot */
+		LT_JOIN, 0x12, LT_DELIVER, 7,
+	};
+	char dir[4096];
+
+	snprintf(dir, sizeof(dir), "%s/fuzz_locktab", top);
+	mkdir(top, 0755);
+	mkdir(dir, 0755);
+	put(dir, "seed-grants", grants, sizeof(grants));
+	put(dir, "seed-join", join, sizeof(join));
+	put(dir, "seed-failure", failure, sizeof(failure));
+	put(dir, "seed-hostile", hostile, sizeof(hostile));
+}
+
 static void encode(const char *in, const char *out, uint8_t flags)
 {
 	FILE *f = fopen(in, "rb");
@@ -463,10 +533,14 @@ int main(int argc, char **argv)
 		generate(argv[2]);
 		return 0;
 	}
+	if (argc == 3 && strcmp(argv[1], "locktab") == 0) {
+		locktab_seeds(argv[2]);
+		return 0;
+	}
 	if ((argc == 4 || argc == 5) && strcmp(argv[1], "encode") == 0) {
 		encode(argv[2], argv[3], argc == 5 ? (uint8_t)strtoul(argv[4], NULL, 0) : 0);
 		return 0;
 	}
-	fprintf(stderr, "usage: %s generate CORPUS_DIR | encode IMAGE OUT [FLAGS]\n", argv[0]);
+	fprintf(stderr, "usage: %s generate CORPUS_DIR | locktab CORPUS_DIR | encode IMAGE OUT [FLAGS]\n", argv[0]);
 	return 2;
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0-or-later
 #
-# Bounded fuzzing of fscore: build the libFuzzer targets (clang, in
+# Bounded fuzzing of fscore and the cluster lock table: build the libFuzzer targets (clang, in
 # build-fuzzer/ at the top of the tree) and run each for SECONDS, one at a
 # time, on one core.  Prints the executions (libFuzzer's final
 # stat::number_of_executed_units) and the findings per target.  Crash, leak
@@ -21,7 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-fuzz_open_walk fuzz_replay fuzz_ops}
+targets=${*:-fuzz_open_walk fuzz_replay fuzz_ops fuzz_locktab}
 build=${FUZZ_BUILD:-$top/build-fuzzer}
 
 if [ ! -f "$build/build.ninja" ]; then

@@ -780,6 +780,8 @@ static int apply_snapshot_seen(struct o2lt_table *t, const struct msg *m)
 	if (snapshot_target(m, &target, &cut))
 		return -EBADMSG;
 	struct member *x = member_find_live(t, target);
+	if (same_member(target, t->self) && x && x->synced)
+		emit_member(t, O2LT_EV_STATE_CONFLICT, t->self);
 	if (x && !x->synced) {
 		x->synced = true;
 		x->since_join = 0;

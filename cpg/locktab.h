@@ -40,6 +40,12 @@
  * drops those and applies the rest.  If every member that could send it
  * leaves first, the joiner reports SYNC_FAILED and must rejoin.
  *
+ * Partitions that merge each bring a table of their own, and each side
+ * sees the other join and sends it a snapshot.  A synced table that is sent
+ * a snapshot for itself reports STATE_CONFLICT: its member must stop using
+ * its locks and leave the group (corosync starts a node on a ring of its
+ * own and merges it a moment later: join the group only once quorate).
+ *
  * The table never trusts a message: anything malformed or contrary to the
  * protocol is refused the same way on every member (-EBADMSG from
  * o2lt_deliver, or a REFUSED event to its sender), never a crash.
@@ -110,6 +116,7 @@ enum o2lt_event_type {
 	O2LT_EV_SEND_SNAPSHOT,	 /* this table must send member a snapshot: call o2lt_snapshot now */
 	O2LT_EV_SYNCED,		 /* this table has its state (first member, or snapshot applied) */
 	O2LT_EV_SYNC_FAILED,	 /* nobody is left who could send this table its state: rejoin */
+	O2LT_EV_STATE_CONFLICT,	 /* another member sent this synced table a snapshot: see below */
 };
 
 struct o2lt_event {

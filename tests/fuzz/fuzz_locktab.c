@@ -9,7 +9,9 @@
  * queue (the "mail") and are delivered when the input says so, so that
  * joins, deaths and snapshots interleave with lock traffic; snapshots a
  * table asks to send join the mail like any message.  Raw and mutated
- * messages and self-contradicting membership changes are the hostile part.
+ * messages and self-contradicting membership changes are the hostile part,
+ * and so are partitions: members cut off keep their tables, and when they
+ * merge back both sides must see the conflict (STATE_CONFLICT) and leave.
  *
  * A finding is a crash, a sanitizer report, or one of these broken after
  * any input: a table's own invariants (o2lt_check); synced tables that
@@ -44,7 +46,8 @@ struct slot {
 	struct o2lt_table *t;
 	struct o2lt_member id;
 	bool failed_sync;
-	bool tainted; /* took a damaged snapshot: its state is its own */
+	bool tainted; /* took a damaged snapshot, or merged back: its state is its own */
+	bool away;    /* cut off from the group (in is false meanwhile) */
 	GString *events; /* what the table said during the current input */
 	struct belief b[LT_NAMES];
 	uint64_t next_reqid;
@@ -126,9 +129,11 @@ static void mail_free(gpointer p)
 static void on_event(const struct o2lt_event *ev, void *data)
 {
 	struct slot *me = data;
+	fz_debug("  slot %d: event %d for %u/%u mode %d error %d\n", (int)(me - me->sim->s), ev->type,
+		 ev->member.nodeid, ev->member.pid, ev->mode, ev->error);
 	/* what only this table is told is not compared */
 	if (ev->type != O2LT_EV_SEND_SNAPSHOT && ev->type != O2LT_EV_SYNCED &&
-	    ev->type != O2LT_EV_SYNC_FAILED)
+	    ev->type != O2LT_EV_SYNC_FAILED && ev->type != O2LT_EV_STATE_CONFLICT)
 		g_string_append_printf(me->events, "%d %u/%u %" G_GUINT64_FORMAT " %d %d %d %d|", ev->type,
 			       ev->member.nodeid, ev->member.pid, ev->reqid,
 			       ev->name ? name_index(ev->name, ev->namelen) : -2, ev->mode, ev->error,
@@ -148,6 +153,7 @@ static void on_event(const struct o2lt_event *ev, void *data)
 		break;
 	}
 	case O2LT_EV_SYNC_FAILED:
+	case O2LT_EV_STATE_CONFLICT:
 		me->failed_sync = true;
 		break;
 	default:
@@ -201,7 +207,7 @@ static void check_beliefs(const struct sim *sim)
 		for (int i = 0; i < LT_SLOTS; i++)
 			for (int j = 0; j < i; j++) {
 				const struct slot *a = &sim->s[i], *b = &sim->s[j];
-				if (!a->in || !b->in)
+				if (!a->in || !b->in || a->tainted || b->tainted)
 					continue;
 				int x = a->b[n].held, y = b->b[n].held;
 				if (x < 0 || y < 0 || x == O2LT_NL || y == O2LT_NL)
@@ -226,6 +232,8 @@ static void check_all(struct sim *sim)
 	g_autofree char *ref_dump = NULL;
 	for (int i = 0; i < LT_SLOTS; i++) {
 		struct slot *s = &sim->s[i];
+		if (s->away && o2lt_check(s->t, why, sizeof(why)) < 0)
+			fz_fail("slot %d table, cut off: %s", i, why);
 		if (!s->in)
 			continue;
 		if (o2lt_check(s->t, why, sizeof(why)) < 0)
@@ -344,7 +352,7 @@ static void op_join(struct sim *sim, uint8_t a)
 	int want[2] = { (a & 7) % LT_SLOTS, ((a >> 3) & 7) % LT_SLOTS };
 	for (int k = 0; k < 2; k++) {
 		struct slot *s = &sim->s[want[k]];
-		if (s->in)
+		if (s->in || s->away)
 			continue;
 		s->in = true;
 		s->sim = sim;
@@ -472,6 +480,89 @@ static void react(struct sim *sim, int i)
 		uint8_t lvb[O2LT_LVB_LEN];
 		memset(lvb, (int)(s->next_reqid & 0xff), sizeof(lvb));
 		send_down(sim, i, n, to, b->held == O2LT_EX ? lvb : NULL);
+	}
+}
+
+/* The same change to the tables cut off (their events are their own). */
+static void confchg_away(struct sim *sim, const struct o2lt_confchg *c)
+{
+	for (int i = 0; i < LT_SLOTS; i++) {
+		struct slot *s = &sim->s[i];
+		if (!s->away)
+			continue;
+		g_string_truncate(s->events, 0);
+		int r = o2lt_confchg(s->t, c);
+		if (r < 0)
+			fz_fail("slot %d, cut off, refused a membership change: %d", i, r);
+	}
+}
+
+static size_t away_group(const struct sim *sim, struct o2lt_member *out)
+{
+	size_t n = 0;
+	for (int i = 0; i < LT_SLOTS; i++)
+		if (sim->s[i].away)
+			out[n++] = sim->s[i].id;
+	return n;
+}
+
+static void op_split(struct sim *sim, uint8_t mask)
+{
+	struct o2lt_member here[LT_SLOTS], there[LT_SLOTS];
+	uint32_t down[LT_SLOTS];
+	bool none[LT_SLOTS] = { false };
+	size_t nt = 0;
+	if (away_group(sim, there))
+		return; /* one cut at a time */
+	for (int i = 0; i < LT_SLOTS; i++)
+		if (sim->s[i].in && (mask >> i & 1))
+			nt++;
+	size_t nh = group(sim, here);
+	if (!nt || nt == nh)
+		return;
+	for (int i = 0; i < LT_SLOTS; i++) {
+		struct slot *s = &sim->s[i];
+		if (s->in && (mask >> i & 1)) {
+			drop_mail_of(sim, s->id); /* never delivered */
+			s->in = false;
+			s->away = true;
+		}
+		down[i] = O2LT_REASON_NODEDOWN;
+	}
+	nh = group(sim, here);
+	nt = away_group(sim, there);
+	struct o2lt_confchg c = { .members = here, .n_members = nh, .left = there,
+				  .left_reasons = down, .n_left = nt };
+	confchg(sim, &c, none);
+	struct o2lt_confchg d = { .members = there, .n_members = nt, .left = here,
+				  .left_reasons = down, .n_left = nh };
+	confchg_away(sim, &d);
+}
+
+static void op_merge(struct sim *sim)
+{
+	struct o2lt_member here[LT_SLOTS], there[LT_SLOTS], all[LT_SLOTS];
+	bool none[LT_SLOTS] = { false };
+	size_t nt = away_group(sim, there), nh = group(sim, here);
+	if (!nt)
+		return;
+	memcpy(all, here, nh * sizeof(*here));
+	memcpy(all + nh, there, nt * sizeof(*there));
+	if (nh) {
+		struct o2lt_confchg c = { .members = all, .n_members = nh + nt, .joined = there,
+					  .n_joined = nt };
+		confchg(sim, &c, none);
+	}
+	struct o2lt_confchg d = { .members = all, .n_members = nh + nt, .joined = here,
+				  .n_joined = nh };
+	confchg_away(sim, &d);
+	for (int i = 0; i < LT_SLOTS; i++) {
+		struct slot *s = &sim->s[i];
+		if (s->away) {
+			s->away = false;
+			s->in = true;
+			s->tainted = nh > 0; /* alone, they are the group */
+		}
 	}
 }
 
@@ -611,10 +702,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if ((i = live_slot(&sim, a)) >= 0)
 				react(&sim, i);
 			break;
+		case LT_SPLIT:
+			op_split(&sim, a);
+			break;
+		case LT_MERGE:
+			op_merge(&sim);
+			break;
 		}
 		leave_failed_syncs(&sim);
 	}
 	/* the rest of the mail, then everyone leaves, one at a time */
+	op_merge(&sim);
 	deliver_mail(&sim, MAX_MAIL);
 	leave_failed_syncs(&sim);
 	for (int i = 0; i < LT_SLOTS; i++)

@@ -21,6 +21,8 @@ enum lt_op {
 	LT_MUTATE,    /* a, b: offset (u16), c: xor: change the next queued message */
 	LT_BADCONF,   /* a: kind: a confchg that contradicts itself, to every table */
 	LT_REACT,     /* a: slot: answer the blocking notices it has, as a daemon would */
+	LT_SPLIT,     /* a: slots (bit i: slot i) cut off from the others, each side sees the other go down */
+	LT_MERGE,     /* the cut-off slots come back: each side sees the other join */
 	LT_OP_COUNT
 };
 

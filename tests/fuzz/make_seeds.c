@@ -495,6 +495,16 @@ static void locktab_seeds(const char *top)
 		LT_JOIN, 0x12, LT_MUTATE, 40, 0, 0xff, LT_DELIVER, 7, /* a damaged snapshot */
 		LT_JOIN, 0x12, LT_DELIVER, 7,
 	};
+	static const uint8_t partition[] = {
+		LT_JOIN, 0x08, LT_JOIN, 0x1a,		/* slots 0, 1, then 2 and 3 */
+		LT_DELIVER, 7, LT_DELIVER, 7,
+		LT_LOCK, 0, 0, 2, LT_LOCK, 2, 1, 1, LT_DELIVER, 7,
+		LT_SPLIT, 0x0c,				/* 2 and 3 cut off */
+		LT_LOCK, 1, 1, 2, LT_FENCED, 0, 3, LT_FENCED, 0, 4, LT_DELIVER, 7,
+		LT_RECOVERED, 1, 3, LT_DELIVER, 7,
+		LT_MERGE, LT_DELIVER, 7, LT_DELIVER, 7,	/* both sides see the conflict */
+		LT_JOIN, 0x08, LT_DELIVER, 7,
+	};
 	char dir[4096];
 
 	snprintf(dir, sizeof(dir), "%s/fuzz_locktab", top);
@@ -504,6 +514,7 @@ static void locktab_seeds(const char *top)
 	put(dir, "seed-join", join, sizeof(join));
 	put(dir, "seed-failure", failure, sizeof(failure));
 	put(dir, "seed-hostile", hostile, sizeof(hostile));
+	put(dir, "seed-partition", partition, sizeof(partition));
 }
 
 static void encode(const char *in, const char *out, uint8_t flags)

@@ -2,10 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """The CPG lock service over a real corosync.
 
-A private corosync runs in namespaces of its own (network, mount, IPC, UTS:
-its /run, /dev/shm and configuration are the test's, not the machine's), and
-lockclient processes join one CPG group through it, each with its own lock
-table.  Cases:
+Each node is a private corosync in namespaces of its own (network, mount,
+IPC, UTS: its /run, /dev/shm and configuration are the test's, not the
+machine's), plugged into a bridge in a network namespace of its own, as
+TEST-CLUSTER.md describes; lockclient processes join one CPG group through
+them, each with its own lock table.  Cases:
 
   counter  four members increment a shared counter file under an EX lock, a
            window open in each critical section; one joins while the others
@@ -16,6 +17,11 @@ table.  Cases:
            the lock stays frozen (the others make no progress) until an
            admin member sends FENCED and RECOVERED for its node; then they
            finish, without a valid value block at first.
+  nodes    three corosync nodes on a private bridge, a member on each,
+           incrementing the counter: agreed order across real nodes.
+  nodedown the node of a member holding EX loses power (its corosync is
+           killed): the others see NODEDOWN and wait until FENCED and
+           RECOVERED for that node.
 
 Needs root, corosync, unshare, nsenter and ip; otherwise exits 77 (skip).
 Usage: test_cpg_locks.py LOCKCLIENT CASE
@@ -28,32 +34,36 @@ import sys
 import tempfile
 import time
 
-COROSYNC_CONF = """totem {
+SUBNET = "192.168.77"  # exists only inside the test's namespaces
+
+COROSYNC_CONF = """totem {{
 	version: 2
 	cluster_name: ocfs2d-test
 	crypto_cipher: none
 	crypto_hash: none
 	token: 1000
-}
-logging {
+}}
+logging {{
 	to_stderr: yes
 	to_logfile: no
 	to_syslog: no
-}
-quorum {
+}}
+quorum {{
 	provider: corosync_votequorum
-}
-nodelist {
-	node {
-		name: n1
-		nodeid: 1
-		ring0_addr: 127.0.0.1
-	}
-}
-system {
+}}
+nodelist {{
+{nodes}
+}}
+system {{
 	move_to_root_cgroup: no
-}
+}}
 """
+
+NODE_CONF = """	node {{
+		name: n{i}
+		nodeid: {i}
+		ring0_addr: {subnet}.{addr}
+	}}"""
 
 
 def skip(why):
@@ -66,17 +76,42 @@ def fail(why):
     sys.exit(1)
 
 
-class Node:
-    """One corosync in namespaces of its own, and a way to run commands there."""
+def sh(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        fail(f"{' '.join(cmd)}: {r.stderr.strip()}")
+    return r.stdout
 
-    def __init__(self, top):
-        self.top = top
+
+def wait_unshared(pid, what):
+    """Wait until process pid is in namespaces of its own (one unshare(2) makes
+    them all): until then, entering it would mean entering ours."""
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            if os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+                return
+        except OSError:
+            fail(f"{what} ended early")
+        time.sleep(0.02)
+    fail(f"{what} did not get a namespace of its own")
+
+
+class Node:
+    """One corosync in namespaces of its own (network, mount, IPC, UTS), and a
+    way to run commands there.  Its eth0 is one end of a veth pair whose other
+    end the cluster plugs into its bridge; corosync starts once it is there."""
+
+    def __init__(self, top, nodeid, conf):
+        self.top, self.nodeid = top, nodeid
         for d in ("etc", "lib", "log"):
             os.makedirs(os.path.join(top, d), exist_ok=True)
         with open(os.path.join(top, "etc", "corosync.conf"), "w") as f:
-            f.write(COROSYNC_CONF)
+            f.write(conf)
         script = (
-            "set -e; ip link set lo up; mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /dev/shm; "
+            "set -e; while ! ip link show eth0 >/dev/null 2>&1; do sleep 0.05; done; "
+            f"ip addr add {SUBNET}.{10 + nodeid}/24 dev eth0; ip link set eth0 up; ip link set lo up; "
+            "mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /dev/shm; "
             f"mount --bind {top}/etc /etc/corosync; mount --bind {top}/lib /var/lib/corosync; "
             f"mkdir -p /var/log/corosync; mount --bind {top}/log /var/log/corosync; "
             "exec corosync -f")
@@ -84,40 +119,36 @@ class Node:
         self.proc = subprocess.Popen(
             ["unshare", "--net", "--mount", "--uts", "--ipc", "--propagation", "private",
              "sh", "-c", script], stdout=self.log, stderr=subprocess.STDOUT)
-        self.pid = None
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                fail(f"corosync exited ({self.proc.returncode}): {self.output()}")
-            pid = self.corosync_pid()
-            if pid and self.run(["corosync-quorumtool", "-s"], pid=pid).returncode == 0:
-                self.pid = pid
-                return
-            time.sleep(0.2)
-        fail(f"corosync did not become ready: {self.output()}")
+        self.pid = self.proc.pid  # unshare execs sh, which execs corosync: one process
+        wait_unshared(self.pid, f"node {nodeid}")
 
-    def corosync_pid(self):
-        # unshare execs sh, which execs corosync: the same process
-        try:
-            with open(f"/proc/{self.proc.pid}/comm") as f:
-                return self.proc.pid if f.read().strip() == "corosync" else None
-        except OSError:
-            return None
+    def ready(self, members):
+        """corosync answers and sees members nodes."""
+        if self.proc.poll() is not None:
+            fail(f"corosync of node {self.nodeid} exited ({self.proc.returncode}): {self.output()}")
+        r = self.run(["corosync-quorumtool", "-s"])
+        return r.returncode == 0 and f"Nodes:            {members}" in r.stdout
 
     def output(self):
         self.log.flush()
         with open(os.path.join(self.top, "corosync.out")) as f:
             return f.read()[-2000:]
 
-    def enter(self, pid=None):
-        return ["nsenter", "-t", str(pid or self.pid), "-m", "-n", "-i", "-u", "--"]
+    def enter(self):
+        return ["nsenter", "-t", str(self.pid), "-m", "-n", "-i", "-u", "--"]
 
-    def run(self, cmd, pid=None):
-        return subprocess.run(self.enter(pid) + cmd, capture_output=True, text=True, timeout=30)
+    def run(self, cmd):
+        return subprocess.run(self.enter() + cmd, capture_output=True, text=True, timeout=30)
 
     def spawn(self, cmd):
         return subprocess.Popen(self.enter() + cmd, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
+
+    def kill(self):
+        """Power off: corosync dies at once (the others see NODEDOWN)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def stop(self):
         if self.proc.poll() is None:
@@ -125,9 +156,43 @@ class Node:
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                self.kill()
         self.log.close()
+
+
+class Cluster:
+    """n nodes on a bridge in a network namespace of its own (no uplink)."""
+
+    def __init__(self, top, n):
+        self.bridge = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
+        self.nodes = []
+        wait_unshared(self.bridge.pid, "the bridge")
+        try:
+            br = ["nsenter", "-t", str(self.bridge.pid), "-n", "--"]
+            sh(br + ["ip", "link", "add", "br0", "type", "bridge"])
+            sh(br + ["ip", "link", "set", "br0", "up"])
+            conf = COROSYNC_CONF.format(nodes="\n".join(
+                NODE_CONF.format(i=i, subnet=SUBNET, addr=10 + i) for i in range(1, n + 1)))
+            for i in range(1, n + 1):
+                node = Node(os.path.join(top, f"n{i}"), i, conf)
+                self.nodes.append(node)
+                sh(br + ["ip", "link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0",
+                         "netns", str(node.pid)])
+                sh(br + ["ip", "link", "set", f"v{i}", "master", "br0", "up"])
+            deadline = time.time() + 40
+            while not all(nd.ready(n) for nd in self.nodes):
+                if time.time() > deadline:
+                    fail("corosync did not form the cluster: " + self.nodes[0].output())
+                time.sleep(0.2)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self):
+        for nd in self.nodes:
+            nd.stop()
+        self.bridge.kill()
+        self.bridge.wait()
 
 
 def wait_line(p, want, timeout):
@@ -169,7 +234,8 @@ def counter(path):
         return int(f.read())
 
 
-def case_counter(node, client, tmp):
+def case_counter(cluster, client, tmp):
+    node = cluster.nodes[0]
     path = os.path.join(tmp, "counter")
     with open(path, "w") as f:
         f.write("0\n")
@@ -186,7 +252,8 @@ def case_counter(node, client, tmp):
     print(f"counter {got}: no update lost")
 
 
-def case_failure(node, client, tmp):
+def case_failure(cluster, client, tmp):
+    node = cluster.nodes[0]
     path = os.path.join(tmp, "counter")
     with open(path, "w") as f:
         f.write("0\n")
@@ -217,8 +284,63 @@ def case_failure(node, client, tmp):
     print(f"after FENCED and RECOVERED: counter {got}; " + "; ".join(o.strip() for o in outs))
 
 
+def case_nodes(cluster, client, tmp):
+    """One member on each of three nodes: agreed order across real nodes."""
+    path = os.path.join(tmp, "counter")
+    with open(path, "w") as f:
+        f.write("0\n")
+    n = 100
+    members = [nd.spawn([client, "ocfs2d-test", "count", path, str(n), "counter"])
+               for nd in cluster.nodes]
+    for i, p in enumerate(members):
+        print(f"node {i + 1}: {finish(p, f'member on node {i + 1}').strip().splitlines()[-1]}")
+    got = counter(path)
+    if got != len(members) * n:
+        fail(f"counter {got}, expected {len(members) * n}: two nodes held EX at once")
+    print(f"counter {got}: no update lost across {len(members)} nodes")
+
+
+def case_nodedown(cluster, client, tmp):
+    """A node holding EX loses power: NODEDOWN, frozen until FENCED and RECOVERED."""
+    path = os.path.join(tmp, "counter")
+    with open(path, "w") as f:
+        f.write("0\n")
+    victim = cluster.nodes[2]
+    holder = victim.spawn([client, "ocfs2d-test", "hold", "counter"])
+    wait_line(holder, "held", 30)
+    workers = [nd.spawn([client, "ocfs2d-test", "count", path, "30", "counter"])
+               for nd in cluster.nodes[:2]]
+    for w in workers:
+        wait_line(w, "synced", 30)
+    victim.kill()
+    holder.wait()
+    t0 = time.time()
+    # corosync notices within a few token timeouts; nothing may move before or after
+    time.sleep(6)
+    if counter(path) != 0:
+        fail("the dead node's EX was given away before it was fenced and recovered")
+    print(f"node 3 down: its lock stays frozen ({time.time() - t0:.1f} s watched)")
+    admin = cluster.nodes[0].spawn([client, "ocfs2d-test", "admin", str(victim.nodeid)])
+    finish(admin, "admin (FENCED, RECOVERED)")
+    for i, w in enumerate(workers):
+        finish(w, f"worker on node {i + 1}")
+    got = counter(path)
+    if got != 60:
+        fail(f"counter {got}, expected 60")
+    print(f"after FENCED and RECOVERED of node 3: counter {got}")
+
+
+# case: (function, nodes)
+CASES = {
+    "counter": (case_counter, 1),
+    "failure": (case_failure, 1),
+    "nodes": (case_nodes, 3),
+    "nodedown": (case_nodedown, 3),
+}
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[2] not in ("counter", "failure"):
+    if len(sys.argv) != 3 or sys.argv[2] not in CASES:
         print(__doc__)
         sys.exit(2)
     client, case = os.path.abspath(sys.argv[1]), sys.argv[2]
@@ -228,11 +350,11 @@ def main():
         if not shutil.which(tool):
             skip(f"{tool} is not installed")
     tmp = tempfile.mkdtemp(prefix="ocfs2d-cpg-")
-    node = Node(os.path.join(tmp, "n1"))
+    cluster = Cluster(tmp, CASES[case][1])
     try:
-        {"counter": case_counter, "failure": case_failure}[case](node, client, tmp)
+        CASES[case][0](cluster, client, tmp)
     finally:
-        node.stop()
+        cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 

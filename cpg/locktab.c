@@ -38,7 +38,7 @@ enum msg_type {
 #define LOCK_FLAGS (O2LT_F_NOQUEUE | O2LT_F_RECOVERY)
 #define NONE 0xff /* no mode (wire and entry fields) */
 
-enum mstate { M_LIVE = 0, M_DEAD = 1, M_FENCED = 2 };
+enum mstate { M_LIVE = 0, M_DEAD = 1, M_FENCED = 2, M_STALE = 3 };
 
 struct member {
 	uint64_t inc;
@@ -170,6 +170,28 @@ static struct member *member_find_live(const struct o2lt_table *t, struct o2lt_m
 			return m;
 	}
 	return NULL;
+}
+
+/* live or stale: in the group now */
+static struct member *member_find_present(const struct o2lt_table *t, struct o2lt_member id)
+{
+	for (guint i = 0; i < t->members->len; i++) {
+		struct member *m = t->members->pdata[i];
+		if ((m->state == M_LIVE || m->state == M_STALE) && same_member(m->id, id))
+			return m;
+	}
+	return NULL;
+}
+
+/* a dead incarnation of this very process, not yet recovered */
+static bool member_has_dead(const struct o2lt_table *t, struct o2lt_member id)
+{
+	for (guint i = 0; i < t->members->len; i++) {
+		struct member *m = t->members->pdata[i];
+		if ((m->state == M_DEAD || m->state == M_FENCED) && same_member(m->id, id))
+			return true;
+	}
+	return false;
 }
 
 static struct member *member_by_inc(const struct o2lt_table *t, uint64_t inc)
@@ -889,20 +911,34 @@ static int confchg_synced(struct o2lt_table *t, const struct o2lt_confchg *c)
 {
 	count_input(t);
 	for (size_t i = 0; i < c->n_left; i++) {
-		struct member *x = member_find_live(t, c->left[i]);
-		if (x)
+		struct member *x = member_find_present(t, c->left[i]);
+		if (x && x->state == M_STALE)
+			member_remove(t, x);
+		else if (x)
 			member_leaves(t, x, c->left_reasons[i]);
 	}
-	/* live members the change forgot to list as leaving have failed */
-	for (guint i = 0; i < t->members->len; i++) {
+	/* members the change forgot to list as leaving: failed, or gone if stale */
+	for (guint i = t->members->len; i-- > 0;) {
 		struct member *x = t->members->pdata[i];
-		if (x->state == M_LIVE && !in_list(c->members, c->n_members, x->id))
+		if (in_list(c->members, c->n_members, x->id))
+			continue;
+		if (x->state == M_STALE)
+			member_remove(t, x);
+		else if (x->state == M_LIVE)
 			member_leaves(t, x, O2LT_REASON_PROCDOWN); /* keeps x in the array */
 	}
-	/* joined, or listed without our knowing them: new unsynced members */
-	for (size_t i = 0; i < c->n_members; i++)
-		if (!member_find_live(t, c->members[i]))
+	/* joined, or listed without our knowing them: new unsynced members, or
+	 * stale ones back from a partition with a table of their own */
+	for (size_t i = 0; i < c->n_members; i++) {
+		if (member_find_present(t, c->members[i]))
+			continue;
+		if (member_has_dead(t, c->members[i])) {
+			member_add(t, c->members[i], false)->state = M_STALE;
+			emit_member(t, O2LT_EV_STALE_MEMBER, c->members[i]);
+		} else {
 			member_add(t, c->members[i], false);
+		}
+	}
 	regrant_all(t);
 	g_autoptr(GArray) send_to = g_array_new(FALSE, FALSE, sizeof(struct o2lt_member));
 	designate_senders(t, send_to);
@@ -954,10 +990,12 @@ static void become_synced(struct o2lt_table *t)
 	emit_member(t, O2LT_EV_SYNCED, t->self);
 	for (guint i = 0; i < t->members->len; i++) {
 		struct member *x = t->members->pdata[i];
-		if (x->state != M_LIVE)
+		if (x->state == M_DEAD || x->state == M_FENCED)
 			emit_member(t, O2LT_EV_NODE_FAILED, x->id);
 		if (x->state == M_FENCED)
 			emit_member(t, O2LT_EV_NODE_FENCED, x->id);
+		if (x->state == M_STALE)
+			emit_member(t, O2LT_EV_STALE_MEMBER, x->id);
 	}
 }
 
@@ -1187,7 +1225,7 @@ static int decode_state(struct o2lt_table *t, const uint8_t *p, size_t n, uint64
 		x->since_join = get64(p + 24);
 		x->sender = get64(p + 32);
 		g_ptr_array_add(t->members, x);
-		if (p[16] > M_FENCED || p[17] > 1 || get16(p + 18) || get32(p + 20) || x->inc == 0 ||
+		if (p[16] > M_STALE || p[17] > 1 || get16(p + 18) || get32(p + 20) || x->inc == 0 ||
 		    x->inc > next_inc ||
 		    (i && x->inc <= ((struct member *)t->members->pdata[i - 1])->inc))
 			return -EPROTO;
@@ -1346,6 +1384,8 @@ static int check_resource(const struct o2lt_table *t, const struct resource *r, 
 		const struct entry *e = r->entries->pdata[i];
 		if (member_by_inc(t, e->m->inc) != e->m)
 			FAIL("entry of a member not in the table");
+		if (e->m->state == M_STALE)
+			FAIL("entry of a stale member");
 		if (i && ((struct entry *)r->entries->pdata[i - 1])->m->inc >= e->m->inc)
 			FAIL("entries out of order or twice for one member");
 		enum queue q = entry_queue(e);
@@ -1399,8 +1439,8 @@ int o2lt_check(const struct o2lt_table *t, char *why, size_t whylen)
 			FAIL("members out of order");
 		if (x->inc > t->next_inc)
 			FAIL("member incarnation beyond the counter");
-		if (x->state == M_LIVE && member_find_live(t, x->id) != x)
-			FAIL("member %u/%u live twice", x->id.nodeid, x->id.pid);
+		if ((x->state == M_LIVE || x->state == M_STALE) && member_find_present(t, x->id) != x)
+			FAIL("member %u/%u present twice", x->id.nodeid, x->id.pid);
 		if (x->state == M_LIVE && same_member(x->id, t->self))
 			self = true;
 		if (x->state != M_LIVE && (x->synced || x->sender || x->since_join))
@@ -1427,7 +1467,7 @@ static void hex(GString *s, const uint8_t *p, size_t n)
 
 char *o2lt_dump(const struct o2lt_table *t)
 {
-	static const char *const states[] = { "live", "dead", "fenced" };
+	static const char *const states[] = { "live", "dead", "fenced", "stale" };
 	static const char *const syncs[] = { "new", "waiting", "synced", "failed" };
 	GString *s = g_string_new(NULL);
 	g_string_append_printf(s, "table %s next %" G_GUINT64_FORMAT "\n", syncs[t->sync],

@@ -40,12 +40,20 @@
  * drops those and applies the rest.  If every member that could send it
  * leaves first, the joiner reports SYNC_FAILED and must rejoin.
  *
- * Partitions that merge each bring a table of their own, and each side
- * sees the other join and sends it a snapshot.  A synced table that is sent
- * a snapshot for itself reports STATE_CONFLICT: its member must stop using
- * its locks and leave the group (corosync starts a node on a ring of its
- * own and merges it a moment later: join the group only once quorate).
- *
+ * A partition heals when corosync merges the rings again, and the members
+ * of each side come back to the other with the tables they kept.  Each side
+ * still has the other's members dead (not recovered: a fenced node does not
+ * come back with the same process), so a member that joins under the
+ * nodeid and pid of a dead incarnation is a stale member: STALE_MEMBER is
+ * reported, it gets no snapshot, whatever it sends is refused, and it stays
+ * ignored until it leaves.  Both sides see the other so; which side goes on
+ * is the daemon's decision (the side that kept quorum; the other must stop
+ * and wait for its fencing).  Groups that formed apart without knowing each
+ * other (corosync starts a node on a ring of its own and merges it a moment
+ * later) send each other snapshots instead: a synced table sent a snapshot
+ * for itself reports STATE_CONFLICT, and its member must stop using its
+ * locks and leave (join the group only once quorate to avoid that).
+
  * The table never trusts a message: anything malformed or contrary to the
  * protocol is refused the same way on every member (-EBADMSG from
  * o2lt_deliver, or a REFUSED event to its sender), never a crash.
@@ -117,6 +125,7 @@ enum o2lt_event_type {
 	O2LT_EV_SYNCED,		 /* this table has its state (first member, or snapshot applied) */
 	O2LT_EV_SYNC_FAILED,	 /* nobody is left who could send this table its state: rejoin */
 	O2LT_EV_STATE_CONFLICT,	 /* another member sent this synced table a snapshot: see below */
+	O2LT_EV_STALE_MEMBER,	 /* member came back from a partition: ignored until it leaves */
 };
 
 struct o2lt_event {

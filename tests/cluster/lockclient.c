@@ -16,7 +16,8 @@
  *       send FENCED for NODEID, then RECOVERED, and exit once the group has
  *       dropped its locks.
  *
- * Prints "synced" once the table has its state.  Exit status: 0 done,
+ * Prints "synced" once the table has its state, "stale node N" when a member
+ * of node N comes back from a partition.  Exit status: 0 done,
  * 2 usage, 3 a broken promise, 4 refused, 5 timed out, 6 corosync lost.
  */
 #include <errno.h>
@@ -146,6 +147,10 @@ static void on_event(const struct o2lt_event *ev, void *data)
 		fprintf(stderr, "lockclient: request %" G_GUINT64_FORMAT " refused: %s\n", ev->reqid,
 			g_strerror(-ev->error));
 		finish(c, 4);
+		break;
+	case O2LT_EV_STALE_MEMBER:
+		printf("stale node %u\n", ev->member.nodeid);
+		fflush(stdout);
 		break;
 	case O2LT_EV_NODE_FENCED:
 		if (c->what == ADMIN && ev->member.nodeid == c->nodeid &&

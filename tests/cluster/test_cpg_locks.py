@@ -22,6 +22,10 @@ them, each with its own lock table.  Cases:
   nodedown the node of a member holding EX loses power (its corosync is
            killed): the others see NODEDOWN and wait until FENCED and
            RECOVERED for that node.
+  partition the node of a member holding EX is cut off from the bridge, then
+           the cut heals: each side sees the other's members come back as
+           stale (no snapshot, no state conflict), and the majority goes on
+           once FENCED and RECOVERED are sent for the cut-off node.
 
 Needs root, corosync, unshare, nsenter and ip; otherwise exits 77 (skip).
 Usage: test_cpg_locks.py LOCKCLIENT CASE
@@ -188,6 +192,17 @@ class Cluster:
             self.stop()
             raise
 
+    def port(self, nodeid, state):
+        sh(["nsenter", "-t", str(self.bridge.pid), "-n", "--", "bridge", "link", "set", "dev",
+            f"v{nodeid}", "state", str(state)])
+
+    def cut(self, nodeid):
+        """The node's bridge port stops forwarding: a partition."""
+        self.port(nodeid, 0)
+
+    def heal(self, nodeid):
+        self.port(nodeid, 3)
+
     def stop(self):
         for nd in self.nodes:
             nd.stop()
@@ -330,12 +345,51 @@ def case_nodedown(cluster, client, tmp):
     print(f"after FENCED and RECOVERED of node 3: counter {got}")
 
 
+def case_partition(cluster, client, tmp):
+    """The node of a member holding EX is cut off and comes back: the majority
+    goes on (the member is stale, its lock frozen until FENCED and RECOVERED)."""
+    path = os.path.join(tmp, "counter")
+    with open(path, "w") as f:
+        f.write("0\n")
+    victim = cluster.nodes[2]
+    holder = victim.spawn([client, "ocfs2d-test", "hold", "counter"])
+    wait_line(holder, "held", 30)
+    workers = [nd.spawn([client, "ocfs2d-test", "count", path, "30", "counter"])
+               for nd in cluster.nodes[:2]]
+    for w in workers:
+        wait_line(w, "synced", 30)
+    cluster.cut(victim.nodeid)
+    time.sleep(6)
+    if counter(path) != 0:
+        fail("the cut-off node's EX was given away")
+    cluster.heal(victim.nodeid)
+    for w in workers:
+        wait_line(w, "stale node 3", 40)
+    wait_line(holder, "stale node 1", 10)
+    print("healed: each side sees the other's members as stale")
+    if counter(path) != 0:
+        fail("the stale member's EX was given away before FENCED and RECOVERED")
+    admin = cluster.nodes[0].spawn([client, "ocfs2d-test", "admin", str(victim.nodeid)])
+    finish(admin, "admin (FENCED, RECOVERED)")
+    for i, w in enumerate(workers):
+        finish(w, f"worker on node {i + 1}")
+    got = counter(path)
+    if got != 60:
+        fail(f"counter {got}, expected 60")
+    if holder.poll() is not None:
+        fail(f"the stale holder ended ({holder.returncode}): {holder.stderr.read()}")
+    holder.kill()
+    holder.wait()
+    print(f"majority finished after FENCED and RECOVERED of node 3: counter {got}")
+
+
 # case: (function, nodes)
 CASES = {
     "counter": (case_counter, 1),
     "failure": (case_failure, 1),
     "nodes": (case_nodes, 3),
     "nodedown": (case_nodedown, 3),
+    "partition": (case_partition, 3),
 }
 
 

@@ -139,6 +139,8 @@ static void on_deliver(cpg_handle_t h, const struct cpg_name *group, uint32_t no
 	if (r == -EBADMSG)
 		g_warning("member %u/%u sent a malformed lock message (%zu bytes): ignored",
 			  nodeid, pid, len);
+	else if (r == -EPERM)
+		g_debug("message from stale member %u/%u ignored", nodeid, pid);
 }
 
 static struct o2lt_member *members_of(const struct cpg_address *l, size_t n)

@@ -831,7 +831,7 @@ static int deliver_synced(struct o2lt_table *t, struct o2lt_member sender, const
 	count_input(t); /* a joiner buffers whatever has a header: count the same */
 	struct member *s = member_find_live(t, sender);
 	if (!s)
-		return -EBADMSG; /* CPG delivers nothing from non-members */
+		return -EPERM; /* a stale member (or, never from CPG, a stranger) */
 	switch (m.type) {
 	case MSG_LOCK: return apply_lock(t, s, &m);
 	case MSG_DOWN: return apply_down(t, s, &m);

@@ -153,9 +153,10 @@ void o2lt_free(struct o2lt_table *t);
 
 /*
  * Apply one message multicast by sender.  -EBADMSG: malformed, nothing
- * changed (every member rejects it the same way); -EPROTO: a snapshot this
- * table could not use (it stays unsynced); 0 otherwise, including protocol
- * misuse that became a REFUSED event for the sender.
+ * changed (every member rejects it the same way); -EPERM: the sender is not
+ * a live member (a stale one), ignored; -EPROTO: a snapshot this table
+ * could not use (it fails to sync); 0 otherwise, including protocol misuse
+ * that became a REFUSED event for the sender.
  */
 int o2lt_deliver(struct o2lt_table *t, struct o2lt_member sender, const void *msg, size_t len);
 

@@ -295,6 +295,8 @@ static int64_t sent(struct o2ls *ls, const uint8_t *buf, ssize_t len, uint64_t r
 		return len;
 	if (ls->lost)
 		return -ENOTCONN;
+	if (!o2lt_synced(ls->t))
+		return -EAGAIN; /* the table would refuse it, maybe unheard (locktab.h) */
 	post(ls, buf, (size_t)len);
 	return (int64_t)reqid;
 }

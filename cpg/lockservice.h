@@ -9,9 +9,9 @@
  * them back, on every member at the same point of the stream; their
  * outcome comes to the callback as lock-table events.  The callback gets
  * the events addressed to this member (GRANTED, REFUSED, DOWNED, BLOCKING),
- * every member's NODE_* events, and SYNCED, SYNC_FAILED and STATE_CONFLICT;
- * snapshots for joiners are sent here, unseen.  Until SYNCED, requests may
- * be made but are answered only once the table has its state.
+ * every member's NODE_* events, STALE_MEMBER, and SYNCED, SYNC_FAILED and
+ * STATE_CONFLICT; snapshots for joiners are sent here, unseen.  Requests
+ * wait for SYNCED: before it they fail with -EAGAIN.
  *
  * If corosync goes away (its connection fails) the callback's lost()
  * runs once; the service then does nothing more, and the caller must
@@ -52,8 +52,8 @@ bool o2ls_synced(const struct o2ls *ls);
 
 /*
  * Requests (see locktab.h for what each does).  Each returns the request
- * id its events will carry (> 0), or -EINVAL for a bad argument, -ENOTCONN
- * once corosync is gone.  Messages that corosync cannot take at once are
+ * id its events will carry (> 0), or -EINVAL for a bad argument, -EAGAIN
+ * before SYNCED, -ENOTCONN once corosync is gone.  Messages that corosync cannot take at once are
  * queued and sent in order.
  */
 int64_t o2ls_lock(struct o2ls *ls, const void *name, size_t namelen, int mode, unsigned flags);

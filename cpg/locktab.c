@@ -480,6 +480,10 @@ static void fail_member(struct o2lt_table *t, struct member *m)
 			e->requested = NONE;
 		}
 		e->notified = NONE;
+		/* it may have changed what the value block describes without writing it
+		 * back: whoever gets the lock next (the recovery first) reads the disk */
+		if (e->granted == O2LT_EX)
+			r->lvb_valid = false;
 	}
 }
 
@@ -751,20 +755,18 @@ static int apply_recovered(struct o2lt_table *t, struct member *s, const struct 
 	uint32_t nodeid;
 	if (parse_node(m, &nodeid))
 		return -EBADMSG;
-	bool fenced = false;
+	bool fenced = false, dead = false;
 	for (guint i = 0; i < t->members->len; i++) {
 		struct member *x = t->members->pdata[i];
 		if (x->id.nodeid != nodeid)
 			continue;
-		if (x->state == M_DEAD) {
-			/* died again since the FENCED: not yet safe */
-			emit_refused(t, s->id, m->reqid, NULL, 0, -EINVAL);
-			return 0;
-		}
 		fenced |= x->state == M_FENCED;
+		dead |= x->state == M_DEAD;
 	}
-	if (!fenced) {
-		emit_refused(t, s->id, m->reqid, NULL, 0, -ENOENT);
+	if (!fenced || dead) {
+		/* nothing fenced to recover; or the node died again since its
+		 * FENCED, and that death is not fenced yet */
+		emit_refused(t, s->id, m->reqid, NULL, 0, fenced ? -EINVAL : -ENOENT);
 		return 0;
 	}
 	for (guint i = 0; i < t->members->len;) {
@@ -774,7 +776,9 @@ static int apply_recovered(struct o2lt_table *t, struct member *s, const struct 
 			continue;
 		}
 		struct o2lt_member id = x->id;
-		drop_member_locks(t, x, true);
+		/* the value blocks were voided at its death; what the recovery
+		 * wrote since under RECOVERY is good */
+		drop_member_locks(t, x, false);
 		member_remove(t, x);
 		emit_member(t, O2LT_EV_NODE_RECOVERED, id);
 	}
@@ -832,6 +836,18 @@ static int deliver_synced(struct o2lt_table *t, struct o2lt_member sender, const
 	struct member *s = member_find_live(t, sender);
 	if (!s)
 		return -EPERM; /* a stale member (or, never from CPG, a stranger) */
+	if (!s->synced && m.type != MSG_SNAPSHOT) {
+		/*
+		 * Whatever a member asks before its table has its state may be
+		 * answered in the part of the stream its snapshot covers, where it
+		 * would never hear of it: it holds nothing until it is synced.
+		 */
+		struct named n;
+		bool named = (m.type == MSG_LOCK || m.type == MSG_DOWN || m.type == MSG_CANCEL) &&
+			     !parse_named(&m, m.type == MSG_DOWN && (m.flags & DOWN_F_LVB), &n);
+		emit_refused(t, s->id, m.reqid, named ? n.name : NULL, named ? n.namelen : 0, -EAGAIN);
+		return 0;
+	}
 	switch (m.type) {
 	case MSG_LOCK: return apply_lock(t, s, &m);
 	case MSG_DOWN: return apply_down(t, s, &m);

@@ -27,8 +27,9 @@
  * the fencing) marks it fenced: from then on a request flagged RECOVERY
  * passes over its frozen locks (the recovering node takes the super lock and
  * the dead slot's journal lock this way).  A RECOVERED message, sent when the
- * journal is replayed, drops its locks and grants whoever waited for them;
- * the value blocks of locks it held in EX are marked invalid.  A member that
+ * journal is replayed, drops its locks and grants whoever waited for them.
+ * The value blocks of locks it held in EX are marked invalid when it dies
+ * (it never wrote them back); what the recovery writes in them stays.  A member that
  * leaves through LEAVE has unmounted cleanly: whatever it still held is
  * released at once.
  *
@@ -38,7 +39,10 @@
  * later membership change, if the first sender dies first); the snapshot
  * names how many inputs after the join it already contains, so the joiner
  * drops those and applies the rest.  If every member that could send it
- * leaves first, the joiner reports SYNC_FAILED and must rejoin.
+ * leaves first, the joiner reports SYNC_FAILED and must rejoin.  Requests a
+ * member sends before it is synced are refused (-EAGAIN) on every table,
+ * and it may not even hear of that (the answer can fall in the part of the
+ * stream its snapshot covers): send requests only after SYNCED.
  *
  * A partition heals when corosync merges the rings again, and the members
  * of each side come back to the other with the tables they kept.  Each side

@@ -121,6 +121,8 @@ static void on_event(const struct o2lt_event *ev, void *data)
 		fflush(stdout);
 		if (c->what == ADMIN && o2ls_fenced(c->ls, c->nodeid) < 0)
 			finish(c, 6);
+		else if (c->what != ADMIN)
+			ask(c); /* requests wait for the table's state */
 		break;
 	case O2LT_EV_SYNC_FAILED:
 	case O2LT_EV_STATE_CONFLICT:
@@ -206,8 +208,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "lockclient: %s\n", err->message);
 		return 6;
 	}
-	if (c.what != ADMIN && c.left >= 0)
-		ask(&c); /* answered once the table is synced */
 	g_timeout_add_seconds(TIMEOUT_S, on_timeout, &c);
 	g_main_loop_run(c.loop);
 	if (c.what == COUNT)

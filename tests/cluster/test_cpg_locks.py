@@ -249,11 +249,38 @@ def counter(path):
         return int(f.read())
 
 
-def case_counter(cluster, client, tmp):
-    node = cluster.nodes[0]
+def new_counter(tmp):
     path = os.path.join(tmp, "counter")
     with open(path, "w") as f:
         f.write("0\n")
+    return path
+
+
+def holder_and_workers(client, victim, others, path, n):
+    """victim's member takes the counter lock in EX; the others' members ask for it."""
+    holder = victim.spawn([client, "ocfs2d-test", "hold", "counter"])
+    wait_line(holder, "held", 30)
+    workers = [nd.spawn([client, "ocfs2d-test", "count", path, str(n), "counter"])
+               for nd in others]
+    for w in workers:
+        wait_line(w, "synced", 30)
+    return holder, workers
+
+
+def recover_and_finish(admin_node, client, nodeid, workers, path, expected):
+    """FENCED and RECOVERED for nodeid; then the workers must finish the count."""
+    admin = admin_node.spawn([client, "ocfs2d-test", "admin", str(nodeid)])
+    finish(admin, "admin (FENCED, RECOVERED)")
+    outs = [finish(w, f"worker {i}") for i, w in enumerate(workers)]
+    got = counter(path)
+    if got != expected:
+        fail(f"counter {got}, expected {expected}")
+    return outs
+
+
+def case_counter(cluster, client, tmp):
+    node = cluster.nodes[0]
+    path = new_counter(tmp)
     n = 150
     first = [node.spawn([client, "ocfs2d-test", "count", path, str(n), "counter"])
              for _ in range(3)]
@@ -269,15 +296,8 @@ def case_counter(cluster, client, tmp):
 
 def case_failure(cluster, client, tmp):
     node = cluster.nodes[0]
-    path = os.path.join(tmp, "counter")
-    with open(path, "w") as f:
-        f.write("0\n")
-    holder = node.spawn([client, "ocfs2d-test", "hold", "counter"])
-    wait_line(holder, "held", 30)
-    workers = [node.spawn([client, "ocfs2d-test", "count", path, "40", "counter"])
-               for _ in range(2)]
-    for w in workers:
-        wait_line(w, "synced", 30)
+    path = new_counter(tmp)
+    holder, workers = holder_and_workers(client, node, [node, node], path, 40)
     time.sleep(0.5)
     if counter(path) != 0:
         fail("a member got EX while another held it")
@@ -287,23 +307,16 @@ def case_failure(cluster, client, tmp):
     if counter(path) != 0:
         fail("the dead member's EX was given away before it was fenced and recovered")
     print("dead member's lock stays frozen")
-    admin = node.spawn([client, "ocfs2d-test", "admin", "1"])
-    finish(admin, "admin (FENCED, RECOVERED)")
-    outs = [finish(w, f"worker {i}") for i, w in enumerate(workers)]
-    got = counter(path)
-    if got != 80:
-        fail(f"counter {got}, expected 80")
+    outs = recover_and_finish(node, client, 1, workers, path, 80)
     # the first grant after the recovery has no value block (the dead EX holder's is void)
     if not any("done, 0 grants" not in o for o in outs):
         fail("every grant had a valid value block: the dead holder's was not voided")
-    print(f"after FENCED and RECOVERED: counter {got}; " + "; ".join(o.strip() for o in outs))
+    print("after FENCED and RECOVERED: counter 80; " + "; ".join(o.strip() for o in outs))
 
 
 def case_nodes(cluster, client, tmp):
     """One member on each of three nodes: agreed order across real nodes."""
-    path = os.path.join(tmp, "counter")
-    with open(path, "w") as f:
-        f.write("0\n")
+    path = new_counter(tmp)
     n = 100
     members = [nd.spawn([client, "ocfs2d-test", "count", path, str(n), "counter"])
                for nd in cluster.nodes]
@@ -317,47 +330,26 @@ def case_nodes(cluster, client, tmp):
 
 def case_nodedown(cluster, client, tmp):
     """A node holding EX loses power: NODEDOWN, frozen until FENCED and RECOVERED."""
-    path = os.path.join(tmp, "counter")
-    with open(path, "w") as f:
-        f.write("0\n")
+    path = new_counter(tmp)
     victim = cluster.nodes[2]
-    holder = victim.spawn([client, "ocfs2d-test", "hold", "counter"])
-    wait_line(holder, "held", 30)
-    workers = [nd.spawn([client, "ocfs2d-test", "count", path, "30", "counter"])
-               for nd in cluster.nodes[:2]]
-    for w in workers:
-        wait_line(w, "synced", 30)
+    holder, workers = holder_and_workers(client, victim, cluster.nodes[:2], path, 30)
     victim.kill()
     holder.wait()
-    t0 = time.time()
     # corosync notices within a few token timeouts; nothing may move before or after
     time.sleep(6)
     if counter(path) != 0:
         fail("the dead node's EX was given away before it was fenced and recovered")
-    print(f"node 3 down: its lock stays frozen ({time.time() - t0:.1f} s watched)")
-    admin = cluster.nodes[0].spawn([client, "ocfs2d-test", "admin", str(victim.nodeid)])
-    finish(admin, "admin (FENCED, RECOVERED)")
-    for i, w in enumerate(workers):
-        finish(w, f"worker on node {i + 1}")
-    got = counter(path)
-    if got != 60:
-        fail(f"counter {got}, expected 60")
-    print(f"after FENCED and RECOVERED of node 3: counter {got}")
+    print("node 3 down: its lock stays frozen (6 s watched)")
+    recover_and_finish(cluster.nodes[0], client, victim.nodeid, workers, path, 60)
+    print("after FENCED and RECOVERED of node 3: counter 60")
 
 
 def case_partition(cluster, client, tmp):
     """The node of a member holding EX is cut off and comes back: the majority
     goes on (the member is stale, its lock frozen until FENCED and RECOVERED)."""
-    path = os.path.join(tmp, "counter")
-    with open(path, "w") as f:
-        f.write("0\n")
+    path = new_counter(tmp)
     victim = cluster.nodes[2]
-    holder = victim.spawn([client, "ocfs2d-test", "hold", "counter"])
-    wait_line(holder, "held", 30)
-    workers = [nd.spawn([client, "ocfs2d-test", "count", path, "30", "counter"])
-               for nd in cluster.nodes[:2]]
-    for w in workers:
-        wait_line(w, "synced", 30)
+    holder, workers = holder_and_workers(client, victim, cluster.nodes[:2], path, 30)
     cluster.cut(victim.nodeid)
     time.sleep(6)
     if counter(path) != 0:
@@ -369,18 +361,12 @@ def case_partition(cluster, client, tmp):
     print("healed: each side sees the other's members as stale")
     if counter(path) != 0:
         fail("the stale member's EX was given away before FENCED and RECOVERED")
-    admin = cluster.nodes[0].spawn([client, "ocfs2d-test", "admin", str(victim.nodeid)])
-    finish(admin, "admin (FENCED, RECOVERED)")
-    for i, w in enumerate(workers):
-        finish(w, f"worker on node {i + 1}")
-    got = counter(path)
-    if got != 60:
-        fail(f"counter {got}, expected 60")
+    recover_and_finish(cluster.nodes[0], client, victim.nodeid, workers, path, 60)
     if holder.poll() is not None:
         fail(f"the stale holder ended ({holder.returncode}): {holder.stderr.read()}")
     holder.kill()
     holder.wait()
-    print(f"majority finished after FENCED and RECOVERED of node 3: counter {got}")
+    print("majority finished after FENCED and RECOVERED of node 3: counter 60")
 
 
 # case: (function, nodes)

@@ -2055,6 +2055,26 @@ START_TEST(test_snapshot_misuse)
 END_TEST
 
 /*
+ * The snapshot for node 2 of a table of three members whose first lock,
+ * "s", has two PR holders (and nres locks in all): where the two entries
+ * are.  Asserts first that the layout is the one these tests know.
+ */
+static struct outmsg *snapshot_two_holders(size_t nres, uint8_t **e0, uint8_t **e1)
+{
+	struct outmsg *m = take_snapshot_for(2);
+	uint8_t *body = (uint8_t *)m->msg + W_HDR;
+	const size_t nm = get_le(body + S_NM, 4), nr = get_le(body + S_NM + 4, 4);
+	uint8_t *res = body + S_HEAD + nm * S_MEMBER;
+	*e0 = res + 4 + 1 + O2LT_LVB_LEN;
+	*e1 = *e0 + S_ENTRY;
+	ck_assert_msg(nm == 3 && nr == nres && res[0] == 1 && res[4] == 's' &&
+			      get_le(res + 2, 2) == 2 && (*e0)[16] == O2LT_PR && (*e1)[16] == O2LT_PR &&
+			      (nres > 1 || *e1 + S_ENTRY == (uint8_t *)m->msg + m->len),
+		      "the snapshot layout is not the one this test knows");
+	return m;
+}
+
+/*
  * 12c. Malformed snapshots for a joiner: -EPROTO and SYNC_FAILED for it,
  * no harm to anyone; a new process of that node can join again.
  */
@@ -2065,16 +2085,8 @@ START_TEST(test_bad_snapshot_conflict)
 	req_lock(1, "s", O2LT_PR, 0, 2);
 	hold = true;
 	JOIN(2);
-	struct outmsg *m = take_snapshot_for(2);
-	uint8_t *body = (uint8_t *)m->msg + W_HDR;
-	const size_t nm = get_le(body + S_NM, 4), nr = get_le(body + S_NM + 4, 4);
-	uint8_t *res = body + S_HEAD + nm * S_MEMBER;
-	uint8_t *e0 = res + 4 + 1 + O2LT_LVB_LEN, *e1 = e0 + S_ENTRY;
-	/* guard: this is the layout the test knows */
-	ck_assert_msg(nm == 3 && nr == 1 && res[0] == 1 && res[4] == 's' && get_le(res + 2, 2) == 2 &&
-			      e0[16] == O2LT_PR && e1[16] == O2LT_PR &&
-			      e1 + S_ENTRY == (uint8_t *)m->msg + m->len,
-		      "the snapshot layout is not the one this test knows");
+	uint8_t *e0, *e1;
+	struct outmsg *m = snapshot_two_holders(1, &e0, &e1);
 
 	/* two holders, one now EX: they conflict */
 	uint8_t *bad = g_memdup2(m->msg, m->len);
@@ -2103,13 +2115,8 @@ START_TEST(test_bad_snapshot_variants)
 	req_lock(1, "t", O2LT_EX, 0, 3);
 	hold = true;
 	JOIN(2);
-	struct outmsg *m = take_snapshot_for(2);
-	uint8_t *body = (uint8_t *)m->msg + W_HDR;
-	const size_t nm = get_le(body + S_NM, 4);
-	uint8_t *res = body + S_HEAD + nm * S_MEMBER;
-	uint8_t *e0 = res + 4 + 1 + O2LT_LVB_LEN, *e1 = e0 + S_ENTRY;
-	ck_assert_msg(nm == 3 && res[4] == 's' && get_le(res + 2, 2) == 2,
-		      "the snapshot layout is not the one this test knows");
+	uint8_t *e0, *e1;
+	struct outmsg *m = snapshot_two_holders(2, &e0, &e1);
 
 	/* one member's entry twice */
 	uint8_t *bad = g_memdup2(m->msg, m->len);

@@ -56,6 +56,7 @@ struct entry {
 	int granted;   /* mode held, or NONE */
 	int requested; /* mode wanted, or NONE */
 	unsigned flags; /* of the latest request */
+	unsigned held_flags; /* of the request that got what it holds */
 	uint64_t reqid; /* of the latest request */
 	int notified;  /* highest mode a BLOCKING event named, or NONE */
 };
@@ -363,6 +364,7 @@ static void grant(struct o2lt_table *t, struct resource *r, struct entry *e)
 {
 	g_queue_remove(e->granted == NONE ? &r->wait : &r->convert, e);
 	e->granted = e->requested;
+	e->held_flags = e->flags;
 	e->requested = NONE;
 	e->notified = NONE;
 	emit_entry(t, O2LT_EV_GRANTED, r, e, e->granted, 0);
@@ -648,6 +650,7 @@ static int apply_lock(struct o2lt_table *t, struct member *s, const struct msg *
 	e->reqid = m->reqid;
 	if (e->granted == NONE && n.mode == O2LT_NL) {
 		e->granted = O2LT_NL; /* compatible with everything: never waits */
+		e->held_flags = e->flags;
 		e->requested = NONE;
 		emit_entry(t, O2LT_EV_GRANTED, r, e, O2LT_NL, 0);
 		return 0;
@@ -1201,6 +1204,7 @@ int o2lt_snapshot(struct o2lt_table *t, struct o2lt_member target, void **ret_ms
 			tmp[18] = entry_queue(e);
 			tmp[19] = (uint8_t)e->flags;
 			tmp[20] = (uint8_t)e->notified;
+			tmp[21] = (uint8_t)e->held_flags;
 			append(b, tmp, SNAP_ENTRY);
 		}
 	}
@@ -1270,10 +1274,10 @@ static int decode_state(struct o2lt_table *t, const uint8_t *p, size_t n, uint64
 			struct member *x = member_by_inc(t, get64(q));
 			int granted = q[16], requested = q[17], notified = q[20];
 			enum queue qu = q[18];
-			unsigned flags = q[19];
+			unsigned flags = q[19], held_flags = q[21];
 			if (!x || entry_find(r, x) || !mode_ok(granted, true) ||
 			    !mode_ok(requested, true) || !mode_ok(notified, true) ||
-			    (flags & ~LOCK_FLAGS) || get16(q + 21) || q[23] ||
+			    (flags & ~LOCK_FLAGS) || (held_flags & ~LOCK_FLAGS) || get16(q + 22) ||
 			    qu != entry_queue(&(struct entry){ .granted = granted, .requested = requested }))
 				return -EPROTO;
 			struct entry *e = entry_add(r, x);
@@ -1281,6 +1285,7 @@ static int decode_state(struct o2lt_table *t, const uint8_t *p, size_t n, uint64
 			e->granted = granted;
 			e->requested = requested;
 			e->flags = flags;
+			e->held_flags = held_flags;
 			e->notified = notified;
 			if (qu == Q_CONVERT)
 				g_queue_push_tail(&r->convert, e);
@@ -1423,8 +1428,8 @@ static int check_resource(const struct o2lt_table *t, const struct resource *r, 
 			const struct entry *f = r->entries->pdata[j];
 			if (e->granted == NONE || f->granted == NONE || compat[e->granted][f->granted])
 				continue;
-			if ((e->m->state == M_FENCED && (f->flags & O2LT_F_RECOVERY)) ||
-			    (f->m->state == M_FENCED && (e->flags & O2LT_F_RECOVERY)))
+			if ((e->m->state == M_FENCED && (f->held_flags & O2LT_F_RECOVERY)) ||
+			    (f->m->state == M_FENCED && (e->held_flags & O2LT_F_RECOVERY)))
 				continue;
 			FAIL("%s and %s granted together", o2lt_mode_name(e->granted),
 			     o2lt_mode_name(f->granted));
@@ -1511,8 +1516,9 @@ char *o2lt_dump(const struct o2lt_table *t)
 		g_string_append_c(s, '\n');
 		for (guint j = 0; j < es->len; j++) {
 			const struct entry *e = es->pdata[j];
-			g_string_append_printf(s, "  %" G_GUINT64_FORMAT " holds %s wants %s flags %u req %" G_GUINT64_FORMAT " told %s\n",
+			g_string_append_printf(s, "  %" G_GUINT64_FORMAT " holds %s (flags %u) wants %s flags %u req %" G_GUINT64_FORMAT " told %s\n",
 					       e->m->inc, e->granted == NONE ? "-" : o2lt_mode_name(e->granted),
+					       e->held_flags,
 					       e->requested == NONE ? "-" : o2lt_mode_name(e->requested),
 					       e->flags, e->reqid,
 					       e->notified == NONE ? "-" : o2lt_mode_name(e->notified));

@@ -1438,6 +1438,30 @@ START_TEST(test_member_vanishes)
 }
 END_TEST
 
+/*
+ * A lock granted under RECOVERY next to a fenced member's EX stays rightly
+ * held when its holder then asks, without RECOVERY, for more: the request
+ * waits like any other, and the grant keeps what justified it (fuzz_locktab
+ * found the flags of the new request overwriting those of the grant).
+ */
+START_TEST(test_recovery_grant_then_convert)
+{
+	JOIN(0, 1, 2);
+	req_lock(2, "q", O2LT_EX, 0, 1);
+	GONE(2, O2LT_REASON_NODEDOWN);
+	req_fenced(1, nodes[2].id.nodeid, 2);
+	req_lock(0, "q", O2LT_PR, O2LT_F_RECOVERY, 3);
+	GRANTED(0, "q", O2LT_PR, 3);
+	req_lock(0, "q", O2LT_EX, 0, 4); /* not a recovery request: waits */
+	NO_EV(0, O2LT_EV_GRANTED, NULL);
+	req_lock(1, "q", O2LT_PR, 0, 5); /* nor may anyone else pass the frozen EX */
+	NO_EV(1, O2LT_EV_GRANTED, NULL);
+	req_recovered(1, nodes[2].id.nodeid, 6);
+	GRANTED(0, "q", O2LT_EX, 4);
+	NO_EV(1, O2LT_EV_GRANTED, NULL);
+}
+END_TEST
+
 /* A node dies twice: RECOVERED is refused until its new incarnation is fenced. */
 START_TEST(test_double_death)
 {
@@ -2444,6 +2468,7 @@ static Suite *locktab_suite(void)
 	tc = tcase_create("failure");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_failure_and_recovery);
+	tcase_add_test(tc, test_recovery_grant_then_convert);
 	tcase_add_test(tc, test_recovered_before_fenced);
 	tcase_add_test(tc, test_fenced_per_node);
 	tcase_add_test(tc, test_procdown);

@@ -44,7 +44,12 @@ GQuark o2ls_error_quark(void);
 struct o2ls *o2ls_new(const char *group, const struct o2ls_callbacks *cb, void *data,
 		      GError **error);
 
-/* Leave the group (a clean leave: the other members drop this member's locks) and free. */
+/*
+ * Leave the group and free.  A clean leave: the other members drop this
+ * member's locks at once, so call it only once what they protected is on
+ * disk (after a clean unmount).  After lost() there is no clean leave: the
+ * others see this member fail, keep its locks frozen and fence its node.
+ */
 void o2ls_free(struct o2ls *ls);
 
 struct o2lt_member o2ls_self(const struct o2ls *ls);

@@ -1090,8 +1090,17 @@ static int deliver_waiting(struct o2lt_table *t, struct o2lt_member sender, cons
 	uint64_t cut;
 	if (snapshot_target(&m, &target, &cut))
 		return 0; /* the synced members reject it too, when we replay it */
-	if (same_member(target, t->self))
-		return take_snapshot(t, &m);
+	if (same_member(target, t->self)) {
+		/*
+		 * Only from a member that could have the group's state: one that
+		 * was here when we joined, or that we saw get its state since.  A
+		 * member back from a partition has a table of its own.
+		 */
+		bool source = false;
+		for (guint i = 0; i < t->sources->len && !source; i++)
+			source = same_member(g_array_index(t->sources, struct o2lt_member, i), sender);
+		return source ? take_snapshot(t, &m) : 0;
+	}
 	/* that member has its state now: it could send us ours */
 	sources_drop(t, target);
 	g_array_append_val(t->sources, target);

@@ -34,7 +34,8 @@
  * released at once.
  *
  * A member that joins a running group starts unsynced: it keeps every input
- * it is given until a SNAPSHOT of the table arrives for it.  The lowest
+ * it is given until a SNAPSHOT of the table arrives for it, from a member
+ * that was in the group when it joined or that it saw get its state since.  The lowest
  * synced member sends it, taken at the moment it applies the join (or at a
  * later membership change, if the first sender dies first); the snapshot
  * names how many inputs after the join it already contains, so the joiner

@@ -230,6 +230,7 @@ static void check_all(struct sim *sim)
 {
 	char why[256];
 	g_autofree char *ref_dump = NULL;
+	int ref = -1;
 	for (int i = 0; i < LT_SLOTS; i++) {
 		struct slot *s = &sim->s[i];
 		if (s->away && o2lt_check(s->t, why, sizeof(why)) < 0)
@@ -243,10 +244,11 @@ static void check_all(struct sim *sim)
 		char *d = o2lt_dump(s->t);
 		if (!ref_dump) {
 			ref_dump = d;
+			ref = i;
 			continue;
 		}
 		if (strcmp(d, ref_dump))
-			fz_fail("tables differ:\n%s---\n%s", ref_dump, d);
+			fz_fail("tables of slots %d and %d differ:\n%s---\n%s", ref, i, ref_dump, d);
 		g_free(d);
 	}
 	check_beliefs(sim);
@@ -526,6 +528,7 @@ static void op_split(struct sim *sim, uint8_t mask)
 			drop_mail_of(sim, s->id); /* never delivered */
 			s->in = false;
 			s->away = true;
+			fz_debug("  split: slot %d cut off\n", i);
 		}
 		down[i] = O2LT_REASON_NODEDOWN;
 	}
@@ -555,13 +558,17 @@ static void op_merge(struct sim *sim)
 	}
 	struct o2lt_confchg d = { .members = all, .n_members = nh + nt, .joined = here,
 				  .n_joined = nh };
+	/* tainted before the change, so that the snapshots it makes them send are too */
+	for (int i = 0; i < LT_SLOTS; i++)
+		if (sim->s[i].away)
+			sim->s[i].tainted = nh > 0; /* alone, they are the group */
 	confchg_away(sim, &d);
 	for (int i = 0; i < LT_SLOTS; i++) {
 		struct slot *s = &sim->s[i];
 		if (s->away) {
 			s->away = false;
 			s->in = true;
-			s->tainted = nh > 0; /* alone, they are the group */
+			fz_debug("  merge: slot %d back%s\n", i, s->tainted ? ", tainted" : "");
 		}
 	}
 }

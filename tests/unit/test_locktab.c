@@ -2435,6 +2435,85 @@ START_TEST(test_stale_member)
 }
 END_TEST
 
+/* for test_join_during_partition: tables outside the lockstep harness */
+struct side_table {
+	struct o2lt_table *t;
+	GBytes *snapshot; /* the last one it was asked to send */
+};
+
+static void side_event(const struct o2lt_event *ev, void *data)
+{
+	struct side_table *st = data;
+	if (ev->type != O2LT_EV_SEND_SNAPSHOT)
+		return;
+	void *msg;
+	size_t len;
+	ck_assert_int_eq(o2lt_snapshot(st->t, ev->member, &msg, &len), 0);
+	if (st->snapshot)
+		g_bytes_unref(st->snapshot);
+	st->snapshot = g_bytes_new_take(msg, len);
+}
+
+/*
+ * A member joins one side of a partition; when it heals, the other side,
+ * which has a table of its own, sends it a snapshot too, and first.  The
+ * joiner must take its state only from its own side (fuzz_locktab found a
+ * joiner taking the other side's).
+ */
+START_TEST(test_join_during_partition)
+{
+	const struct o2lt_member a = { 1, 1 }, b = { 2, 2 }, j = { 3, 3 };
+	struct side_table ta = { 0 }, tb = { 0 }, tj = { 0 };
+	ta.t = o2lt_new(a, side_event, &ta);
+	tb.t = o2lt_new(b, side_event, &tb);
+	tj.t = o2lt_new(j, side_event, &tj);
+	const struct o2lt_member ab[] = { a, b }, aj[] = { a, j }, abj[] = { a, b, j };
+	const uint32_t down[] = { O2LT_REASON_NODEDOWN };
+	struct o2lt_confchg c = { .members = ab, .n_members = 2, .joined = ab, .n_joined = 2 };
+	ck_assert_int_eq(o2lt_confchg(ta.t, &c), 0);
+	ck_assert_int_eq(o2lt_confchg(tb.t, &c), 0);
+	/* the partition: each side sees the other go down */
+	c = (struct o2lt_confchg){ .members = &a, .n_members = 1, .left = &b, .left_reasons = down,
+				   .n_left = 1 };
+	ck_assert_int_eq(o2lt_confchg(ta.t, &c), 0);
+	c = (struct o2lt_confchg){ .members = &b, .n_members = 1, .left = &a, .left_reasons = down,
+				   .n_left = 1 };
+	ck_assert_int_eq(o2lt_confchg(tb.t, &c), 0);
+	/* j joins a's side: a is asked for its snapshot, which is not delivered yet */
+	c = (struct o2lt_confchg){ .members = aj, .n_members = 2, .joined = &j, .n_joined = 1 };
+	ck_assert_int_eq(o2lt_confchg(ta.t, &c), 0);
+	ck_assert_int_eq(o2lt_confchg(tj.t, &c), 0);
+	ck_assert_ptr_nonnull(ta.snapshot);
+	/* the rings merge */
+	c = (struct o2lt_confchg){ .members = abj, .n_members = 3, .joined = &b, .n_joined = 1 };
+	ck_assert_int_eq(o2lt_confchg(ta.t, &c), 0);
+	ck_assert_int_eq(o2lt_confchg(tj.t, &c), 0);
+	c = (struct o2lt_confchg){ .members = abj, .n_members = 3, .joined = aj, .n_joined = 2 };
+	ck_assert_int_eq(o2lt_confchg(tb.t, &c), 0);
+	ck_assert_ptr_nonnull(tb.snapshot); /* b has j as a joiner of its own */
+	/* b's snapshot arrives first: a ignores it (b is stale to it), j must too */
+	gsize len;
+	const void *m = g_bytes_get_data(tb.snapshot, &len);
+	ck_assert_int_eq(o2lt_deliver(ta.t, b, m, len), -EPERM);
+	ck_assert_int_eq(o2lt_deliver(tj.t, b, m, len), 0);
+	ck_assert_msg(!o2lt_synced(tj.t), "the joiner took the state of the other side");
+	m = g_bytes_get_data(ta.snapshot, &len);
+	ck_assert_int_eq(o2lt_deliver(ta.t, a, m, len), 0);
+	ck_assert_int_eq(o2lt_deliver(tj.t, a, m, len), 0);
+	ck_assert(o2lt_synced(tj.t));
+	char *da = o2lt_dump(ta.t), *dj = o2lt_dump(tj.t);
+	ck_assert_str_eq(da, dj);
+	g_free(da);
+	g_free(dj);
+	struct side_table *all[] = { &ta, &tb, &tj };
+	for (int i = 0; i < 3; i++) {
+		o2lt_free(all[i]->t);
+		if (all[i]->snapshot)
+			g_bytes_unref(all[i]->snapshot);
+	}
+}
+END_TEST
+
 /* A synced table is never sent its own snapshot in one group: no conflict. */
 START_TEST(test_no_conflict_in_one_group)
 {
@@ -2488,6 +2567,7 @@ static Suite *locktab_suite(void)
 	tcase_add_test(tc, test_join_with_garbage);
 	tcase_add_test(tc, test_partition_merge);
 	tcase_add_test(tc, test_stale_member);
+	tcase_add_test(tc, test_join_during_partition);
 	tcase_add_test(tc, test_no_conflict_in_one_group);
 	suite_add_tcase(s, tc);
 

@@ -560,8 +560,8 @@ static void op_merge(struct sim *sim)
 				  .n_joined = nh };
 	/* tainted before the change, so that the snapshots it makes them send are too */
 	for (int i = 0; i < LT_SLOTS; i++)
-		if (sim->s[i].away)
-			sim->s[i].tainted = nh > 0; /* alone, they are the group */
+		if (sim->s[i].away && nh > 0) /* alone, they are the group (as they were) */
+			sim->s[i].tainted = true;
 	confchg_away(sim, &d);
 	for (int i = 0; i < LT_SLOTS; i++) {
 		struct slot *s = &sim->s[i];

@@ -47,6 +47,7 @@ struct member {
 	bool synced;
 	uint64_t since_join; /* unsynced: inputs applied since it joined */
 	uint64_t sender;     /* unsynced: incarnation that sends its snapshot */
+	bool asked;          /* unsynced: that sender was asked to send it */
 };
 
 enum queue { Q_NONE = 0, Q_CONVERT = 1, Q_WAIT = 2 };
@@ -468,6 +469,7 @@ static void fail_member(struct o2lt_table *t, struct member *m)
 	m->synced = false;
 	m->since_join = 0;
 	m->sender = 0;
+	m->asked = false;
 	for (guint i = 0; i < all->len; i++) {
 		struct resource *r = all->pdata[i];
 		struct entry *e = entry_find(r, m);
@@ -815,6 +817,7 @@ static int apply_snapshot_seen(struct o2lt_table *t, const struct msg *m)
 		x->synced = true;
 		x->since_join = 0;
 		x->sender = 0;
+		x->asked = false;
 	}
 	return 0;
 }
@@ -904,24 +907,35 @@ static void member_leaves(struct o2lt_table *t, struct member *x, uint32_t reaso
 	emit_member(t, O2LT_EV_NODE_FAILED, x->id);
 }
 
-/* Choose who sends each waiting joiner its snapshot: the oldest synced live member. */
+/*
+ * Choose who sends each waiting joiner its snapshot: the oldest synced live
+ * member.  While stale members are in the group, two tables are (a healed
+ * partition): nobody is asked until one side has left, or a joiner could
+ * get either.
+ */
 static void designate_senders(struct o2lt_table *t, GArray *send_to)
 {
 	struct member *oldest = NULL;
-	for (guint i = 0; i < t->members->len && !oldest; i++) {
+	bool stale = false;
+	for (guint i = 0; i < t->members->len; i++) {
 		struct member *x = t->members->pdata[i];
-		if (x->state == M_LIVE && x->synced)
+		if (x->state == M_LIVE && x->synced && !oldest)
 			oldest = x;
+		stale |= x->state == M_STALE;
 	}
 	for (guint i = 0; i < t->members->len; i++) {
 		struct member *x = t->members->pdata[i];
 		if (x->state != M_LIVE || x->synced)
 			continue;
 		struct member *cur = x->sender ? member_by_inc(t, x->sender) : NULL;
-		if (cur && cur->state == M_LIVE)
+		if (!cur || cur->state != M_LIVE) {
+			x->sender = oldest ? oldest->inc : 0;
+			x->asked = false;
+		}
+		if (x->asked || !x->sender || stale)
 			continue;
-		x->sender = oldest ? oldest->inc : 0;
-		if (oldest && same_member(oldest->id, t->self))
+		x->asked = true;
+		if (same_member(oldest->id, t->self))
 			g_array_append_val(send_to, x->id);
 	}
 }
@@ -1189,6 +1203,7 @@ int o2lt_snapshot(struct o2lt_table *t, struct o2lt_member target, void **ret_ms
 		put32(tmp + 12, y->id.pid);
 		tmp[16] = y->state;
 		tmp[17] = y->synced;
+		tmp[18] = y->asked;
 		put64(tmp + 24, y->since_join);
 		put64(tmp + 32, y->sender);
 		append(b, tmp, SNAP_MEMBER);
@@ -1251,10 +1266,11 @@ static int decode_state(struct o2lt_table *t, const uint8_t *p, size_t n, uint64
 		x->id.pid = get32(p + 12);
 		x->state = p[16];
 		x->synced = p[17];
+		x->asked = p[18];
 		x->since_join = get64(p + 24);
 		x->sender = get64(p + 32);
 		g_ptr_array_add(t->members, x);
-		if (p[16] > M_STALE || p[17] > 1 || get16(p + 18) || get32(p + 20) || x->inc == 0 ||
+		if (p[16] > M_STALE || p[17] > 1 || p[18] > 1 || p[19] || get32(p + 20) || x->inc == 0 ||
 		    x->inc > next_inc ||
 		    (i && x->inc <= ((struct member *)t->members->pdata[i - 1])->inc))
 			return -EPROTO;
@@ -1473,8 +1489,10 @@ int o2lt_check(const struct o2lt_table *t, char *why, size_t whylen)
 			FAIL("member %u/%u present twice", x->id.nodeid, x->id.pid);
 		if (x->state == M_LIVE && same_member(x->id, t->self))
 			self = true;
-		if (x->state != M_LIVE && (x->synced || x->sender || x->since_join))
+		if (x->state != M_LIVE && (x->synced || x->sender || x->since_join || x->asked))
 			FAIL("dead member with sync state");
+		if (x->synced && (x->sender || x->since_join || x->asked))
+			FAIL("synced member with a sender");
 	}
 	if (t->sync == S_SYNCED && !self)
 		FAIL("the table's own member is missing");
@@ -1508,8 +1526,8 @@ char *o2lt_dump(const struct o2lt_table *t)
 				       x->id.nodeid, x->id.pid, states[x->state],
 				       x->synced ? " synced" : "");
 		if (x->state == M_LIVE && !x->synced)
-			g_string_append_printf(s, " since %" G_GUINT64_FORMAT " sender %" G_GUINT64_FORMAT,
-					       x->since_join, x->sender);
+			g_string_append_printf(s, " since %" G_GUINT64_FORMAT " sender %" G_GUINT64_FORMAT "%s",
+					       x->since_join, x->sender, x->asked ? " asked" : "");
 		g_string_append_c(s, '\n');
 	}
 	g_autoptr(GPtrArray) all = res_sorted(t);

@@ -51,7 +51,9 @@
  * come back with the same process), so a member that joins under the
  * nodeid and pid of a dead incarnation is a stale member: STALE_MEMBER is
  * reported, it gets no snapshot, whatever it sends is refused, and it stays
- * ignored until it leaves.  Both sides see the other so; which side goes on
+ * ignored until it leaves.  While a stale member is in the group, nobody
+ * sends a joiner its snapshot (it could get either side's): joiners wait
+ * until one side has left.  Both sides see the other so; which side goes on
  * is the daemon's decision (the side that kept quorum; the other must stop
  * and wait for its fencing).  Groups that formed apart without knowing each
  * other (corosync starts a node on a ring of its own and merges it a moment

@@ -24,8 +24,10 @@ them, each with its own lock table.  Cases:
            RECOVERED for that node.
   partition the node of a member holding EX is cut off from the bridge, then
            the cut heals: each side sees the other's members come back as
-           stale (no snapshot, no state conflict), and the majority goes on
-           once FENCED and RECOVERED are sent for the cut-off node.
+           stale (no snapshot, no state conflict); a member joining then
+           waits (two tables in the group) until the cut-off node is fenced
+           (powered off), then syncs and sends FENCED and RECOVERED, and the
+           majority finishes.
 
 Needs root, corosync, unshare, nsenter and ip; otherwise exits 77 (skip).
 Usage: test_cpg_locks.py LOCKCLIENT CASE
@@ -361,12 +363,31 @@ def case_partition(cluster, client, tmp):
     print("healed: each side sees the other's members as stale")
     if counter(path) != 0:
         fail("the stale member's EX was given away before FENCED and RECOVERED")
-    recover_and_finish(cluster.nodes[0], client, victim.nodeid, workers, path, 60)
+    # a member joining now would get either side's table: it waits
+    admin = cluster.nodes[0].spawn([client, "ocfs2d-test", "admin", str(victim.nodeid)])
+    time.sleep(3)
+    if admin.poll() is not None:
+        fail(f"a member joined while two tables were in the group ({admin.returncode})")
+    os.set_blocking(admin.stdout.fileno(), False)
+    try:
+        early = os.read(admin.stdout.fileno(), 4096)
+    except BlockingIOError:
+        early = b""
+    os.set_blocking(admin.stdout.fileno(), True)
+    if early:
+        fail(f"a member got a table while two were in the group: {early!r}")
     if holder.poll() is not None:
         fail(f"the stale holder ended ({holder.returncode}): {holder.stderr.read()}")
-    holder.kill()
+    # pacemaker fences the cut-off node: power off; then the joiner gets the majority's
+    victim.kill()
     holder.wait()
-    print("majority finished after FENCED and RECOVERED of node 3: counter 60")
+    finish(admin, "admin (FENCED, RECOVERED)")
+    for i, w in enumerate(workers):
+        finish(w, f"worker {i}")
+    got = counter(path)
+    if got != 60:
+        fail(f"counter {got}, expected 60")
+    print("node 3 fenced: the waiting member synced, FENCED and RECOVERED, counter 60")
 
 
 # case: (function, nodes)

@@ -320,6 +320,17 @@ static void entry_remove(struct resource *r, struct entry *e)
 	g_ptr_array_remove(r->entries, e); /* frees it */
 }
 
+/* e's request goes: the entry with it if it held nothing, else back to what it holds */
+static void drop_request(struct resource *r, struct entry *e)
+{
+	if (e->granted == NONE) {
+		entry_remove(r, e);
+	} else {
+		g_queue_remove(&r->convert, e);
+		e->requested = NONE;
+	}
+}
+
 /* Put a RECOVERY request ahead of every other, behind earlier RECOVERY ones. */
 static void queue_add(GQueue *q, struct entry *e)
 {
@@ -661,12 +672,7 @@ static int apply_lock(struct o2lt_table *t, struct member *s, const struct msg *
 	grant_pass(t, r);
 	if ((m->flags & O2LT_F_NOQUEUE) && e->requested != NONE) {
 		emit_entry(t, O2LT_EV_REFUSED, r, e, NONE, -EAGAIN);
-		if (e->granted == NONE) {
-			entry_remove(r, e);
-		} else {
-			g_queue_remove(&r->convert, e);
-			e->requested = NONE;
-		}
+		drop_request(r, e);
 		grant_pass(t, r);
 	}
 	blocking_pass(t, r);
@@ -726,12 +732,7 @@ static int apply_cancel(struct o2lt_table *t, struct member *s, const struct msg
 		return 0;
 	}
 	emit_entry(t, O2LT_EV_REFUSED, r, e, NONE, -ECANCELED);
-	if (e->granted == NONE) {
-		entry_remove(r, e);
-	} else {
-		g_queue_remove(&r->convert, e);
-		e->requested = NONE;
-	}
+	drop_request(r, e);
 	regrant(t, r);
 	return 0;
 }

@@ -29,7 +29,7 @@ struct o2ls {
 	guint watch, retry;
 	GQueue out; /* GBytes * to multicast, in order */
 	uint64_t next_reqid;
-	bool joined, lost;
+	bool lost;
 };
 
 G_DEFINE_QUARK(o2ls-error-quark, o2ls_error)
@@ -250,7 +250,6 @@ struct o2ls *o2ls_new(const char *group, const struct o2ls_callbacks *cb, void *
 		g_free(ls);
 		return NULL;
 	}
-	ls->joined = true;
 	ls->watch = g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_readable, ls);
 	return ls;
 }
@@ -263,7 +262,7 @@ void o2ls_free(struct o2ls *ls)
 		g_source_remove(ls->watch);
 	if (ls->retry)
 		g_source_remove(ls->retry);
-	if (ls->joined && !ls->lost) {
+	if (!ls->lost) {
 		/* what is still queued goes first, so the others see it before the leave */
 		for (int i = 0; i < JOIN_TRIES && !g_queue_is_empty(&ls->out) && !ls->lost; i++) {
 			send_queued(ls);

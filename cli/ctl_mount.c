@@ -6,8 +6,9 @@
  *   umount [-f] MOUNTPOINT
  *   mounts
  *
- * They talk to a running ocfs2d over its control socket (see
- * daemon/control.c for the protocol).  mount starts a daemon when none is
+ * They talk to a running ocfs2d through its D-Bus API
+ * (dbus/org.ocfs2d.Daemon1.xml), peer-to-peer on its control socket, so
+ * they work with or without a system bus.  mount starts a daemon when none is
  * running (one that exits after its last volume is unmounted); with
  * --foreground it runs ocfs2d for this one volume in the foreground
  * instead.  umount of a volume served by a foreground ocfs2d unmounts it
@@ -30,11 +31,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <gio/gio.h>
+
+#include "api.h"
 #include "ctl.h"
 #include "json.h"
 
-#define CONTROL_DEFAULT "/run/ocfs2d/control"
-#define REPLY_MAX 65536
+#define CALL_TIMEOUT G_MAXINT /* mounting replays journals, unmounting waits for them */
 
 static int fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(const char *verb, const char *fmt, ...)
@@ -59,93 +62,66 @@ static const char *control_path(void)
 {
 	const char *p = getenv("OCFS2D_CONTROL");
 
-	return p && *p ? p : CONTROL_DEFAULT;
-}
-
-/* Connect to the daemon: the socket fd, or -errno. */
-static int connect_control(void)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *path = control_path();
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = -errno;
-
-		close(fd);
-		return e;
-	}
-	return fd;
+	return p && *p ? p : O2D_CONTROL_DEFAULT;
 }
 
 /*
- * Send one request and read the whole answer into buf (NUL-terminated).
- * Returns 0, or -errno if the daemon could not be reached.
+ * Connect to the daemon's API on its control socket.  NULL with *err set
+ * if that fails; *absent tells whether no daemon is there at all.
  */
-static int request(int fd, const char *req, char *buf, size_t len)
+static GDBusConnection *connect_daemon(bool *absent, GError **err)
 {
-	size_t got = 0, n = strlen(req);
+	g_autofree char *addr = g_strconcat("unix:path=", control_path(), NULL);
+	GDBusConnection *c;
 
-	for (size_t off = 0; off < n;) {
-		ssize_t w = write(fd, req + off, n - off);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		off += (size_t)w;
-	}
-	shutdown(fd, SHUT_WR);
-	while (got + 1 < len) {
-		ssize_t r = read(fd, buf + got, len - 1 - got);
-
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	buf[got] = '\0';
-	return 0;
+	(void)o2d_error_quark(); /* so that the daemon's errors arrive by name */
+	c = g_dbus_connection_new_for_address_sync(
+		addr, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT, NULL, NULL, err);
+	*absent = !c && (g_error_matches(*err, G_IO_ERROR, G_IO_ERROR_NOT_FOUND) ||
+			 g_error_matches(*err, G_IO_ERROR, G_IO_ERROR_CONNECTION_REFUSED));
+	return c;
 }
 
-/*
- * The final status line of an answer: 0 for OK (*msg its message), or the
- * errno of ERR (*msg its message).  A malformed answer is -EPROTO.
- */
-static int answer_status(char *buf, const char **msg)
+/* A call's error as ocfs2ctl says it: the daemon's message without the D-Bus name. */
+static const char *message_of(GError *err)
 {
-	char *last = NULL;
+	g_dbus_error_strip_remote_error(err);
+	return err->message;
+}
 
-	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
-		last = line;
-	*msg = "";
-	if (!last)
-		return -EPROTO;
-	if (!strncmp(last, "OK\t", 3) || !strcmp(last, "OK")) {
-		*msg = last[2] ? last + 3 : "";
-		return 0;
-	}
-	if (!strncmp(last, "ERR\t", 4)) {
-		char *end;
-		long e = strtol(last + 4, &end, 10);
+static GVariant *call(GDBusConnection *c, const char *path, const char *iface, const char *method,
+		      GVariant *args, const char *reply_type, GError **err)
+{
+	return g_dbus_connection_call_sync(c, NULL, path, iface, method, args,
+					   reply_type ? G_VARIANT_TYPE(reply_type) : NULL,
+					   G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT, NULL, err);
+}
 
-		if (*end == '\t' && e > 0) {
-			*msg = end + 1;
-			return (int)-e;
-		}
-	}
-	return -EPROTO;
+/* A string property of an object of the daemon, or NULL. */
+static char *get_string(GDBusConnection *c, const char *path, const char *iface, const char *name)
+{
+	g_autoptr(GVariant) r = call(c, path, "org.freedesktop.DBus.Properties", "Get",
+				     g_variant_new("(ss)", iface, name), "(v)", NULL);
+	g_autoptr(GVariant) v = NULL;
+
+	if (!r)
+		return NULL;
+	g_variant_get(r, "(v)", &v);
+	return g_variant_is_of_type(v, G_VARIANT_TYPE_STRING) ? g_variant_dup_string(v, NULL)
+							       : NULL;
+}
+
+/* The daemon's volumes: GetManagedObjects's answer, or NULL with *err set. */
+static GVariant *managed_objects(GDBusConnection *c, GError **err)
+{
+	return call(c, O2D_ROOT_PATH, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects",
+		    NULL, "(a{oa{sa{sv}}})", err);
+}
+
+/* A Volume's properties in a GetManagedObjects answer: the a{sv}, or NULL. */
+static GVariant *volume_props(GVariant *ifaces)
+{
+	return g_variant_lookup_value(ifaces, O2D_VOLUME_IFACE, G_VARIANT_TYPE("a{sv}"));
 }
 
 /* Where ocfs2d is: $OCFS2D, next to us (installed or in the build tree), or PATH. */
@@ -221,11 +197,6 @@ static int run_daemon(char *const *args)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static bool bad_field(const char *s)
-{
-	return strpbrk(s, "\t\n") != NULL;
-}
-
 /* The daemon's answer: its message, or a JSON object with the paths. */
 static int print_result(bool json, const char *device, const char *mnt, const char *msg)
 {
@@ -249,66 +220,53 @@ static int print_result(bool json, const char *device, const char *mnt, const ch
 static int do_mount(bool json, const char *opts, bool foreground, const char *device,
 		    const char *mnt)
 {
-	char *buf, *daemon;
-	const char *msg;
-	int fd, r;
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GDBusConnection) c = NULL;
+	g_autoptr(GVariant) r = NULL;
+	g_autofree char *daemon = find_daemon();
+	g_autofree char *absdev = g_canonicalize_filename(device, NULL);
+	g_autofree char *absmnt = g_canonicalize_filename(mnt, NULL);
+	GVariantBuilder ob;
+	const char *path;
+	bool absent;
 
-	if (bad_field(device) || bad_field(mnt) || bad_field(opts))
-		return fail("mount", "tabs and newlines are not allowed in paths or options");
-	daemon = find_daemon();
 	if (foreground) {
 		char *args[] = { daemon, "-f", "-o", (char *)opts, (char *)device, (char *)mnt, NULL };
 
 		fflush(NULL);
 		execvp(daemon, args);
-		int e = errno;
-
-		free(daemon);
-		return fail("mount", "cannot run ocfs2d: %s", strerror(e));
+		return fail("mount", "cannot run ocfs2d: %s", strerror(errno));
 	}
-	fd = connect_control();
-	if (fd == -ENOENT || fd == -ECONNREFUSED) {
+	if (!g_utf8_validate(absdev, -1, NULL) || !g_utf8_validate(absmnt, -1, NULL) ||
+	    !g_utf8_validate(opts, -1, NULL))
+		return fail("mount", "paths and options must be UTF-8 to travel over D-Bus");
+	c = connect_daemon(&absent, &err);
+	if (!c && absent) {
 		char *args[] = { daemon, "--server", "--exit-when-idle", NULL };
 		int st = run_daemon(args);
 
-		if (st != 0) {
-			free(daemon);
+		if (st != 0)
 			return fail("mount", "could not start ocfs2d (%s exited with %d; see ocfs2d.log "
 				    "next to %s)", args[0], st, control_path());
-		}
-		fd = connect_control();
+		g_clear_error(&err);
+		c = connect_daemon(&absent, &err);
 	}
-	free(daemon);
-	if (fd < 0)
-		return fail("mount", "cannot reach ocfs2d at %s: %s", control_path(), strerror(-fd));
-	size_t reqlen = strlen(device) + strlen(mnt) + strlen(opts) + 16;
-	char *req = malloc(reqlen);
+	if (!c)
+		return fail("mount", "cannot reach ocfs2d at %s: %s", control_path(), err->message);
+	g_variant_builder_init(&ob, G_VARIANT_TYPE_VARDICT);
+	if (*opts)
+		g_variant_builder_add(&ob, "{sv}", "options", g_variant_new_string(opts));
+	r = call(c, O2D_MANAGER_PATH, O2D_MANAGER_IFACE, "Mount",
+		 g_variant_new("(ssa{sv})", absdev, absmnt, &ob), "(o)", &err);
+	if (!r)
+		return fail("mount", "%s", message_of(err));
+	g_variant_get(r, "(&o)", &path);
+	g_autofree char *dev = get_string(c, path, O2D_VOLUME_IFACE, "Device");
+	g_autofree char *where = get_string(c, path, O2D_VOLUME_IFACE, "MountPoint");
+	g_autofree char *msg = g_strdup_printf("%s mounted on %s", dev ? dev : absdev,
+					       where ? where : absmnt);
 
-	buf = malloc(REPLY_MAX);
-	if (!req || !buf) {
-		free(req);
-		free(buf);
-		close(fd);
-		return fail("mount", "%s", strerror(ENOMEM));
-	}
-	snprintf(req, reqlen, "MOUNT\t%s\t%s\t%s\n", device, mnt, opts);
-	r = request(fd, req, buf, REPLY_MAX);
-	close(fd);
-	free(req);
-	if (r == 0)
-		r = answer_status(buf, &msg);
-	else
-		msg = strerror(-r);
-	if (r < 0) {
-		int st = fail("mount", "%s", msg[0] ? msg : strerror(-r));
-
-		free(buf);
-		return st;
-	}
-	int st = print_result(json, device, mnt, msg);
-
-	free(buf);
-	return st;
+	return print_result(json, dev ? dev : absdev, where ? where : absmnt, msg);
 }
 
 /* The mount source of a FUSE ocfs2 mount at mnt (from mountinfo), or NULL. */
@@ -371,145 +329,174 @@ static int umount_direct(const char *mnt, bool force)
 
 static int do_umount(bool json, bool force, const char *mnt_arg)
 {
-	char mnt[PATH_MAX], *buf;
-	const char *msg;
-	int fd, r;
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GDBusConnection) c = NULL;
+	g_autoptr(GVariant) r = NULL;
+	char mnt[PATH_MAX];
+	GVariantBuilder ob;
+	bool absent;
 
 	if (!realpath(mnt_arg, mnt))
 		return fail("umount", "%s: %s", mnt_arg, strerror(errno));
-	if (bad_field(mnt))
-		return fail("umount", "tabs and newlines are not allowed in paths");
-	fd = connect_control();
-	if (fd < 0)
-		return umount_direct(mnt, force);
-	buf = malloc(REPLY_MAX);
-	char req[PATH_MAX + 32];
+	c = connect_daemon(&absent, &err);
+	if (!c)
+		return umount_direct(mnt, force); /* no server: a foreground daemon's, if any */
+	g_autofree char *path = o2d_volume_path(mnt);
+	g_autofree char *dev = get_string(c, path, O2D_VOLUME_IFACE, "Device");
 
-	if (!buf) {
-		close(fd);
-		return fail("umount", "%s", strerror(ENOMEM));
-	}
-	snprintf(req, sizeof(req), "UMOUNT\t%s\t%d\n", mnt, force ? 1 : 0);
-	r = request(fd, req, buf, REPLY_MAX);
-	close(fd);
-	if (r == 0)
-		r = answer_status(buf, &msg);
-	else
-		msg = strerror(-r);
-	if (r == -ENOENT) {
-		free(buf);
-		return umount_direct(mnt, force); /* not that daemon's: a foreground one */
-	}
-	if (r < 0) {
-		int st = fail("umount", "%s", msg[0] ? msg : strerror(-r));
+	if (!dev)
+		return umount_direct(mnt, force); /* not the server's: a foreground daemon's */
+	g_variant_builder_init(&ob, G_VARIANT_TYPE_VARDICT);
+	if (force)
+		g_variant_builder_add(&ob, "{sv}", "force", g_variant_new_boolean(TRUE));
+	r = call(c, path, O2D_VOLUME_IFACE, "Unmount", g_variant_new("(a{sv})", &ob), "()", &err);
+	if (!r)
+		return fail("umount", "%s", message_of(err));
+	g_autofree char *msg = g_strdup_printf("%s unmounted cleanly", dev);
 
-		free(buf);
-		return st;
-	}
-	int st = print_result(json, NULL, mnt, msg);
+	return print_result(json, NULL, mnt, msg);
+}
 
-	free(buf);
-	return st;
+/* Compare volumes by mount point, for a stable listing. */
+static int by_mountpoint(gconstpointer a, gconstpointer b)
+{
+	const char *x = NULL, *y = NULL;
+
+	g_variant_lookup(*(GVariant *const *)a, "MountPoint", "&s", &x);
+	g_variant_lookup(*(GVariant *const *)b, "MountPoint", "&s", &y);
+	return g_strcmp0(x, y);
+}
+
+/* The Volume property sets of the daemon's volumes (g_ptr_array_unref), or NULL. */
+static GPtrArray *list_volumes(GDBusConnection *c, GError **err)
+{
+	g_autoptr(GVariant) r = managed_objects(c, err);
+	g_autoptr(GVariant) objs = NULL;
+	GPtrArray *vols;
+	GVariantIter it;
+	GVariant *ifaces;
+
+	if (!r)
+		return NULL;
+	vols = g_ptr_array_new_with_free_func((GDestroyNotify)g_variant_unref);
+	objs = g_variant_get_child_value(r, 0);
+	g_variant_iter_init(&it, objs);
+	while (g_variant_iter_next(&it, "{&o@a{sa{sv}}}", NULL, &ifaces)) {
+		GVariant *props = volume_props(ifaces);
+
+		if (props)
+			g_ptr_array_add(vols, props);
+		g_variant_unref(ifaces);
+	}
+	g_ptr_array_sort(vols, by_mountpoint);
+	return vols;
 }
 
 static int do_mounts(bool json)
 {
-	char *buf = malloc(REPLY_MAX);
-	int fd = connect_control(), r;
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GPtrArray) vols = NULL;
+	g_autoptr(GDBusConnection) c = NULL;
 	struct json_writer j;
+	bool absent;
 
-	if (!buf) {
-		if (fd >= 0)
-			close(fd);
-		return fail("mounts", "%s", strerror(ENOMEM));
+	c = connect_daemon(&absent, &err);
+	if (c) {
+		vols = list_volumes(c, &err);
+		if (!vols)
+			return fail("mounts", "ocfs2d: %s", message_of(err));
+	} else if (!absent) {
+		return fail("mounts", "cannot reach ocfs2d at %s: %s", control_path(), err->message);
 	}
 	if (json) {
 		json_init(&j, stdout);
 		json_array_begin(&j, NULL);
 	}
-	if (fd >= 0) {
-		r = request(fd, "LIST\n", buf, REPLY_MAX);
-		close(fd);
-		if (r < 0) {
-			free(buf);
-			return fail("mounts", "ocfs2d: %s", strerror(-r));
-		}
-		for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-			char *f[4] = { 0 };
-			unsigned n = 0;
+	for (guint i = 0; vols && i < vols->len; i++) {
+		GVariant *p = vols->pdata[i];
+		const char *dev = "", *mnt = "", *state = "", *uuid = "", *label = "";
+		gboolean ro = FALSE;
+		guint32 slot = 0;
 
-			for (char *p = line; n < 4; n++) {
-				f[n] = p;
-				p = strchr(p, '\t');
-				if (!p) {
-					n++;
-					break;
-				}
-				*p++ = '\0';
-			}
-			if (n != 4 || strcmp(f[0], "VOL"))
-				continue;
-			if (json) {
-				json_object_begin(&j, NULL);
-				json_string(&j, "device", f[1]);
-				json_string(&j, "mountpoint", f[2]);
-				json_string(&j, "mode", f[3]);
-				json_object_end(&j);
-			} else {
-				printf("%s on %s (%s)\n", f[1], f[2], f[3]);
-			}
+		g_variant_lookup(p, "Device", "&s", &dev);
+		g_variant_lookup(p, "MountPoint", "&s", &mnt);
+		g_variant_lookup(p, "ReadOnly", "b", &ro);
+		g_variant_lookup(p, "State", "&s", &state);
+		g_variant_lookup(p, "UUID", "&s", &uuid);
+		g_variant_lookup(p, "Label", "&s", &label);
+		g_variant_lookup(p, "Slot", "u", &slot);
+		if (json) {
+			json_object_begin(&j, NULL);
+			json_string(&j, "device", dev);
+			json_string(&j, "mountpoint", mnt);
+			json_string(&j, "mode", ro ? "ro" : "rw");
+			json_string(&j, "state", state);
+			json_string(&j, "uuid", uuid);
+			json_string(&j, "label", label);
+			json_uint(&j, "slot", slot);
+			json_object_end(&j);
+		} else {
+			printf("%s on %s (%s%s%s)\n", dev, mnt, ro ? "ro" : "rw",
+			       strcmp(state, "mounted") ? ", " : "",
+			       strcmp(state, "mounted") ? state : "");
 		}
-	} else if (!json) {
-		printf("ocfs2d is not running (no control socket at %s)\n", control_path());
 	}
 	if (json) {
 		json_array_end(&j);
 		json_finish(&j);
+	} else if (!c) {
+		printf("ocfs2d is not running (no control socket at %s)\n", control_path());
 	}
-	free(buf);
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
 
 int ctl_daemon_reflink(const char *image, const char *src, const char *dst, uint64_t *ret_ino,
 		       char *msg, size_t msglen)
 {
-	char *abs = realpath(image, NULL), *req = NULL, *buf = NULL;
-	const char *m = "";
-	int fd, r;
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GDBusConnection) c = NULL;
+	g_autoptr(GPtrArray) vols = NULL;
+	g_autoptr(GVariant) r = NULL;
+	g_autofree char *abs = realpath(image, NULL);
+	const char *mnt = NULL;
+	bool absent;
 
 	msg[0] = '\0';
 	if (!abs)
 		return 1; /* the offline path reports it */
-	fd = connect_control();
-	if (fd < 0) {
-		free(abs);
+	c = connect_daemon(&absent, &err);
+	if (!c)
 		return 1; /* no daemon: nothing of it is mounted */
+	vols = list_volumes(c, &err);
+	for (guint i = 0; vols && i < vols->len && !mnt; i++) {
+		const char *dev = NULL;
+
+		if (g_variant_lookup(vols->pdata[i], "Device", "&s", &dev) && !strcmp(dev, abs))
+			g_variant_lookup(vols->pdata[i], "MountPoint", "&s", &mnt);
 	}
-	buf = malloc(REPLY_MAX);
-	if (!buf || asprintf(&req, "REFLINK\t%s\t%s\t%s\n", abs, src, dst) < 0) {
-		r = -ENOMEM;
-		req = NULL;
-	} else if (strchr(src, '\t') || strchr(dst, '\t') || strchr(src, '\n') ||
-		   strchr(dst, '\n')) {
-		r = -EINVAL;
-		m = "a path with a tab or a newline cannot be sent to ocfs2d";
-	} else {
-		r = request(fd, req, buf, REPLY_MAX);
-		if (r == 0)
-			r = answer_status(buf, &m);
+	if (!mnt)
+		return 1; /* the daemon does not serve this image */
+	if (!g_utf8_validate(src, -1, NULL) || !g_utf8_validate(dst, -1, NULL)) {
+		snprintf(msg, msglen, "paths must be UTF-8 to travel over D-Bus");
+		return -EINVAL;
 	}
-	close(fd);
-	if (r == -ENXIO) {
-		r = 1; /* the daemon does not serve this image */
-	} else if (r == 0) {
-		*ret_ino = strtoull(m, NULL, 10);
-	} else {
-		snprintf(msg, msglen, "%s", *m ? m : strerror(-r));
+	g_autofree char *path = o2d_volume_path(mnt);
+
+	r = call(c, path, O2D_VOLUME_IFACE, "Reflink",
+		 g_variant_new("(ss@a{sv})", src, dst,
+			       g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0)),
+		 "(t)", &err);
+	if (!r) {
+		int e = o2d_error_to_errno(err);
+
+		snprintf(msg, msglen, "%s", message_of(err));
+		return -e;
 	}
-	free(abs);
-	free(req);
-	free(buf);
-	return r;
+	guint64 ino;
+
+	g_variant_get(r, "(t)", &ino);
+	*ret_ino = ino;
+	return 0;
 }
 
 int ctl_mount_main(int argc, char **argv, bool json)

@@ -3,8 +3,9 @@
  * ocfs2d: serve OCFS2 volumes through FUSE.
  *
  *   ocfs2d [-f] [-o OPTIONS] DEVICE MOUNTPOINT   one volume; exits when it is unmounted
- *   ocfs2d [-f] --server [--control PATH]        mount and unmount on request
- *                                                (ocfs2ctl mount / umount)
+ *   ocfs2d [-f] --server [--control PATH] [--no-system-bus]
+ *                                                mount and unmount on request,
+ *                                                through the D-Bus API (api.c)
  *
  * Without -f the daemon detaches once the volume is mounted (or the control
  * socket listens), so that the caller knows the outcome.  SIGTERM and
@@ -24,6 +25,7 @@
 #include <glib-unix.h>
 #include <glib.h>
 
+#include "api.h"
 #include "ocfs2d.h"
 
 static GMainLoop *loop;
@@ -40,7 +42,7 @@ static gboolean on_signal(gpointer data)
 			g_warning("%s", err->message);
 		/* the volume's thread reports gone(): that quits the loop */
 	} else {
-		control_unmount_all();
+		api_unmount_all();
 		g_main_loop_quit(loop);
 	}
 	return G_SOURCE_CONTINUE;
@@ -116,6 +118,7 @@ static void report_ready(bool ok)
 int main(int argc, char **argv)
 {
 	gboolean foreground = FALSE, server = FALSE, idle_exit = FALSE, version = FALSE;
+	gboolean no_bus = FALSE;
 	g_autofree char *opts_str = NULL, *control = NULL;
 	g_autoptr(GError) err = NULL;
 	GOptionEntry entries[] = {
@@ -127,9 +130,11 @@ int main(int argc, char **argv)
 		  "io_uring, Linux 6.14+), debug",
 		  "OPTS" },
 		{ "server", 's', 0, G_OPTION_ARG_NONE, &server,
-		  "serve mount requests on the control socket", NULL },
+		  "serve the D-Bus API: mount and unmount on request", NULL },
 		{ "control", 'c', 0, G_OPTION_ARG_FILENAME, &control,
-		  "control socket (default " OCFS2D_CONTROL_DEFAULT ")", "PATH" },
+		  "control socket, the API peer-to-peer (default " O2D_CONTROL_DEFAULT ")", "PATH" },
+		{ "no-system-bus", 0, 0, G_OPTION_ARG_NONE, &no_bus,
+		  "server: do not offer the API as " O2D_BUS_NAME " on the system bus", NULL },
 		{ "exit-when-idle", 0, 0, G_OPTION_ARG_NONE, &idle_exit,
 		  "server: exit once the last volume is unmounted", NULL },
 		{ "version", 'V', 0, G_OPTION_ARG_NONE, &version, "print the version", NULL },
@@ -165,7 +170,7 @@ int main(int argc, char **argv)
 	}
 	if (!control)
 		control = g_strdup(g_getenv("OCFS2D_CONTROL") ? g_getenv("OCFS2D_CONTROL")
-							      : OCFS2D_CONTROL_DEFAULT);
+							      : O2D_CONTROL_DEFAULT);
 	if (!foreground)
 		detach();
 	signal(SIGPIPE, SIG_IGN);
@@ -175,14 +180,14 @@ int main(int argc, char **argv)
 	g_unix_signal_add(SIGHUP, on_signal, (gpointer) "SIGHUP");
 
 	if (server) {
-		if (!control_start(control, &err)) {
+		if (!api_start(control, !no_bus, &err)) {
 			fprintf(stderr, "ocfs2d: %s\n", err->message);
 			report_ready(false);
 			return 1;
 		}
 		if (idle_exit)
-			control_exit_when_idle(loop);
-		g_message("serving mount requests on %s", control);
+			api_exit_when_idle(loop);
+		g_message("serving the D-Bus API on %s", control);
 	} else if (!volume_mount(argv[1], argv[2], &mo, single_gone, NULL, &single, &err)) {
 		fprintf(stderr, "ocfs2d: %s\n", err->message);
 		report_ready(false);
@@ -191,7 +196,7 @@ int main(int argc, char **argv)
 	report_ready(true);
 	g_main_loop_run(loop);
 	if (server)
-		control_stop();
+		api_stop();
 	if (single)
 		volume_unref(single);
 	g_main_loop_unref(loop);

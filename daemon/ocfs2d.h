@@ -3,7 +3,7 @@
  * ocfs2d: the daemon's shared declarations.
  *
  * Threads.  The GLib main loop (main.c) only dispatches: signals and, in
- * server mode, the control socket.  Each mounted volume has a FUSE session
+ * server mode, the D-Bus API (api.c).  Each mounted volume has a FUSE session
  * served by libfuse's worker threads (fuse_session_loop_mt) on a thread of
  * its own, and a ticker thread that commits the running transaction on the
  * commit interval.  fscore is not thread-safe: every call on a volume's
@@ -20,29 +20,9 @@
 
 #include "o2fs/blockdev.h"
 #include "o2fs/o2fs.h"
+#include "mountopts.h"
 
 struct fuse_session;
-
-/* Mount options (-o), parsed by mount_opts_parse. */
-struct mount_opts {
-	bool ro;
-	bool allow_other;
-	bool debug;		/* libfuse's request trace on stderr */
-	double entry_timeout;	/* seconds the kernel may cache names */
-	double attr_timeout;	/* seconds the kernel may cache attributes */
-	unsigned commit_s;	/* commit interval */
-	unsigned slot;		/* journal slot (single node: 0) */
-	unsigned poll_us;	/* spin this long for the next request (0: sleep at once) */
-	unsigned threads;	/* FUSE worker threads at most (1: one thread, no hand-offs) */
-	bool nouser_xattr;	/* refuse user.* extended attributes */
-	bool acl;		/* POSIX ACLs (kernel OCFS2's default is noacl) */
-	bool noxattr;		/* serve no extended attributes at all */
-	bool uring;		/* serve through FUSE io_uring queues (uring.c) */
-};
-
-void mount_opts_default(struct mount_opts *o);
-/* Parse "a,b=c,..." into o; false with *err set on an unknown or bad option. */
-bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err);
 
 struct volume {
 	char *device, *mountpoint;
@@ -74,6 +54,9 @@ struct volume {
 	 * and the volume is closed; close_result is o2_fs_close's */
 	void (*gone)(struct volume *v, void *arg);
 	void *gone_arg;
+	/* called (under lock, so it may only schedule work) when an error
+	 * turns the volume read-only; NULL for none; gets gone_arg */
+	void (*turned_ro)(struct volume *v, void *arg);
 	int close_result;
 	gint refs;		/* volume_free when the last goes */
 };
@@ -136,16 +119,16 @@ void fuseops_forget_all(struct volume *v);
 int fuseops_reflink(struct volume *v, const char *src, const char *dst, uint64_t *ret_ino,
 		    char **ret_msg);
 
-/* control.c: the local control channel (server mode). */
-bool control_start(const char *path, GError **err);
-void control_stop(void);
-/* Volumes mounted through the control channel. */
-unsigned control_volume_count(void);
+/*
+ * api.c: the D-Bus API (server mode; dbus/org.ocfs2d.Daemon1.xml), served
+ * peer-to-peer on the control socket at path and, if system_bus, as
+ * org.ocfs2d.Daemon1 on the system bus.
+ */
+bool api_start(const char *path, bool system_bus, GError **err);
+void api_stop(void);
 /* Unmount every volume (SIGTERM): forced, then wait for them to close. */
-void control_unmount_all(void);
+void api_unmount_all(void);
 /* Quit loop once the last volume is unmounted (a daemon ocfs2ctl started). */
-void control_exit_when_idle(GMainLoop *loop);
-
-#define OCFS2D_CONTROL_DEFAULT "/run/ocfs2d/control"
+void api_exit_when_idle(GMainLoop *loop);
 
 #endif

@@ -29,108 +29,6 @@
 
 #define O2_JOURNAL_DIRTY_FLAG 0x1 /* OCFS2_JOURNAL_DIRTY_FL in ij_flags */
 
-/* ---- mount options ---- */
-
-void mount_opts_default(struct mount_opts *o)
-{
-	*o = (struct mount_opts){ .entry_timeout = 1.0, .attr_timeout = 1.0, .commit_s = 5, .poll_us = 200, .threads = 16 };
-}
-
-static bool parse_double(const char *s, double *ret)
-{
-	char *end;
-	double d = g_ascii_strtod(s, &end);
-
-	if (!*s || *end || d < 0 || d > 86400)
-		return false;
-	*ret = d;
-	return true;
-}
-
-static bool parse_uint(const char *s, unsigned max, unsigned *ret)
-{
-	char *end;
-	unsigned long long u = g_ascii_strtoull(s, &end, 10);
-
-	if (!*s || *end || u > max)
-		return false;
-	*ret = (unsigned)u;
-	return true;
-}
-
-bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err)
-{
-	g_auto(GStrv) parts = g_strsplit(s ? s : "", ",", -1);
-
-	for (char **p = parts; *p; p++) {
-		char *key = *p, *val = strchr(key, '=');
-		bool ok = true;
-
-		if (!*key)
-			continue;
-		if (val)
-			*val++ = '\0';
-		if (!strcmp(key, "ro") && !val)
-			o->ro = true;
-		else if (!strcmp(key, "rw") && !val)
-			o->ro = false;
-		else if (!strcmp(key, "allow_other") && !val)
-			o->allow_other = true;
-		else if (!strcmp(key, "debug") && !val)
-			o->debug = true;
-		else if (!strcmp(key, "user_xattr") && !val)
-			o->nouser_xattr = false;
-		else if (!strcmp(key, "nouser_xattr") && !val)
-			o->nouser_xattr = true;
-		else if (!strcmp(key, "acl") && !val)
-			o->acl = true;
-		else if (!strcmp(key, "noacl") && !val)
-			o->acl = false;
-		else if (!strcmp(key, "xattr") && !val)
-			o->noxattr = false;
-		else if (!strcmp(key, "noxattr") && !val)
-			o->noxattr = true;
-		else if (!strcmp(key, "entry_timeout") && val)
-			ok = parse_double(val, &o->entry_timeout);
-		else if (!strcmp(key, "attr_timeout") && val)
-			ok = parse_double(val, &o->attr_timeout);
-		else if (!strcmp(key, "commit") && val)
-			ok = parse_uint(val, 3600, &o->commit_s) && o->commit_s > 0;
-		else if (!strcmp(key, "uring") && !val)
-			o->uring = true;
-		else if (!strcmp(key, "nouring") && !val)
-			o->uring = false;
-		else if (!strcmp(key, "poll") && val)
-			ok = parse_uint(val, 100000, &o->poll_us);
-		else if (!strcmp(key, "threads") && val)
-			ok = parse_uint(val, 64, &o->threads) && o->threads > 0;
-		else if (!strcmp(key, "slot") && val)
-			ok = parse_uint(val, 254, &o->slot);
-		else if (!strcmp(key, "defaults") || !strcmp(key, "noatime") ||
-			 !strcmp(key, "relatime") || !strcmp(key, "_netdev") || !strcmp(key, "nofail"))
-			; /* accepted for fstab habits; nothing to do */
-		else {
-			g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-				    "unknown mount option \"%s%s%s\" (known: ro, rw, allow_other, "
-				    "entry_timeout=S, attr_timeout=S, commit=S, slot=N, poll=USEC, threads=N, "
-				    "user_xattr, nouser_xattr, acl, noacl, xattr, noxattr, uring, nouring, debug)",
-				    key, val ? "=" : "", val ? val : "");
-			return false;
-		}
-		if (!ok) {
-			g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-				    "bad value for mount option %s: \"%s\"", key, val ? val : "");
-			return false;
-		}
-	}
-	if (o->acl && o->noxattr) {
-		g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
-			    "mount options acl and noxattr exclude each other (ACLs are xattrs)");
-		return false;
-	}
-	return true;
-}
-
 /* ---- checks before opening read-write ---- */
 
 /*
@@ -262,6 +160,8 @@ int volume_note_locked(struct volume *v, const char *op, int r)
 		if (!v->ro_reported) {
 			v->ro_reported = true;
 			g_warning("%s: %s: %s", v->device, op, o2_fs_error(v->fs));
+			if (v->turned_ro)
+				v->turned_ro(v, v->gone_arg);
 			return r;
 		}
 		if (r == -EROFS)

@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The API's errors and argument parsers (see api.h).  GDBus has already
+ * checked each call's signature against the introspection data when a
+ * handler runs; the parsers check it again, so that they are safe on any
+ * GVariant (the fuzz target hands them whatever a message decodes to).
+ */
+
+#include <errno.h>
+#include <string.h>
+
+#include "api.h"
+
+static const GDBusErrorEntry error_entries[] = {
+	{ O2D_ERROR_FAILED, "org.ocfs2d.Daemon1.Error.Failed" },
+	{ O2D_ERROR_NOT_AUTHORIZED, "org.ocfs2d.Daemon1.Error.NotAuthorized" },
+	{ O2D_ERROR_INVALID_ARGUMENT, "org.ocfs2d.Daemon1.Error.InvalidArgument" },
+	{ O2D_ERROR_OPTION_NOT_PERMITTED, "org.ocfs2d.Daemon1.Error.OptionNotPermitted" },
+	{ O2D_ERROR_ALREADY_MOUNTED, "org.ocfs2d.Daemon1.Error.AlreadyMounted" },
+	{ O2D_ERROR_NOT_MOUNTED, "org.ocfs2d.Daemon1.Error.NotMounted" },
+	{ O2D_ERROR_DEVICE_BUSY, "org.ocfs2d.Daemon1.Error.DeviceBusy" },
+	{ O2D_ERROR_NOT_FOUND, "org.ocfs2d.Daemon1.Error.NotFound" },
+	{ O2D_ERROR_READ_ONLY, "org.ocfs2d.Daemon1.Error.ReadOnly" },
+};
+
+GQuark o2d_error_quark(void)
+{
+	static gsize quark;
+
+	g_dbus_error_register_error_domain("o2d-error-quark", &quark, error_entries,
+					   G_N_ELEMENTS(error_entries));
+	return (GQuark)quark;
+}
+
+static const struct {
+	int err;
+	enum o2d_error code;
+} errno_map[] = {
+	{ EPERM, O2D_ERROR_NOT_AUTHORIZED },	{ EACCES, O2D_ERROR_NOT_AUTHORIZED },
+	{ EINVAL, O2D_ERROR_INVALID_ARGUMENT }, { ENAMETOOLONG, O2D_ERROR_INVALID_ARGUMENT },
+	{ EEXIST, O2D_ERROR_ALREADY_MOUNTED },	{ EBUSY, O2D_ERROR_DEVICE_BUSY },
+	{ ENOENT, O2D_ERROR_NOT_FOUND },	{ ENXIO, O2D_ERROR_NOT_MOUNTED },
+	{ EROFS, O2D_ERROR_READ_ONLY },
+};
+
+enum o2d_error o2d_error_from_errno(int e)
+{
+	for (size_t i = 0; i < G_N_ELEMENTS(errno_map); i++)
+		if (errno_map[i].err == e)
+			return errno_map[i].code;
+	return O2D_ERROR_FAILED;
+}
+
+int o2d_error_to_errno(const GError *e)
+{
+	if (e->domain == O2D_ERROR) {
+		for (size_t i = 0; i < G_N_ELEMENTS(errno_map); i++)
+			if ((int)errno_map[i].code == e->code)
+				return errno_map[i].err;
+		if (e->code == O2D_ERROR_OPTION_NOT_PERMITTED)
+			return EINVAL;
+		return EIO;
+	}
+	if (e->domain == G_DBUS_ERROR) {
+		switch (e->code) {
+		case G_DBUS_ERROR_INVALID_ARGS:
+			return EINVAL;
+		case G_DBUS_ERROR_ACCESS_DENIED:
+		case G_DBUS_ERROR_AUTH_FAILED:
+			return EACCES;
+		case G_DBUS_ERROR_NO_REPLY:
+		case G_DBUS_ERROR_TIMEOUT:
+			return ETIMEDOUT;
+		default:
+			return EIO;
+		}
+	}
+	return EIO;
+}
+
+static bool check_tuple(GVariant *params, const char *type, const char *method, GError **err)
+{
+	if (params && g_variant_is_of_type(params, G_VARIANT_TYPE(type)))
+		return true;
+	g_set_error(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS, "%s takes %s, not %s", method,
+		    type, params ? g_variant_get_type_string(params) : "nothing");
+	return false;
+}
+
+/*
+ * A path the API takes: absolute, at most O2D_PATH_MAX bytes, no name in it
+ * longer than O2D_NAME_MAX.  what names it in the error.
+ */
+static bool check_path(const char *p, const char *what, GError **err)
+{
+	size_t len = strlen(p);
+
+	if (p[0] != '/') {
+		g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+			    "the %s must be an absolute path, not \"%.64s\"", what, p);
+		return false;
+	}
+	if (len > O2D_PATH_MAX) {
+		g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+			    "the %s is %zu bytes long; paths end at %d", what, len, O2D_PATH_MAX);
+		return false;
+	}
+	for (const char *s = p; *s;) {
+		size_t n = strcspn(s, "/");
+
+		if (n > O2D_NAME_MAX) {
+			g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+				    "the %s has a name of %zu bytes; names end at %d", what, n,
+				    O2D_NAME_MAX);
+			return false;
+		}
+		s += n;
+		s += strspn(s, "/");
+	}
+	return true;
+}
+
+/*
+ * Walk an a{sv} of options: auth.no_user_interaction is every method's;
+ * each other key goes to take (which returns 1 if it knew the key, 0 if
+ * not, -1 with *err set); a key nobody knows is OptionNotPermitted.
+ */
+typedef int (*option_fn)(const char *key, GVariant *value, void *arg, GError **err);
+
+static bool walk_options(GVariant *options, const char *method, option_fn take, void *arg,
+			 GError **err)
+{
+	GVariantIter it;
+	const char *key;
+	GVariant *value;
+
+	g_variant_iter_init(&it, options);
+	while (g_variant_iter_next(&it, "{&sv}", &key, &value)) {
+		g_autoptr(GVariant) v = value;
+		int r = 0;
+
+		if (!strcmp(key, "auth.no_user_interaction")) {
+			if (!g_variant_is_of_type(v, G_VARIANT_TYPE_BOOLEAN)) {
+				g_set_error(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS,
+					    "option auth.no_user_interaction wants a boolean");
+				return false;
+			}
+			continue;
+		}
+		if (take)
+			r = take(key, v, arg, err);
+		if (r < 0)
+			return false;
+		if (r == 0) {
+			g_set_error(err, O2D_ERROR, O2D_ERROR_OPTION_NOT_PERMITTED,
+				    "%s has no option \"%.64s\"", method, key);
+			return false;
+		}
+	}
+	return true;
+}
+
+static int take_mount_option(const char *key, GVariant *value, void *arg, GError **err)
+{
+	struct mount_opts *o = arg;
+
+	/* the string form was applied first */
+	if (!strcmp(key, "options"))
+		return 1;
+	return mount_opts_apply_variant(o, key, value, err);
+}
+
+bool o2d_parse_mount(GVariant *params, struct o2d_mount_req *req, GError **err)
+{
+	const char *device, *mountpoint;
+	g_autoptr(GVariant) options = NULL;
+	g_autoptr(GVariant) str = NULL;
+
+	memset(req, 0, sizeof(*req));
+	if (!check_tuple(params, "(ssa{sv})", "Mount", err))
+		return false;
+	g_variant_get(params, "(&s&s@a{sv})", &device, &mountpoint, &options);
+	if (!check_path(device, "device", err) || !check_path(mountpoint, "mount point", err))
+		return false;
+	mount_opts_default(&req->opts);
+	str = g_variant_lookup_value(options, "options", NULL);
+	if (str && !g_variant_is_of_type(str, G_VARIANT_TYPE_STRING)) {
+		g_set_error(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS,
+			    "option \"options\" wants a string (as mount -o takes)");
+		return false;
+	}
+	if (str && !mount_opts_parse(g_variant_get_string(str, NULL), &req->opts, err))
+		return false;
+	if (!walk_options(options, "Mount", take_mount_option, &req->opts, err) ||
+	    !mount_opts_check(&req->opts, err))
+		return false;
+	req->device = g_strdup(device);
+	req->mountpoint = g_strdup(mountpoint);
+	return true;
+}
+
+void o2d_mount_req_clear(struct o2d_mount_req *req)
+{
+	g_clear_pointer(&req->device, g_free);
+	g_clear_pointer(&req->mountpoint, g_free);
+}
+
+static int take_unmount_option(const char *key, GVariant *value, void *arg, GError **err)
+{
+	struct o2d_unmount_req *req = arg;
+
+	if (strcmp(key, "force"))
+		return 0;
+	if (!g_variant_is_of_type(value, G_VARIANT_TYPE_BOOLEAN)) {
+		g_set_error(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS,
+			    "option force wants a boolean");
+		return -1;
+	}
+	req->force = g_variant_get_boolean(value);
+	return 1;
+}
+
+bool o2d_parse_unmount(GVariant *params, struct o2d_unmount_req *req, GError **err)
+{
+	g_autoptr(GVariant) options = NULL;
+
+	memset(req, 0, sizeof(*req));
+	if (!check_tuple(params, "(a{sv})", "Unmount", err))
+		return false;
+	g_variant_get(params, "(@a{sv})", &options);
+	return walk_options(options, "Unmount", take_unmount_option, req, err);
+}
+
+bool o2d_parse_reflink(GVariant *params, struct o2d_reflink_req *req, GError **err)
+{
+	const char *src, *dst;
+	g_autoptr(GVariant) options = NULL;
+
+	memset(req, 0, sizeof(*req));
+	if (!check_tuple(params, "(ssa{sv})", "Reflink", err))
+		return false;
+	g_variant_get(params, "(&s&s@a{sv})", &src, &dst, &options);
+	if (!check_path(src, "source", err) || !check_path(dst, "destination", err) ||
+	    !walk_options(options, "Reflink", NULL, NULL, err))
+		return false;
+	req->source = g_strdup(src);
+	req->destination = g_strdup(dst);
+	return true;
+}
+
+void o2d_reflink_req_clear(struct o2d_reflink_req *req)
+{
+	g_clear_pointer(&req->source, g_free);
+	g_clear_pointer(&req->destination, g_free);
+}
+
+char *o2d_volume_path(const char *mountpoint)
+{
+	g_autofree char *esc = g_dbus_escape_object_path(mountpoint[0] == '/' ? mountpoint + 1
+									     : mountpoint);
+
+	return g_strconcat(O2D_VOLUMES_PATH "/", esc, NULL);
+}
+
+char *o2d_volume_mountpoint(const char *object_path)
+{
+	static const char prefix[] = O2D_VOLUMES_PATH "/";
+
+	if (!g_variant_is_object_path(object_path) || strncmp(object_path, prefix, strlen(prefix)))
+		return NULL;
+	const char *esc = object_path + strlen(prefix);
+
+	if (!*esc || strchr(esc, '/'))
+		return NULL;
+	g_autofree guint8 *raw = g_dbus_unescape_object_path(esc);
+
+	if (!raw)
+		return NULL;
+	return g_strconcat("/", (const char *)raw, NULL);
+}

@@ -254,10 +254,13 @@ void o2d_reflink_req_clear(struct o2d_reflink_req *req)
 	g_clear_pointer(&req->destination, g_free);
 }
 
+/* The object path name of "/" (escaping never makes it: it escapes '_'). */
+#define ROOT_NAME "_root"
+
 char *o2d_volume_path(const char *mountpoint)
 {
-	g_autofree char *esc = g_dbus_escape_object_path(mountpoint[0] == '/' ? mountpoint + 1
-									     : mountpoint);
+	const char *rel = mountpoint[0] == '/' ? mountpoint + 1 : mountpoint;
+	g_autofree char *esc = *rel ? g_dbus_escape_object_path(rel) : g_strdup(ROOT_NAME);
 
 	return g_strconcat(O2D_VOLUMES_PATH "/", esc, NULL);
 }
@@ -272,9 +275,17 @@ char *o2d_volume_mountpoint(const char *object_path)
 
 	if (!*esc || strchr(esc, '/'))
 		return NULL;
+	if (!strcmp(esc, ROOT_NAME))
+		return g_strdup("/");
 	g_autofree guint8 *raw = g_dbus_unescape_object_path(esc);
 
 	if (!raw)
+		return NULL;
+	/* only the one way o2d_volume_path writes each name (an escaped NUL
+	 * would cut it short, an escaped letter is another spelling) */
+	g_autofree char *again = g_dbus_escape_object_path_bytestring(raw);
+
+	if (strcmp(again, esc))
 		return NULL;
 	return g_strconcat("/", (const char *)raw, NULL);
 }

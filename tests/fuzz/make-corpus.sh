@@ -8,7 +8,8 @@
 #     fuzz_replay; operation sequences for fuzz_ops);
 #   - real mkfs.ocfs2 volumes (skipped without it), the smallest it makes:
 #     512-byte and 4K blocks, 4K clusters, one slot, a 4 MiB journal;
-#   - volumes with xattrs inline, in a block and in buckets (test_xattr).
+#   - volumes with xattrs inline, in a block and in buckets (test_xattr);
+#   - the D-Bus API's calls (fuzz_make_dbus_seeds).
 #
 #   tests/fuzz/make-corpus.sh [BUILD_DIR]   (default build-fuzz; it is set up
 #                                           and fuzz_make_seeds built if needed)
@@ -20,12 +21,13 @@ build=${1:-$top/build-fuzz}
 if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" "$top" -Ddaemon=disabled >/dev/null
 fi
-ninja -C "$build" tests/fuzz/fuzz_make_seeds >/dev/null
+ninja -C "$build" tests/fuzz/fuzz_make_seeds tests/fuzz/fuzz_make_dbus_seeds >/dev/null
 seeds=$build/tests/fuzz/fuzz_make_seeds
 
 out=$here/corpus
-rm -f "$out"/fuzz_open_walk/* "$out"/fuzz_replay/* "$out"/fuzz_ops/* "$out"/fuzz_locktab/*
+rm -f "$out"/fuzz_open_walk/* "$out"/fuzz_replay/* "$out"/fuzz_ops/* "$out"/fuzz_locktab/* "$out"/fuzz_dbus/*
 "$seeds" generate "$out"
+"$build/tests/fuzz/fuzz_make_dbus_seeds" "$out"
 
 if ! command -v mkfs.ocfs2 >/dev/null 2>&1; then
 	echo "mkfs.ocfs2 not found: no seeds from the real tools" >&2

@@ -21,7 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-fuzz_open_walk fuzz_replay fuzz_ops fuzz_locktab}
+targets=${*:-fuzz_open_walk fuzz_replay fuzz_ops fuzz_locktab fuzz_dbus}
 build=${FUZZ_BUILD:-$top/build-fuzzer}
 
 if [ ! -f "$build/build.ninja" ]; then

@@ -1,0 +1,274 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The D-Bus API's vocabulary (dbus/api.h, dbus/mountopts.h): mount options
+ * in both forms, the method argument parsers, errors and object paths.
+ * The daemon end to end, on a real bus, is tests/dbus.
+ */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <gio/gio.h>
+
+#include "api.h"
+
+static struct mount_opts parsed(const char *s)
+{
+	struct mount_opts o;
+	g_autoptr(GError) err = NULL;
+
+	mount_opts_default(&o);
+	ck_assert_msg(mount_opts_parse(s, &o, &err), "%s: %s", s, err ? err->message : "");
+	return o;
+}
+
+static void refused(const char *s, const char *what)
+{
+	struct mount_opts o;
+	g_autoptr(GError) err = NULL;
+
+	mount_opts_default(&o);
+	ck_assert_msg(!mount_opts_parse(s, &o, &err), "%s was accepted", s);
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT));
+	ck_assert_msg(strstr(err->message, what), "%s: %s", s, err->message);
+}
+
+START_TEST(test_option_strings)
+{
+	struct mount_opts d, o;
+
+	mount_opts_default(&d);
+	o = parsed("");
+	ck_assert(mount_opts_equal(&o, &d));
+	o = parsed("ro,allow_other,commit=30,slot=3,entry_timeout=0.25,nouser_xattr,acl,uring");
+	ck_assert(o.ro && o.allow_other && o.nouser_xattr && o.acl && o.uring);
+	ck_assert_uint_eq(o.commit_s, 30);
+	ck_assert_uint_eq(o.slot, 3);
+	ck_assert(o.entry_timeout == 0.25);
+	o = parsed("ro,rw,defaults,_netdev,noatime,,");
+	ck_assert(!o.ro);
+	/* the ends of each range */
+	o = parsed("commit=1,threads=64,poll=100000,slot=254,attr_timeout=86400");
+	ck_assert_uint_eq(o.threads, 64);
+	refused("commit=0", "bad value for mount option commit");
+	refused("commit=3601", "commit");
+	refused("threads=65", "threads");
+	refused("threads=0", "threads");
+	refused("slot=255", "slot");
+	refused("slot=-1", "slot");
+	refused("slot= 1", "slot");
+	refused("commit=99999999999999999999", "commit");
+	refused("entry_timeout=-1", "entry_timeout");
+	refused("entry_timeout=nan", "entry_timeout");
+	refused("entry_timeout=inf", "entry_timeout");
+	refused("entry_timeout=86400.5", "entry_timeout");
+	refused("entry_timeout", "entry_timeout");
+	refused("ro=1", "ro");
+	refused("bogus", "unknown mount option \"bogus\"");
+	refused("acl,noxattr", "exclude each other");
+}
+END_TEST
+
+START_TEST(test_option_round_trip)
+{
+	const char *cases[] = { "", "ro,allow_other,debug", "noacl,noxattr,nouser_xattr",
+				"entry_timeout=0.1,attr_timeout=1e-3,commit=3600,poll=0,threads=1",
+				"acl,uring,slot=7" };
+
+	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
+		struct mount_opts o = parsed(cases[i]);
+		g_autofree char *s = mount_opts_to_string(&o);
+		struct mount_opts back = parsed(s);
+
+		ck_assert_msg(mount_opts_equal(&o, &back), "%s -> %s", cases[i], s);
+	}
+	struct mount_opts d;
+
+	mount_opts_default(&d);
+	g_autofree char *s = mount_opts_to_string(&d);
+
+	ck_assert_str_eq(s, "rw,user_xattr,noacl,xattr,nouring,entry_timeout=1,attr_timeout=1,"
+			    "commit=5,slot=0,poll=200,threads=16");
+}
+END_TEST
+
+static GVariant *params(const char *text)
+{
+	g_autoptr(GError) err = NULL;
+	GVariant *v = g_variant_parse(NULL, text, NULL, NULL, &err);
+
+	ck_assert_msg(v, "%s: %s", text, err ? err->message : "");
+	return g_variant_ref_sink(v);
+}
+
+/* Mount with these parameters: the error's D-Bus name, or "" if accepted. */
+static char *mount_error(const char *text, struct o2d_mount_req *ret)
+{
+	g_autoptr(GVariant) p = params(text);
+	g_autoptr(GError) err = NULL;
+	struct o2d_mount_req req;
+
+	if (o2d_parse_mount(p, &req, &err)) {
+		if (ret)
+			*ret = req;
+		else
+			o2d_mount_req_clear(&req);
+		return g_strdup("");
+	}
+	ck_assert_ptr_null(req.device);
+	return g_dbus_error_encode_gerror(err);
+}
+
+#define ERR(x) "org.ocfs2d.Daemon1.Error." x
+#define DBUS_INVALID_ARGS "org.freedesktop.DBus.Error.InvalidArgs"
+
+static void mount_is(const char *text, const char *want)
+{
+	g_autofree char *got = mount_error(text, NULL);
+
+	ck_assert_msg(!strcmp(got, want), "%s: got \"%s\", want \"%s\"", text, got, want);
+}
+
+START_TEST(test_mount_args)
+{
+	struct o2d_mount_req req;
+	g_autofree char *ok = mount_error("('/dev/sdb', '/mnt/a', {'options': <'ro,commit=9'>, "
+					  "'commit': <uint32 12>, 'allow_other': <true>, "
+					  "'entry_timeout': <0.5>, 'auth.no_user_interaction': <true>})",
+					  &req);
+
+	ck_assert_str_eq(ok, "");
+	ck_assert_str_eq(req.device, "/dev/sdb");
+	ck_assert_str_eq(req.mountpoint, "/mnt/a");
+	/* the typed keys come after the string */
+	ck_assert(req.opts.ro && req.opts.allow_other);
+	ck_assert_uint_eq(req.opts.commit_s, 12);
+	ck_assert(req.opts.entry_timeout == 0.5);
+	o2d_mount_req_clear(&req);
+
+	mount_is("('/dev/sdb', '/mnt/a', @a{sv} {})", "");
+	mount_is("('dev/sdb', '/mnt/a', @a{sv} {})", ERR("InvalidArgument"));
+	mount_is("('/dev/sdb', '', @a{sv} {})", ERR("InvalidArgument"));
+	mount_is("('/dev/sdb', '/mnt/a', {'bogus': <1>})", ERR("OptionNotPermitted"));
+	mount_is("('/dev/sdb', '/mnt/a', {'rw': <true>})", ERR("OptionNotPermitted"));
+	mount_is("('/dev/sdb', '/mnt/a', {'commit': <'5'>})", DBUS_INVALID_ARGS);
+	mount_is("('/dev/sdb', '/mnt/a', {'commit': <5>})", DBUS_INVALID_ARGS); /* int32 */
+	mount_is("('/dev/sdb', '/mnt/a', {'ro': <'yes'>})", DBUS_INVALID_ARGS);
+	mount_is("('/dev/sdb', '/mnt/a', {'options': <5>})", DBUS_INVALID_ARGS);
+	mount_is("('/dev/sdb', '/mnt/a', {'auth.no_user_interaction': <1>})", DBUS_INVALID_ARGS);
+	mount_is("('/dev/sdb', '/mnt/a', {'commit': <uint32 0>})", ERR("InvalidArgument"));
+	mount_is("('/dev/sdb', '/mnt/a', {'entry_timeout': <-1.0>})", ERR("InvalidArgument"));
+	mount_is("('/dev/sdb', '/mnt/a', {'options': <'bogus'>})", ERR("InvalidArgument"));
+	mount_is("('/dev/sdb', '/mnt/a', {'acl': <true>, 'xattr': <false>})",
+		 ERR("InvalidArgument"));
+	mount_is("('/dev/sdb', '/mnt/a')", DBUS_INVALID_ARGS);
+	mount_is("(1, '/mnt/a', @a{sv} {})", DBUS_INVALID_ARGS);
+	mount_is("'/dev/sdb'", DBUS_INVALID_ARGS);
+
+	/* lengths: a name of 255 bytes passes, 256 does not; paths end at 4095 */
+	g_autofree char *n255 = g_strnfill(255, 'n');
+	g_autofree char *n256 = g_strnfill(256, 'n');
+	g_autofree char *t1 = g_strdup_printf("('/d/%s', '/m', @a{sv} {})", n255);
+	g_autofree char *t2 = g_strdup_printf("('/d/%s', '/m', @a{sv} {})", n256);
+	GString *deep = g_string_new("/");
+
+	while (deep->len < 4096)
+		g_string_append(deep, "abcdefg/");
+	g_autofree char *t3 = g_strdup_printf("('/d', '%s', @a{sv} {})", deep->str);
+
+	g_string_free(deep, TRUE);
+	mount_is(t1, "");
+	mount_is(t2, ERR("InvalidArgument"));
+	mount_is(t3, ERR("InvalidArgument"));
+}
+END_TEST
+
+START_TEST(test_other_args)
+{
+	g_autoptr(GError) err = NULL;
+	struct o2d_unmount_req u;
+	struct o2d_reflink_req r;
+	g_autoptr(GVariant) p1 = params("({'force': <true>},)");
+	g_autoptr(GVariant) p2 = params("({'force': <'yes'>},)");
+	g_autoptr(GVariant) p3 = params("({'lazy': <true>},)");
+	g_autoptr(GVariant) p4 = params("('/a/b', '/c', @a{sv} {})");
+	g_autoptr(GVariant) p5 = params("('a/b', '/c', @a{sv} {})");
+	g_autoptr(GVariant) p6 = params("('/a/b', '/c', {'force': <true>})");
+
+	ck_assert(o2d_parse_unmount(p1, &u, NULL) && u.force);
+	ck_assert(!o2d_parse_unmount(p2, &u, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_unmount(p3, &u, &err));
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_OPTION_NOT_PERMITTED));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_unmount(p4, &u, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	g_clear_error(&err);
+	ck_assert(o2d_parse_reflink(p4, &r, NULL));
+	ck_assert_str_eq(r.source, "/a/b");
+	ck_assert_str_eq(r.destination, "/c");
+	o2d_reflink_req_clear(&r);
+	ck_assert(!o2d_parse_reflink(p5, &r, &err));
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_reflink(p6, &r, &err));
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_OPTION_NOT_PERMITTED));
+	ck_assert(!o2d_parse_reflink(NULL, &r, NULL));
+}
+END_TEST
+
+START_TEST(test_errors_and_paths)
+{
+	/* names arrive as errors of the domain once it is registered */
+	GQuark domain = o2d_error_quark();
+	g_autoptr(GError) remote = g_dbus_error_new_for_dbus_error(ERR("DeviceBusy"), "busy");
+
+	ck_assert_uint_eq(remote->domain, domain);
+
+	ck_assert(g_error_matches(remote, O2D_ERROR, O2D_ERROR_DEVICE_BUSY));
+	ck_assert_int_eq(o2d_error_to_errno(remote), EBUSY);
+	ck_assert_int_eq(o2d_error_from_errno(ENOENT), O2D_ERROR_NOT_FOUND);
+	ck_assert_int_eq(o2d_error_from_errno(E2BIG), O2D_ERROR_FAILED);
+
+	const char *mnts[] = { "/mnt/ocfs2", "/", "//x", "/a_b/c d/\xc3\xa9", "/_root" };
+
+	for (size_t i = 0; i < G_N_ELEMENTS(mnts); i++) {
+		g_autofree char *path = o2d_volume_path(mnts[i]);
+		g_autofree char *back = o2d_volume_mountpoint(path);
+
+		ck_assert_msg(g_variant_is_object_path(path), "%s", path);
+		ck_assert_msg(back && !strcmp(back, mnts[i]), "%s -> %s -> %s", mnts[i], path,
+			      back ? back : "NULL");
+	}
+	g_autofree char *p = o2d_volume_path("/mnt/ocfs2");
+
+	ck_assert_str_eq(p, "/org/ocfs2d/Daemon1/volumes/mnt_2focfs2");
+	ck_assert_ptr_null(o2d_volume_mountpoint("/org/ocfs2d/Daemon1/Manager"));
+	ck_assert_ptr_null(o2d_volume_mountpoint("/org/ocfs2d/Daemon1/volumes/a/b"));
+	ck_assert_ptr_null(o2d_volume_mountpoint("/org/ocfs2d/Daemon1/volumes/a_00b"));
+	ck_assert_ptr_null(o2d_volume_mountpoint("/org/ocfs2d/Daemon1/volumes/_61"));
+	ck_assert_ptr_null(o2d_volume_mountpoint("not a path"));
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("api");
+	TCase *tc = tcase_create("api");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_option_strings);
+	tcase_add_test(tc, test_option_round_trip);
+	tcase_add_test(tc, test_mount_args);
+	tcase_add_test(tc, test_other_args);
+	tcase_add_test(tc, test_errors_and_paths);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

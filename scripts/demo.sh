@@ -29,11 +29,11 @@ $ctl format -q -b 4096 -C 4096 -N 4 -J size=16M -L demo \
 	--cluster-stack=pcmk --cluster-name=democluster "$img"
 $ctl info "$img" | sed -n '1,12p'
 
-step "Mount it through ocfs2d (FUSE)"
+step "Mount it through ocfs2d (FUSE); ocfs2ctl asks the daemon through its D-Bus API"
 mkdir "$mnt"
 $ctl mount "$img" "$mnt" 2>/dev/null
 mount | grep " $mnt "
-$ctl mounts
+$ctl mounts --json
 
 step "Copy a real directory tree in with cp -a ($tree: $(find "$tree" -type f | wc -l) files)"
 start=$(date +%s%N)

@@ -1442,7 +1442,7 @@ def check_setid_clearing(chk, P):
 
 
 # ====================================================================
-# ctl: ocfs2ctl mount/umount through the control socket
+# ctl: ocfs2ctl mount/umount through the D-Bus API on the control socket
 # ====================================================================
 
 def close_quietly(f):

@@ -36,6 +36,7 @@ struct mounted {
 	unsigned slot, max_slots, block_size, cluster_size;
 	guint64 size;
 	bool ro;	   /* mounted read-only, or turned so */
+	bool turned_ro;	   /* an error turned it read-only (State "read-only") */
 	bool unmounting;
 };
 
@@ -50,6 +51,7 @@ static GMutex reg_lock;
 static GCond reg_cond;
 static GHashTable *registry;	/* mountpoint -> struct mounted *, under reg_lock */
 static GHashTable *gone_early;	/* volumes gone before they were registered */
+static GHashTable *mounting;	/* mount points a Mount in progress has claimed */
 static gint busy;		/* method calls in progress */
 static GPtrArray *exports;	/* struct export *, main loop only */
 static GDBusServer *server;
@@ -66,7 +68,7 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 
 static const char *state_of(const struct mounted *m)
 {
-	return m->unmounting ? "unmounting" : m->ro ? "read-only" : "mounted";
+	return m->unmounting ? "unmounting" : m->turned_ro ? "read-only" : "mounted";
 }
 
 static void export_volume(struct export *x, struct mounted *m)
@@ -215,6 +217,7 @@ static void volume_turned_ro(struct volume *v, void *arg)
 
 	if (m && m->v == v) {
 		m->ro = true;
+		m->turned_ro = true;
 		g_idle_add(volume_changed_idle, m);
 	}
 	g_mutex_unlock(&reg_lock);
@@ -321,6 +324,7 @@ static struct mounted *describe(struct volume *v)
 	m->cluster_size = si->cluster_size;
 	m->size = (guint64)si->total_clusters * si->cluster_size;
 	m->ro = m->ro || v->ro_reported;
+	m->turned_ro = v->ro_reported;
 	v->turned_ro = volume_turned_ro;
 	g_mutex_unlock(&v->lock);
 	return m;
@@ -347,18 +351,26 @@ static gboolean handle_mount(O2dManager *manager, GDBusMethodInvocation *inv, co
 
 	free(real);
 	g_mutex_lock(&reg_lock);
-	bool taken = g_hash_table_contains(registry, abs);
+	/* two Mounts at once on one mount point: the second waits for nothing, it fails */
+	bool taken = g_hash_table_contains(registry, abs) || g_hash_table_contains(mounting, abs);
+
+	if (!taken)
+		g_hash_table_add(mounting, abs);
 	g_mutex_unlock(&reg_lock);
 	if (taken) {
 		g_dbus_method_invocation_return_error(inv, O2D_ERROR, O2D_ERROR_ALREADY_MOUNTED,
 						      "%s: a volume is mounted there already", abs);
 	} else if (!volume_mount(req.device, req.mountpoint, &req.opts, volume_gone, NULL, &v,
 				 &err)) {
+		g_mutex_lock(&reg_lock);
+		g_hash_table_remove(mounting, abs);
+		g_mutex_unlock(&reg_lock);
 		return_errno(inv, errno_of(err), err->message);
 	} else {
 		struct mounted *m = describe(v);
 
 		g_mutex_lock(&reg_lock);
+		g_hash_table_remove(mounting, abs);
 		bool early = g_hash_table_remove(gone_early, v);
 		if (!early)
 			g_hash_table_insert(registry, v->mountpoint, m);
@@ -616,6 +628,7 @@ bool api_start(const char *path, bool system_bus, GError **err)
 	(void)o2d_error_quark(); /* the error names, registered before any call */
 	registry = g_hash_table_new(g_str_hash, g_str_equal);
 	gone_early = g_hash_table_new(NULL, NULL);
+	mounting = g_hash_table_new(g_str_hash, g_str_equal);
 	exports = g_ptr_array_new();
 	if (g_mkdir_with_parents(dir, 0755) < 0) {
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(errno), "%s: %s", dir,

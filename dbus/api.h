@@ -33,6 +33,7 @@ enum o2d_error {
 	O2D_ERROR_DEVICE_BUSY,
 	O2D_ERROR_NOT_FOUND,
 	O2D_ERROR_READ_ONLY,
+	O2D_ERROR_EXISTS,
 };
 #define O2D_ERROR (o2d_error_quark())
 /* The domain, registered with GDBus so that errors cross the bus by name. */

@@ -21,6 +21,7 @@ static const GDBusErrorEntry error_entries[] = {
 	{ O2D_ERROR_DEVICE_BUSY, "org.ocfs2d.Daemon1.Error.DeviceBusy" },
 	{ O2D_ERROR_NOT_FOUND, "org.ocfs2d.Daemon1.Error.NotFound" },
 	{ O2D_ERROR_READ_ONLY, "org.ocfs2d.Daemon1.Error.ReadOnly" },
+	{ O2D_ERROR_EXISTS, "org.ocfs2d.Daemon1.Error.Exists" },
 };
 
 GQuark o2d_error_quark(void)
@@ -38,7 +39,7 @@ static const struct {
 } errno_map[] = {
 	{ EPERM, O2D_ERROR_NOT_AUTHORIZED },	{ EACCES, O2D_ERROR_NOT_AUTHORIZED },
 	{ EINVAL, O2D_ERROR_INVALID_ARGUMENT }, { ENAMETOOLONG, O2D_ERROR_INVALID_ARGUMENT },
-	{ EEXIST, O2D_ERROR_ALREADY_MOUNTED },	{ EBUSY, O2D_ERROR_DEVICE_BUSY },
+	{ EEXIST, O2D_ERROR_EXISTS },		{ EBUSY, O2D_ERROR_DEVICE_BUSY },
 	{ ENOENT, O2D_ERROR_NOT_FOUND },	{ ENXIO, O2D_ERROR_NOT_MOUNTED },
 	{ EROFS, O2D_ERROR_READ_ONLY },
 };

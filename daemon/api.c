@@ -199,14 +199,15 @@ static void volume_gone(struct volume *v, void *arg)
 	g_mutex_lock(&reg_lock);
 	struct mounted *m = g_hash_table_lookup(registry, v->mountpoint);
 
-	if (m && m->v == v)
+	/* queued before an Unmount waiting below can queue its answer (after it) */
+	if (m && m->v == v) {
 		g_hash_table_remove(registry, v->mountpoint);
-	else
+		g_idle_add(volume_gone_idle, m);
+	} else {
 		g_hash_table_add(gone_early, v);
+	}
 	g_cond_broadcast(&reg_cond);
 	g_mutex_unlock(&reg_lock);
-	if (m && m->v == v)
-		g_idle_add(volume_gone_idle, m);
 }
 
 /* Under v->lock: an error turned the volume read-only. */
@@ -393,6 +394,35 @@ static gboolean handle_mount(O2dManager *manager, GDBusMethodInvocation *inv, co
 	return TRUE;
 }
 
+/* An Unmount whose volume has closed: its answer, sent from the main loop. */
+struct unmount_done {
+	O2dVolume *vol;
+	GDBusMethodInvocation *inv;
+	int result;
+	char *device;
+};
+
+static gboolean unmount_done_idle(gpointer arg)
+{
+	struct unmount_done *d = arg;
+
+	if (d->result < 0) {
+		g_autofree char *msg = g_strdup_printf(
+			"%s: closing failed (%s); the journal is left for the next mount to replay",
+			d->device, g_strerror(-d->result));
+
+		return_errno(d->inv, -d->result, msg);
+	} else {
+		o2d_volume_complete_unmount(d->vol, d->inv);
+	}
+	g_object_unref(d->vol);
+	g_free(d->device);
+	g_free(d);
+	if (g_atomic_int_dec_and_test(&busy))
+		exit_if_idle(NULL);
+	return G_SOURCE_REMOVE;
+}
+
 /* Whether v is still the registered volume on its mount point (under reg_lock). */
 static bool registered_locked(struct volume *v)
 {
@@ -438,18 +468,19 @@ static gboolean handle_unmount(O2dVolume *vol, GDBusMethodInvocation *inv, GVari
 		g_mutex_lock(&reg_lock);
 		while (registered_locked(v))
 			g_cond_wait(&reg_cond, &reg_lock);
-		int result = v->close_result;
 		g_mutex_unlock(&reg_lock);
-		if (result < 0) {
-			g_autofree char *msg = g_strdup_printf(
-				"%s: closing failed (%s); the journal is left for the next mount "
-				"to replay",
-				v->device, g_strerror(-result));
+		/* answer on the main loop, after the volume's object is gone
+		 * (volume_gone queued that first); busy stays up until then, so
+		 * an idle daemon does not exit before the answer is out */
+		struct unmount_done *d = g_new0(struct unmount_done, 1);
 
-			return_errno(inv, -result, msg);
-		} else {
-			o2d_volume_complete_unmount(vol, inv);
-		}
+		d->vol = g_object_ref(vol);
+		d->inv = inv;
+		d->result = v->close_result;
+		d->device = g_strdup(v->device);
+		g_idle_add(unmount_done_idle, d);
+		volume_unref(v);
+		return TRUE;
 	}
 	volume_unref(v);
 	if (g_atomic_int_dec_and_test(&busy))
@@ -664,6 +695,9 @@ bool api_start(const char *path, bool system_bus, GError **err)
 
 void api_stop(void)
 {
+	/* what the loop left queued: objects to remove, answers to send */
+	while (g_main_context_iteration(NULL, FALSE))
+		;
 	if (bus_owner)
 		g_bus_unown_name(bus_owner);
 	bus_owner = 0;

@@ -472,6 +472,7 @@ class RawClient:
             self.fill()
         msg, self.buf = self.buf[:start + body_len], self.buf[start + body_len:]
         mtype = msg[1]
+        self.member = None
         pos, reply_to, error = 16, None, None
 
         def string(pos, sig=False):
@@ -494,6 +495,8 @@ class RawClient:
                 reply_to = v
             elif code == 4:
                 error = v
+            elif code == 3:
+                self.member = v
         first = None
         if body_len and mtype in (2, 3, 4):
             try:
@@ -502,11 +505,16 @@ class RawClient:
                 pass
         return mtype, reply_to, error, first
 
-    def wait(self, serial):
+    def wait(self, serial, signals=None):
+        """The answer to call SERIAL: (error name, first string).  With a
+        list SIGNALS, every signal read before it is appended there as
+        (member, first string or path)."""
         while True:
             mtype, reply_to, error, first = self.message()
             if reply_to == serial:
                 return error, first
+            if mtype == 4 and signals is not None:
+                signals.append((self.member, first))
 
 
 def as_nobody(argv):
@@ -1059,15 +1067,27 @@ def case_bus(env, chk):
     srv2.stop()
     chk.eq(ctx.name_owner(), owner, "the name stays with the first daemon after the second stopped")
 
-    # Unmount returns only once the volume is closed
+    # Unmount returns only once the volume is closed, and after its object
+    # is gone: a client subscribed to InterfacesRemoved reads that signal
+    # before the answer (the bus keeps one sender's messages in order)
     chk.ok(srv.holds(a.img), "the daemon has the image open while mounted")
+    raw = RawClient(ctx.bus_socket)
+    err, _ = raw.wait(raw.send("/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch",
+                               "org.freedesktop.DBus",
+                               ["type='signal',sender='%s',interface='%s',member='InterfacesRemoved'"
+                                % (BUS_NAME, OM)]))
+    chk.eq(err, None, "AddMatch for InterfacesRemoved")
     t0 = time.time()
-    r = ctx.call(path_a, "Unmount", {})
+    before = []
+    err, _ = raw.wait(raw.send(path_a, VOL, "Unmount", BUS_NAME, [{}]), signals=before)
     log("Unmount over the bus: %.2fs" % (time.time() - t0))
+    raw.close()
     # nothing waited for: all of this holds as soon as the call returns
     closed = (not a.mounted(), "%s: unmounted from %s (clean)" % (os.path.realpath(a.img), os.path.realpath(a.mnt))
               in srv.log_text(), not srv.holds(a.img))
-    chk.ok(r.ok and r.value == (), "Unmount: %r" % r)
+    chk.eq(err, None, "Unmount over a bare connection")
+    chk.eq(before, [("InterfacesRemoved", path_a)], "InterfacesRemoved arrives before Unmount's answer")
+    log("signals before the answer: %r" % before)
     chk.eq(closed, (True, True, True), "when Unmount returns: (not mounted, clean close logged, image closed)")
     unmounted(a)
     chk.ok(mon.wait("InterfacesRemoved", "'%s'" % path_a), "gdbus monitor saw InterfacesRemoved")

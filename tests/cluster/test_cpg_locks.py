@@ -28,6 +28,13 @@ them, each with its own lock table.  Cases:
            waits (two tables in the group) until the cut-off node is fenced
            (powered off), then syncs and sends FENCED and RECOVERED, and the
            majority finishes.
+  cache    the daemon's lock cache (cacheclient) on each of three nodes, and
+           a late joiner: threads in every member add to a counter kept
+           in a file and cached under the lock, read under PR first now and
+           then (two nodes converting PR to EX at once must not deadlock).
+           No update may be lost, the value block must match the file at
+           every refresh, and a lock only one member wants must cost that
+           member one request however often it is taken.
 
 Needs root, corosync, unshare, nsenter and ip; otherwise exits 77 (skip).
 Usage: test_cpg_locks.py LOCKCLIENT CASE
@@ -391,12 +398,49 @@ def case_partition(cluster, client, tmp):
 
 
 # case: (function, nodes)
+def case_cache(cluster, client, tmp):
+    """The lock cache over the service: local users share cached grants."""
+    cacheclient = os.path.join(os.path.dirname(client), "cacheclient")
+    path = new_counter(tmp)
+    threads, n = 3, int(os.environ.get("CACHE_N", "120"))
+    members = [nd.spawn([cacheclient, "ocfs2d-test", path, str(threads), str(n), "counter"])
+               for nd in cluster.nodes]
+    time.sleep(1.0)  # (wait_line would eat the lines after "synced")
+    late = cluster.nodes[0].spawn([cacheclient, "ocfs2d-test", path, str(threads), str(n),
+                                   "counter"])
+    members.append(late)
+    locks = requests = 0
+    for i, p in enumerate(members):
+        lines = finish(p, f"cache member {i}", timeout=200).strip().splitlines()
+        private = [ln.split() for ln in lines if ln.startswith("private ")]
+        if private != [["private", str(2 * n), "1"]]:
+            fail(f"member {i}, a lock nobody else wants: {private} (want {2 * n} locks, "
+                 "1 request): the cache did not cache")
+        out = lines[-1].split()
+        if out[0] != "done":
+            fail(f"member {i} said {out}")
+        print(f"member {i}: {out[1]} locks, {out[2]} requests, {out[3]} downconverts, "
+              f"{out[4]} cancels")
+        locks += int(out[1])
+        requests += int(out[2])
+    expected = len(members) * threads * n
+    got = counter(path)
+    if got != expected:
+        fail(f"counter {got}, expected {expected}: an update was lost")
+    want = len(members) * (threads * (n + (n + 3) // 4) + 2 * n)
+    if locks != want:
+        fail(f"{locks} locks taken, expected {want}")
+    print(f"counter {got}: no update lost; {requests} requests served {locks} locks "
+          f"({len(members) * 2 * n} of them on locks nobody else wanted, 1 request each)")
+
+
 CASES = {
     "counter": (case_counter, 1),
     "failure": (case_failure, 1),
     "nodes": (case_nodes, 3),
     "nodedown": (case_nodedown, 3),
     "partition": (case_partition, 3),
+    "cache": (case_cache, 3),
 }
 
 

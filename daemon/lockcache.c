@@ -1,0 +1,733 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The lock cache (lockcache.h): local users, cached modes, downconverts on
+ * request from other nodes.
+ *
+ * One mutex guards the whole cache and one condition wakes its waiters:
+ * the fast path (the mode is cached, nobody else waits) is a lock, two
+ * checks and an unlock.  Every state change goes through this file's
+ * service-side functions (events, sends) or a local user's call, under
+ * that mutex, and ends with kick(): broadcast, and queue a downconvert if
+ * one is now due.
+ *
+ * Per resource, at most one thing is in flight with the service at a time:
+ * our lock request (pending), our downconvert (down_to), plus possibly a
+ * cancel of the pending request.  The downconvert thread runs the
+ * resources' callbacks; while one runs (dc_running) no local user may take
+ * the resource, since what is being written back must not change.
+ */
+#include "lockcache.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define NONE (-1)
+#define RETRY_US (G_USEC_PER_SEC)
+
+struct o2lc {
+	const struct o2lc_backend *backend;
+	void *be;
+	GMainContext *ctx; /* the service side */
+	GMutex mu;
+	GCond cond;
+	GHashTable *res; /* GBytes name -> struct o2lc_res */
+	bool lost;
+	struct o2lc_stats stats;
+	GThread *dc_thread;
+	GAsyncQueue *dcq; /* resources to downconvert; the cache itself = stop */
+	unsigned retries; /* resources with dc_retry_at set */
+	gint refs;	  /* o2lc_free's, plus one per send queued on the service side */
+};
+
+struct o2lc_res {
+	struct o2lc *c;
+	GBytes *key;
+	const uint8_t *name;
+	size_t namelen;
+	const struct o2lc_res_ops *ops;
+	void *data;
+
+	int granted;	    /* what the service granted us, or NONE */
+	int pending;	    /* mode of our lock request in flight, or NONE */
+	int64_t pending_id; /* its request id (0 until sent) */
+	unsigned pending_seq;
+	int done_error;	    /* how request done_seq ended */
+	unsigned done_seq;
+	bool cancelling;    /* a cancel of the pending request is out */
+	int down_to;	    /* our downconvert in flight, or NONE */
+	int64_t down_id;
+	bool down_lvb;	    /* it stores r->lvb (leaving EX after a write-back) */
+	bool finishing;	    /* granted; the local user who asked has not taken it yet */
+	int blocked;	    /* the mode another node waits for, or NONE */
+	unsigned holders[3]; /* local users by mode (PR, EX used) */
+	bool need_refresh, refreshing;
+	bool dc_queued, dc_running;
+	gint64 dc_retry_at; /* after a failed callback: when to try again, or 0 */
+	uint8_t lvb[O2LC_LVB_LEN];
+	bool lvb_valid;
+};
+
+struct send {
+	struct o2lc_res *r;
+	int mode;
+	unsigned flags;
+};
+
+static bool compatible(int a, int b)
+{
+	return a == O2LT_NL || b == O2LT_NL || (a == O2LT_PR && b == O2LT_PR);
+}
+
+/* Whether a local user holds r in a mode in the way of mode. */
+static bool holders_in_way(const struct o2lc_res *r, int mode)
+{
+	return (r->holders[O2LT_EX] && !compatible(O2LT_EX, mode)) ||
+	       (r->holders[O2LT_PR] && !compatible(O2LT_PR, mode));
+}
+
+/* The mode to lower r to so that another node can have `wanted`. */
+static int target_for(int granted, int wanted)
+{
+	if (wanted == O2LT_EX)
+		return O2LT_NL;
+	if (wanted == O2LT_PR && granted == O2LT_EX)
+		return O2LT_PR;
+	return NONE;
+}
+
+static gboolean send_cancel(gpointer p);
+static void cache_unref(struct o2lc *c);
+
+/*
+ * Run fn(p) on the service side, later (never at once, even when called
+ * there: the caller holds c->mu, which fn takes).  The cache stays until
+ * fn has run.
+ */
+static void on_service_side(struct o2lc *c, GSourceFunc fn, gpointer p)
+{
+	g_atomic_int_inc(&c->refs);
+	GSource *s = g_idle_source_new();
+	g_source_set_priority(s, G_PRIORITY_DEFAULT);
+	g_source_set_callback(s, fn, p, NULL);
+	g_source_attach(s, c->ctx);
+	g_source_unref(s);
+}
+
+/*
+ * Called under c->mu after any change to r: wake waiters, and start what
+ * another node waiting on us needs (a cancel of our own conversion, or a
+ * downconvert once no local user is in its way).
+ */
+static void kick(struct o2lc_res *r)
+{
+	struct o2lc *c = r->c;
+	g_cond_broadcast(&c->cond);
+	if (r->blocked == NONE || c->lost || r->granted == NONE)
+		return;
+	int to = target_for(r->granted, r->blocked);
+	if (to == NONE || to >= r->granted) {
+		r->blocked = NONE; /* already out of its way */
+		return;
+	}
+	if (holders_in_way(r, r->blocked) || r->refreshing || r->finishing || r->dc_queued ||
+	    r->dc_running || r->down_to != NONE || r->dc_retry_at)
+		return;
+	if (r->pending != NONE) {
+		/* our conversion waits, maybe on that node, which waits on us */
+		if (!r->cancelling && r->pending_id > 0) {
+			r->cancelling = true;
+			c->stats.cancels++;
+			on_service_side(c, send_cancel, r);
+		}
+		return;
+	}
+	r->dc_queued = true;
+	g_async_queue_push(c->dcq, r);
+}
+
+/* ---- the service side ---- */
+
+static gboolean send_lock(gpointer p)
+{
+	struct send *s = p;
+	struct o2lc_res *r = s->r;
+	struct o2lc *c = r->c;
+	g_mutex_lock(&c->mu);
+	int64_t id = c->lost ? -ENOTCONN : c->backend->lock(c->be, r->name, r->namelen, s->mode, s->flags);
+	if (id < 0) {
+		r->done_error = (int)id;
+		r->done_seq = r->pending_seq;
+		r->pending = NONE;
+	} else {
+		r->pending_id = id;
+		c->stats.requests++;
+	}
+	kick(r);
+	g_mutex_unlock(&c->mu);
+	g_free(s);
+	cache_unref(c);
+	return G_SOURCE_REMOVE;
+}
+
+static gboolean send_cancel(gpointer p)
+{
+	struct o2lc_res *r = p;
+	struct o2lc *c = r->c;
+	g_mutex_lock(&c->mu);
+	if (r->cancelling && r->pending != NONE && !c->lost) {
+		int64_t id = c->backend->cancel(c->be, r->name, r->namelen);
+		if (id < 0) {
+			g_warning("lock %.*s: cancel failed: %s", (int)r->namelen, (const char *)r->name,
+				  g_strerror((int)-id));
+			r->cancelling = false;
+		}
+	}
+	g_mutex_unlock(&c->mu);
+	cache_unref(c);
+	return G_SOURCE_REMOVE;
+}
+
+static gboolean send_down(gpointer p)
+{
+	struct o2lc_res *r = p;
+	struct o2lc *c = r->c;
+	g_mutex_lock(&c->mu);
+	int64_t id = -ENOTCONN;
+	if (!c->lost)
+		id = c->backend->down(c->be, r->name, r->namelen, r->down_to,
+				      r->down_lvb ? r->lvb : NULL);
+	if (id < 0) {
+		if (!c->lost)
+			g_warning("lock %.*s: downconvert failed: %s", (int)r->namelen,
+				  (const char *)r->name, g_strerror((int)-id));
+		r->down_to = NONE;
+		r->dc_running = false;
+		r->dc_retry_at = g_get_monotonic_time() + RETRY_US;
+		c->retries++;
+		g_async_queue_push(c->dcq, c); /* wake the thread to time the retry */
+	} else {
+		r->down_id = id;
+		c->stats.downconverts++;
+	}
+	kick(r);
+	g_mutex_unlock(&c->mu);
+	cache_unref(c);
+	return G_SOURCE_REMOVE;
+}
+
+static struct o2lc_res *res_find(struct o2lc *c, const uint8_t *name, size_t namelen)
+{
+	if (!name || !namelen)
+		return NULL;
+	GBytes *k = g_bytes_new_static(name, namelen);
+	struct o2lc_res *r = g_hash_table_lookup(c->res, k);
+	g_bytes_unref(k);
+	return r;
+}
+
+static void granted(struct o2lc_res *r, const struct o2lt_event *ev)
+{
+	if (r->pending == NONE || ev->reqid != (uint64_t)r->pending_id)
+		return; /* not ours to wait for (an answer to a duplicate) */
+	if ((r->granted == NONE || r->granted < O2LT_PR) && ev->mode >= O2LT_PR)
+		r->need_refresh = true;
+	r->granted = ev->mode;
+	r->pending = NONE;
+	r->cancelling = false;
+	r->finishing = true; /* its asker uses it once before anyone takes it away */
+	r->done_error = 0;
+	r->done_seq = r->pending_seq;
+	if (ev->lvb)
+		memcpy(r->lvb, ev->lvb, O2LC_LVB_LEN);
+	r->lvb_valid = ev->lvb && ev->lvb_valid;
+}
+
+static void refused(struct o2lc_res *r, const struct o2lt_event *ev)
+{
+	if (r->pending != NONE && ev->reqid == (uint64_t)r->pending_id) {
+		r->pending = NONE;
+		r->cancelling = false;
+		r->done_error = ev->error;
+		r->done_seq = r->pending_seq;
+	} else if (r->down_to != NONE && ev->reqid == (uint64_t)r->down_id) {
+		g_warning("lock %.*s: the service refused a downconvert: %s", (int)r->namelen,
+			  (const char *)r->name, g_strerror(-ev->error));
+		r->down_to = NONE;
+		r->dc_running = false;
+		r->dc_retry_at = g_get_monotonic_time() + RETRY_US;
+		r->c->retries++;
+		g_async_queue_push(r->c->dcq, r->c);
+	}
+	/* else: a cancel that came too late (-ENOENT); nothing to do */
+}
+
+static void downed(struct o2lc_res *r, const struct o2lt_event *ev)
+{
+	if (r->down_to == NONE || ev->reqid != (uint64_t)r->down_id)
+		return;
+	r->granted = ev->mode == O2LT_UNLOCK ? NONE : ev->mode;
+	r->down_to = NONE;
+	r->dc_running = false;
+	if (r->blocked != NONE && (r->granted == NONE || compatible(r->granted, r->blocked)))
+		r->blocked = NONE;
+}
+
+void o2lc_event(struct o2lc *c, const struct o2lt_event *ev)
+{
+	switch (ev->type) {
+	case O2LT_EV_GRANTED:
+	case O2LT_EV_REFUSED:
+	case O2LT_EV_DOWNED:
+	case O2LT_EV_BLOCKING:
+		break;
+	default:
+		return;
+	}
+	g_mutex_lock(&c->mu);
+	struct o2lc_res *r = c->lost ? NULL : res_find(c, ev->name, ev->namelen);
+	if (r) {
+		switch (ev->type) {
+		case O2LT_EV_GRANTED:
+			granted(r, ev);
+			break;
+		case O2LT_EV_REFUSED:
+			refused(r, ev);
+			break;
+		case O2LT_EV_DOWNED:
+			downed(r, ev);
+			break;
+		default:
+			c->stats.blocking++;
+			if (r->blocked == NONE || ev->mode > r->blocked)
+				r->blocked = ev->mode;
+			break;
+		}
+		kick(r);
+	}
+	g_mutex_unlock(&c->mu);
+}
+
+void o2lc_lost(struct o2lc *c)
+{
+	g_mutex_lock(&c->mu);
+	c->lost = true;
+	g_cond_broadcast(&c->cond);
+	g_mutex_unlock(&c->mu);
+}
+
+/* ---- the downconvert thread ---- */
+
+static void downconvert(struct o2lc *c, struct o2lc_res *r)
+{
+	g_mutex_lock(&c->mu);
+	r->dc_queued = false;
+	int to = r->blocked == NONE ? NONE : target_for(r->granted, r->blocked);
+	if (c->lost || to == NONE || r->granted == NONE || to >= r->granted || r->pending != NONE ||
+	    r->down_to != NONE || r->dc_running || holders_in_way(r, r->blocked) || r->refreshing ||
+	    r->finishing) {
+		kick(r);
+		g_mutex_unlock(&c->mu);
+		return;
+	}
+	int from = r->granted;
+	r->dc_running = true; /* local users wait from here on */
+	/* granted but never refreshed: nothing cached under it is good, so
+	   nothing is written back and the value block stays as it was */
+	bool writeback = !r->need_refresh;
+	uint8_t lvb[O2LC_LVB_LEN];
+	if (r->lvb_valid)
+		memcpy(lvb, r->lvb, sizeof(lvb));
+	else
+		memset(lvb, 0, sizeof(lvb));
+	g_mutex_unlock(&c->mu);
+
+	int rc = writeback && r->ops && r->ops->downconvert ?
+		 r->ops->downconvert(r, from, to, lvb, r->data) : 0;
+
+	g_mutex_lock(&c->mu);
+	if (rc < 0) {
+		g_warning("lock %.*s: writing back before lowering it failed: %s; trying again",
+			  (int)r->namelen, (const char *)r->name, g_strerror(-rc));
+		r->dc_running = false;
+		r->dc_retry_at = g_get_monotonic_time() + RETRY_US;
+		c->retries++;
+	} else {
+		r->down_lvb = from == O2LT_EX && writeback;
+		if (r->down_lvb) {
+			memcpy(r->lvb, lvb, sizeof(lvb));
+			r->lvb_valid = true;
+		}
+		r->down_to = to;
+		r->down_id = 0;
+		on_service_side(c, send_down, r);
+	}
+	kick(r);
+	g_mutex_unlock(&c->mu);
+}
+
+/* Resources whose failed downconvert is due again; called under c->mu. */
+static gint64 retry_due(struct o2lc *c, GPtrArray *due)
+{
+	gint64 now = g_get_monotonic_time(), next = 0;
+	GHashTableIter it;
+	gpointer k, v;
+	g_hash_table_iter_init(&it, c->res);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		struct o2lc_res *r = v;
+		if (!r->dc_retry_at)
+			continue;
+		if (r->dc_retry_at <= now) {
+			r->dc_retry_at = 0;
+			c->retries--;
+			g_ptr_array_add(due, r);
+		} else if (!next || r->dc_retry_at < next) {
+			next = r->dc_retry_at;
+		}
+	}
+	return next;
+}
+
+static gpointer dc_main(gpointer p)
+{
+	struct o2lc *c = p;
+	gint64 next = 0;
+	for (;;) {
+		gpointer item = next ? g_async_queue_timeout_pop(c->dcq, MAX(next - g_get_monotonic_time(), 1))
+				     : g_async_queue_pop(c->dcq);
+		if (item == c) {
+			g_mutex_lock(&c->mu);
+			bool stop = c->lost;
+			g_mutex_unlock(&c->mu);
+			if (stop)
+				return NULL;
+		} else if (item) {
+			downconvert(c, item);
+		}
+		GPtrArray *due = g_ptr_array_new();
+		g_mutex_lock(&c->mu);
+		next = c->retries && !c->lost ? retry_due(c, due) : 0;
+		for (guint i = 0; i < due->len; i++)
+			kick(due->pdata[i]);
+		g_mutex_unlock(&c->mu);
+		g_ptr_array_free(due, TRUE);
+	}
+}
+
+/* ---- the cache ---- */
+
+static void res_free(gpointer p)
+{
+	struct o2lc_res *r = p;
+	g_bytes_unref(r->key);
+	g_free(r);
+}
+
+struct o2lc *o2lc_new(const struct o2lc_backend *backend, void *be)
+{
+	struct o2lc *c = g_new0(struct o2lc, 1);
+	c->backend = backend;
+	c->be = be;
+	c->ctx = g_main_context_ref_thread_default();
+	g_mutex_init(&c->mu);
+	g_cond_init(&c->cond);
+	c->res = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, NULL, res_free);
+	c->dcq = g_async_queue_new();
+	c->refs = 1;
+	c->dc_thread = g_thread_new("o2lc-downconvert", dc_main, c);
+	return c;
+}
+
+static void cache_unref(struct o2lc *c)
+{
+	if (!g_atomic_int_dec_and_test(&c->refs))
+		return;
+	g_hash_table_destroy(c->res);
+	g_async_queue_unref(c->dcq);
+	g_cond_clear(&c->cond);
+	g_mutex_clear(&c->mu);
+	g_main_context_unref(c->ctx);
+	g_free(c);
+}
+
+void o2lc_free(struct o2lc *c)
+{
+	if (!c)
+		return;
+	g_mutex_lock(&c->mu);
+	c->lost = true; /* sends still queued do nothing now */
+	g_cond_broadcast(&c->cond);
+	g_mutex_unlock(&c->mu);
+	g_async_queue_push(c->dcq, c);
+	g_thread_join(c->dc_thread);
+	cache_unref(c);
+}
+
+static bool all_dropped(struct o2lc *c)
+{
+	GHashTableIter it;
+	gpointer k, v;
+	g_hash_table_iter_init(&it, c->res);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		struct o2lc_res *r = v;
+		if (r->granted != NONE || r->down_to != NONE)
+			return false;
+	}
+	return true;
+}
+
+/* Whether r has anything in flight; under c->mu. */
+static bool res_busy(const struct o2lc_res *r)
+{
+	return r->refreshing || r->pending != NONE || r->finishing || r->dc_queued || r->dc_running ||
+	       r->down_to != NONE || r->dc_retry_at;
+}
+
+int o2lc_drop_all(struct o2lc *c, GMainContext *ctx, unsigned timeout_ms)
+{
+	gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+	GHashTableIter it;
+	gpointer k, v;
+	int err;
+	/* let what is in flight (a downconvert another node asked for) end */
+	for (;;) {
+		g_mutex_lock(&c->mu);
+		err = c->lost ? -ENOTCONN : 0;
+		bool busy = false;
+		g_hash_table_iter_init(&it, c->res);
+		while (!err && g_hash_table_iter_next(&it, &k, &v)) {
+			struct o2lc_res *r = v;
+			if (r->holders[O2LT_PR] || r->holders[O2LT_EX])
+				err = -EBUSY;
+			busy |= res_busy(r);
+		}
+		if (!err && busy && g_get_monotonic_time() >= deadline)
+			err = -ETIMEDOUT;
+		if (err) {
+			g_mutex_unlock(&c->mu);
+			return err;
+		}
+		if (!busy)
+			break; /* with c->mu held: nothing starts before the marks below */
+		g_mutex_unlock(&c->mu);
+		g_main_context_iteration(ctx, FALSE);
+		g_usleep(1000);
+	}
+	/* hold every resource against local users while it goes */
+	GPtrArray *ex = g_ptr_array_new();
+	g_hash_table_iter_init(&it, c->res);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		struct o2lc_res *r = v;
+		if (r->granted == NONE || r->down_to != NONE)
+			continue;
+		r->dc_running = true;
+		r->down_lvb = false;
+		if (r->granted == O2LT_EX && !r->need_refresh)
+			g_ptr_array_add(ex, r);
+	}
+	g_mutex_unlock(&c->mu);
+	/* leaving EX: the value block is what the callback says */
+	for (guint i = 0; i < ex->len; i++) {
+		struct o2lc_res *r = ex->pdata[i];
+		uint8_t lvb[O2LC_LVB_LEN] = { 0 };
+		if (r->lvb_valid)
+			memcpy(lvb, r->lvb, sizeof(lvb));
+		if (r->ops && r->ops->downconvert && r->ops->downconvert(r, O2LT_EX, O2LT_NL, lvb, r->data) < 0)
+			continue; /* dropped anyway: the caller has written everything back */
+		g_mutex_lock(&c->mu);
+		memcpy(r->lvb, lvb, sizeof(lvb));
+		r->lvb_valid = true;
+		r->down_lvb = true;
+		g_mutex_unlock(&c->mu);
+	}
+	g_ptr_array_free(ex, TRUE);
+	g_mutex_lock(&c->mu);
+	g_hash_table_iter_init(&it, c->res);
+	while (g_hash_table_iter_next(&it, &k, &v)) {
+		struct o2lc_res *r = v;
+		if (r->granted == NONE || r->down_to != NONE)
+			continue;
+		int64_t id = c->backend->down(c->be, r->name, r->namelen, O2LT_UNLOCK,
+					      r->down_lvb ? r->lvb : NULL);
+		if (id < 0) {
+			err = (int)id;
+			break;
+		}
+		r->down_to = O2LT_UNLOCK;
+		r->down_id = id;
+		c->stats.downconverts++;
+	}
+	g_mutex_unlock(&c->mu);
+	for (;;) {
+		g_mutex_lock(&c->mu);
+		bool done = all_dropped(c), lost = c->lost;
+		g_mutex_unlock(&c->mu);
+		if (done || err)
+			break;
+		if (lost) {
+			err = -ENOTCONN;
+			break;
+		}
+		if (g_get_monotonic_time() >= deadline) {
+			err = -ETIMEDOUT;
+			break;
+		}
+		g_main_context_iteration(ctx, FALSE);
+		g_usleep(1000);
+	}
+	return err;
+}
+
+/* ---- local users ---- */
+
+struct o2lc_res *o2lc_res_get(struct o2lc *c, const void *name, size_t namelen,
+			      const struct o2lc_res_ops *ops, void *data)
+{
+	if (!name || namelen == 0 || namelen > O2LC_NAME_MAX)
+		return NULL;
+	g_mutex_lock(&c->mu);
+	struct o2lc_res *r = res_find(c, name, namelen);
+	if (!r) {
+		r = g_new0(struct o2lc_res, 1);
+		r->c = c;
+		r->key = g_bytes_new(name, namelen);
+		r->name = g_bytes_get_data(r->key, &r->namelen);
+		r->ops = ops;
+		r->data = data;
+		r->granted = r->pending = r->down_to = r->blocked = NONE;
+		g_hash_table_insert(c->res, r->key, r);
+	}
+	g_mutex_unlock(&c->mu);
+	return r;
+}
+
+/* A local user takes r (granted at mode or above); unlocks c->mu. */
+static int take_holder(struct o2lc_res *r, int mode)
+{
+	struct o2lc *c = r->c;
+	r->holders[mode]++;
+	c->stats.locks++;
+	int ret = 0;
+	if (r->need_refresh) {
+		r->refreshing = true;
+		ret = O2LC_REFRESH;
+	}
+	g_mutex_unlock(&c->mu);
+	return ret;
+}
+
+int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)
+{
+	if (mode != O2LT_PR && mode != O2LT_EX)
+		return -EINVAL;
+	struct o2lc *c = r->c;
+	unsigned mine = 0; /* the request this call sent, if any */
+	g_mutex_lock(&c->mu);
+	for (;;) {
+		if (c->lost) {
+			g_mutex_unlock(&c->mu);
+			return -ENOTCONN;
+		}
+		if (mine && (r->pending == NONE || r->pending_seq != mine)) {
+			/* this call's request is over; if another's has ended since,
+			   its outcome is gone: look again, as after a cancel */
+			int err = r->done_seq == mine ? r->done_error : -ECANCELED;
+			if (!err && r->refreshing)
+				goto wait; /* another user refreshes what this one will use */
+			mine = 0;
+			if (!err) {
+				/* granted for this call: it takes it now, whoever else
+				   waits (nothing lowers it until it has) */
+				r->finishing = false;
+				if (r->granted >= mode && !r->dc_running && r->down_to == NONE)
+					return take_holder(r, mode);
+				kick(r);
+				continue;
+			}
+			if (err == -EAGAIN && (flags & O2LC_NOQUEUE)) {
+				g_mutex_unlock(&c->mu);
+				return -EAGAIN;
+			}
+			if (err != -ECANCELED) {
+				g_warning("lock %.*s: the service refused %s: %s", (int)r->namelen,
+					  (const char *)r->name, o2lt_mode_name(mode), g_strerror(-err));
+				g_mutex_unlock(&c->mu);
+				return err == -ENOTCONN ? -ENOTCONN : -EIO;
+			}
+			/* cancelled to let another node go first: look again */
+		}
+		bool may_go = r->blocked == NONE || compatible(mode, r->blocked);
+		if (may_go && !r->dc_running && r->down_to == NONE && r->granted != NONE &&
+		    r->granted >= mode) {
+			if (r->refreshing || r->finishing)
+				goto wait;
+			return take_holder(r, mode);
+		}
+		if (!may_go && (flags & O2LC_NOQUEUE)) {
+			g_mutex_unlock(&c->mu);
+			return -EAGAIN;
+		}
+		if (may_go && r->pending == NONE && !r->finishing && !r->dc_running && !r->dc_queued &&
+		    r->down_to == NONE && !mine) {
+			struct send *s = g_new(struct send, 1);
+			s->r = r;
+			s->mode = mode;
+			s->flags = flags & O2LC_NOQUEUE ? O2LT_F_NOQUEUE : 0;
+			r->pending = mode;
+			r->pending_id = 0;
+			mine = ++r->pending_seq;
+			if (!mine)
+				mine = ++r->pending_seq;
+			on_service_side(c, send_lock, s);
+		}
+wait:
+		g_cond_wait(&c->cond, &c->mu);
+	}
+}
+
+void o2lc_refresh_done(struct o2lc_res *r, bool ok)
+{
+	struct o2lc *c = r->c;
+	g_mutex_lock(&c->mu);
+	r->refreshing = false;
+	if (ok)
+		r->need_refresh = false;
+	kick(r);
+	g_mutex_unlock(&c->mu);
+}
+
+void o2lc_unlock(struct o2lc_res *r, int mode)
+{
+	struct o2lc *c = r->c;
+	g_mutex_lock(&c->mu);
+	if ((mode == O2LT_PR || mode == O2LT_EX) && r->holders[mode])
+		r->holders[mode]--;
+	else
+		g_critical("lock %.*s: unlock of %s that is not held", (int)r->namelen,
+			   (const char *)r->name, o2lt_mode_name(mode));
+	kick(r);
+	g_mutex_unlock(&c->mu);
+}
+
+bool o2lc_lvb(struct o2lc_res *r, uint8_t *lvb)
+{
+	g_mutex_lock(&r->c->mu);
+	memcpy(lvb, r->lvb, O2LC_LVB_LEN);
+	bool valid = r->lvb_valid;
+	g_mutex_unlock(&r->c->mu);
+	return valid;
+}
+
+void o2lc_stats(struct o2lc *c, struct o2lc_stats *st)
+{
+	g_mutex_lock(&c->mu);
+	*st = c->stats;
+	g_mutex_unlock(&c->mu);
+}
+
+int o2lc_res_mode(struct o2lc_res *r)
+{
+	g_mutex_lock(&r->c->mu);
+	int m = r->granted;
+	g_mutex_unlock(&r->c->mu);
+	return m;
+}

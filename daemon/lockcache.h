@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The lock cache: cluster locks held the way OCFS2 holds them
+ * (DESIGN.md, "Locking model").
+ *
+ * A lock service (the CPG one, later libdlm) grants a node a mode on a
+ * name; asking it costs a round of messages.  The cache sits between the
+ * daemon's filesystem work and that service.  Local users take a lock
+ * (o2lc_lock) and drop it (o2lc_unlock) as often as they like; the cache
+ * asks the service only when it holds less than they need, and when the
+ * last local user is gone it keeps what it was granted.  It lowers a lock
+ * only when another node asks (a BLOCKING event), and only once no local
+ * user is in that node's way: first the resource's downconvert callback
+ * runs (write back what the lock protected; leaving EX, fill the value
+ * block), then the service is told.  A local user that arrives while
+ * another node waits does not jump ahead of it if its mode is in that
+ * node's way, so a busy node cannot starve the others.
+ *
+ * Modes are between nodes, as in OCFS2: any number of local users may hold
+ * a resource at once, in PR or in EX; EX keeps other nodes out, not other
+ * local users.  Exclusion among local users is the caller's (ocfs2d's
+ * volume lock), taken after the cluster lock.
+ *
+ * After the cache regains a mode of at least PR from below, whatever a
+ * local user cached under the lock may be stale: the first local user gets
+ * O2LC_REFRESH from o2lc_lock and must bring its state up to date (from
+ * the value block or the disk) and then call o2lc_refresh_done; other local
+ * users wait for that.  A failed refresh leaves the next user to try again.
+ *
+ * Two nodes that both hold PR and both want EX would wait for each other
+ * forever (a conversion deadlock); the cache cancels its own pending
+ * conversion when it is asked to lower a lock while converting, lowers it,
+ * and asks again after.
+ *
+ * Threads.  The backend and o2lc_event run in the lock service's main
+ * context (the cache's "service side"); o2lc_lock, o2lc_unlock,
+ * o2lc_refresh_done and o2lc_lvb may be called from any other thread and
+ * block; o2lc_lock must never be called from the service side.
+ * Downconvert callbacks run on a thread of the cache's own, never on the
+ * service side or a caller's thread, with no cache lock held: they may take
+ * the filesystem's locks and wait for other work (a FUSE invalidation that
+ * makes the kernel write dirty pages back, for instance).
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "locktab.h"
+
+#define O2LC_LVB_LEN O2LT_LVB_LEN
+#define O2LC_NAME_MAX O2LT_NAME_MAX
+
+/* o2lc_lock flags */
+#define O2LC_NOQUEUE 0x1u /* -EAGAIN rather than wait for another node */
+
+/* o2lc_lock's answer when the caller must refresh (see above) */
+#define O2LC_REFRESH 1
+
+/*
+ * What the cache asks of the lock service: the request functions of
+ * lockservice.h (or another backend's), each returning a request id > 0
+ * whose outcome comes back through o2lc_event, or -errno.  Called on the
+ * service side.
+ */
+struct o2lc_backend {
+	int64_t (*lock)(void *be, const void *name, size_t namelen, int mode, unsigned flags);
+	int64_t (*down)(void *be, const void *name, size_t namelen, int new_mode, const void *lvb);
+	int64_t (*cancel)(void *be, const void *name, size_t namelen);
+};
+
+struct o2lc;
+struct o2lc_res;
+
+struct o2lc_res_ops {
+	/*
+	 * The lock goes from mode `from` to `to` (NL, or PR from EX): write
+	 * back what `from` protected so that another node can see it.  Leaving
+	 * EX, lvb (O2LC_LVB_LEN bytes) holds the value block the lock was
+	 * granted with (zeros if it had none), and what the callback leaves
+	 * there is stored with the lock.  Return 0, or -errno: the lock then
+	 * stays as it is, the error is logged, and the downconvert is tried
+	 * again a second later (another node keeps waiting meanwhile, as it
+	 * must: nothing written under the lock may be lost).
+	 * May be NULL (nothing to write back; the value block is kept).
+	 */
+	int (*downconvert)(struct o2lc_res *r, int from, int to, uint8_t *lvb, void *data);
+};
+
+/*
+ * A cache over one lock service.  Called on the service side; be is passed
+ * to the backend functions.
+ */
+struct o2lc *o2lc_new(const struct o2lc_backend *backend, void *be);
+
+/*
+ * Feed it every event the lock service delivers for this member (the
+ * others are ignored).  Service side.
+ */
+void o2lc_event(struct o2lc *c, const struct o2lt_event *ev);
+
+/*
+ * The service is gone (corosync lost, the member expelled): every lock is
+ * void.  Waiting and later o2lc_lock calls fail with -ENOTCONN.  Service
+ * side.
+ */
+void o2lc_lost(struct o2lc *c);
+
+/*
+ * Drop every cached lock and wait until the service confirms, running
+ * ctx's main loop iterations meanwhile (ctx: the service side's context,
+ * owned by the caller's thread).  What is in flight (a downconvert another
+ * node asked for) ends first; a resource left in EX is written back
+ * through its callback.  Call before a clean leave of the lock service.
+ * 0, -EBUSY (a local user still holds a resource; nothing dropped),
+ * -ETIMEDOUT, or -ENOTCONN.
+ */
+int o2lc_drop_all(struct o2lc *c, GMainContext *ctx, unsigned timeout_ms);
+
+/* Free the cache (after o2lc_drop_all, or o2lc_lost).  Service side. */
+void o2lc_free(struct o2lc *c);
+
+/*
+ * The resource named name (1..O2LC_NAME_MAX bytes), created on first use
+ * with ops/data (later calls for the same name get the same resource and
+ * their ops/data are ignored).  Resources live as long as the cache.  NULL
+ * for a bad name.  Any thread.
+ */
+struct o2lc_res *o2lc_res_get(struct o2lc *c, const void *name, size_t namelen,
+			      const struct o2lc_res_ops *ops, void *data);
+
+/*
+ * Take the resource in mode (O2LT_PR or O2LT_EX) for one local user.
+ * 0: held; O2LC_REFRESH: held, refresh and call o2lc_refresh_done;
+ * -EAGAIN: NOQUEUE and another node is in the way; -ENOTCONN: the service
+ * is gone; -EINVAL: bad mode.  Any thread but the service side.
+ */
+int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags);
+
+/* The refresh after O2LC_REFRESH is over: ok false lets the next user retry. */
+void o2lc_refresh_done(struct o2lc_res *r, bool ok);
+
+/* The local user drops what o2lc_lock gave it (same mode). */
+void o2lc_unlock(struct o2lc_res *r, int mode);
+
+/*
+ * The value block as the lock was last granted (copied into lvb); returns
+ * whether it is valid.  Call while holding the resource.
+ */
+bool o2lc_lvb(struct o2lc_res *r, uint8_t *lvb);
+
+/* Counters, for tests and status. */
+struct o2lc_stats {
+	uint64_t locks;		/* o2lc_lock calls that succeeded */
+	uint64_t requests;	/* lock requests sent to the service */
+	uint64_t downconverts;	/* downconverts sent to the service */
+	uint64_t cancels;	/* conversions cancelled to break a deadlock */
+	uint64_t blocking;	/* BLOCKING events received */
+};
+void o2lc_stats(struct o2lc *c, struct o2lc_stats *st);
+
+/* The mode the cache holds for r now (O2LT_NL..O2LT_EX, or -1 none). */
+int o2lc_res_mode(struct o2lc_res *r);

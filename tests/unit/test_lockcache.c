@@ -1,0 +1,708 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The lock cache (daemon/lockcache.h) over the real lock table.
+ *
+ * A group of members lives in this one process: each has a lock table
+ * (cpg/locktab.h) and a cache on top of it.  What a cache sends goes onto
+ * one ordered bus and is delivered to every table in that order, as CPG
+ * would; each table's events for its own member go to its cache.  The bus,
+ * the tables and the caches' service side run on a service thread with a
+ * main loop of its own; the test's local users are other threads, as the
+ * daemon's FUSE workers are.  The cluster suite runs the same cache over
+ * real corosync (tests/cluster).
+ *
+ * The resources model what a cluster filesystem keeps under a lock: a
+ * "disk" value that every member can read, a per-member cached copy that
+ * is good only while the lock is held at PR or better, written back on
+ * downconvert from EX, refreshed after regaining the lock.  Lost updates,
+ * stale reads and deadlocks are what these tests look for.
+ */
+#include "lockcache.h"
+
+#include <check.h>
+#include <errno.h>
+#include <glib.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N 3
+#define WAIT_S 30
+
+struct member {
+	struct o2lt_member id;
+	struct o2lt_table *t;
+	struct o2lc *c;
+	bool synced;
+	int64_t next_reqid;
+	/* the state this member caches under lock "counter" */
+	uint64_t cached;
+	GMutex mu; /* local users' exclusion (the cache's EX is between members) */
+	int fail_downconverts; /* make this many downconverts fail first */
+	unsigned downconverts_seen;
+};
+
+struct busmsg {
+	struct o2lt_member sender;
+	void *data;
+	size_t len;
+};
+
+static struct member mem[N];
+static int n_members;
+static GMainContext *ctx;
+static GMainLoop *loop;
+static GThread *svc;
+static GQueue bus;
+static bool pump_queued;
+static uint64_t disk; /* what the "disk" holds for lock "counter" */
+static GMutex disk_mu;
+
+/* ---- the service thread ---- */
+
+static gpointer svc_main(gpointer p)
+{
+	(void)p;
+	g_main_context_push_thread_default(ctx);
+	g_main_loop_run(loop);
+	g_main_context_pop_thread_default(ctx);
+	return NULL;
+}
+
+struct call {
+	void (*fn)(void *);
+	void *arg;
+	bool done;
+	GMutex mu;
+	GCond cond;
+};
+
+static gboolean call_run(gpointer p)
+{
+	struct call *cl = p;
+	cl->fn(cl->arg);
+	g_mutex_lock(&cl->mu);
+	cl->done = true;
+	g_cond_signal(&cl->cond);
+	g_mutex_unlock(&cl->mu);
+	return G_SOURCE_REMOVE;
+}
+
+/* run fn(arg) on the service thread and wait for it */
+static void on_service(void (*fn)(void *), void *arg)
+{
+	struct call cl = { .fn = fn, .arg = arg };
+	g_mutex_init(&cl.mu);
+	g_cond_init(&cl.cond);
+	g_main_context_invoke(ctx, call_run, &cl);
+	g_mutex_lock(&cl.mu);
+	while (!cl.done)
+		g_cond_wait(&cl.cond, &cl.mu);
+	g_mutex_unlock(&cl.mu);
+	g_mutex_clear(&cl.mu);
+	g_cond_clear(&cl.cond);
+}
+
+static void bus_send(struct o2lt_member sender, const void *data, size_t len);
+
+static void on_event(const struct o2lt_event *ev, void *data)
+{
+	struct member *m = data;
+	switch (ev->type) {
+	case O2LT_EV_SYNCED:
+		m->synced = true;
+		break;
+	case O2LT_EV_SEND_SNAPSHOT: {
+		void *msg;
+		size_t len;
+		ck_assert_int_eq(o2lt_snapshot(m->t, ev->member, &msg, &len), 0);
+		bus_send(m->id, msg, len);
+		g_free(msg);
+		break;
+	}
+	default:
+		if (ev->member.nodeid == m->id.nodeid && ev->member.pid == m->id.pid && m->c)
+			o2lc_event(m->c, ev);
+		break;
+	}
+}
+
+/* deliver everything on the bus to every table, in order */
+static gboolean pump(gpointer p)
+{
+	(void)p;
+	pump_queued = false;
+	struct busmsg *b;
+	while ((b = g_queue_pop_head(&bus))) {
+		for (int i = 0; i < n_members; i++)
+			ck_assert_int_eq(o2lt_deliver(mem[i].t, b->sender, b->data, b->len), 0);
+		g_free(b->data);
+		g_free(b);
+	}
+	return G_SOURCE_REMOVE;
+}
+
+static void bus_send(struct o2lt_member sender, const void *data, size_t len)
+{
+	struct busmsg *b = g_new(struct busmsg, 1);
+	b->sender = sender;
+	b->data = g_memdup2(data, len);
+	b->len = len;
+	g_queue_push_tail(&bus, b);
+	if (!pump_queued) {
+		pump_queued = true;
+		GSource *s = g_idle_source_new();
+		g_source_set_callback(s, pump, NULL, NULL);
+		g_source_attach(s, ctx);
+		g_source_unref(s);
+	}
+}
+
+/* ---- the backend: the lock table's encoders onto the bus ---- */
+
+static int64_t be_send(struct member *m, ssize_t len, const uint8_t *buf)
+{
+	if (len < 0)
+		return len;
+	bus_send(m->id, buf, (size_t)len);
+	return m->next_reqid - 1;
+}
+
+static int64_t be_lock(void *be, const void *name, size_t namelen, int mode, unsigned flags)
+{
+	struct member *m = be;
+	uint8_t buf[O2LT_MSG_SMALL];
+	return be_send(m, o2lt_msg_lock(buf, sizeof(buf), (uint64_t)m->next_reqid++, name, namelen, mode, flags),
+		       buf);
+}
+
+static int64_t be_down(void *be, const void *name, size_t namelen, int new_mode, const void *lvb)
+{
+	struct member *m = be;
+	uint8_t buf[O2LT_MSG_SMALL];
+	return be_send(m, o2lt_msg_down(buf, sizeof(buf), (uint64_t)m->next_reqid++, name, namelen,
+					new_mode, lvb), buf);
+}
+
+static int64_t be_cancel(void *be, const void *name, size_t namelen)
+{
+	struct member *m = be;
+	uint8_t buf[O2LT_MSG_SMALL];
+	return be_send(m, o2lt_msg_cancel(buf, sizeof(buf), (uint64_t)m->next_reqid++, name, namelen), buf);
+}
+
+static const struct o2lc_backend backend = { be_lock, be_down, be_cancel };
+
+/* members join one at a time, each synced (by snapshot) before the next */
+static void form_group(void *arg)
+{
+	int n = *(int *)arg;
+	struct o2lt_member all[N];
+	for (int i = 0; i < n; i++) {
+		struct member *m = &mem[i];
+		m->id = (struct o2lt_member){ .nodeid = (uint32_t)i + 1, .pid = 100 + (uint32_t)i };
+		m->next_reqid = 1;
+		m->t = o2lt_new(m->id, on_event, m);
+		ck_assert_ptr_nonnull(m->t);
+		all[i] = m->id;
+		n_members = i + 1;
+		struct o2lt_confchg cc = { .members = all, .n_members = (size_t)i + 1,
+					   .joined = &all[i], .n_joined = 1 };
+		for (int j = 0; j <= i; j++)
+			ck_assert_int_eq(o2lt_confchg(mem[j].t, &cc), 0);
+		pump(NULL);
+		ck_assert_msg(m->synced, "member %d did not sync", i);
+		m->c = o2lc_new(&backend, m);
+	}
+}
+
+static void setup(void)
+{
+	memset(mem, 0, sizeof(mem));
+	n_members = 0;
+	disk = 0;
+	g_queue_init(&bus);
+	pump_queued = false;
+	ctx = g_main_context_new();
+	loop = g_main_loop_new(ctx, FALSE);
+	svc = g_thread_new("service", svc_main, NULL);
+	int n = N;
+	on_service(form_group, &n);
+}
+
+static void free_all(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < n_members; i++) {
+		o2lc_free(mem[i].c);
+		mem[i].c = NULL;
+	}
+}
+
+static void free_tables(void *arg)
+{
+	(void)arg;
+	pump(NULL);
+	for (int i = 0; i < n_members; i++)
+		o2lt_free(mem[i].t);
+}
+
+static void teardown(void)
+{
+	on_service(free_all, NULL);
+	on_service(free_tables, NULL); /* after the sends the caches left queued */
+	g_main_loop_quit(loop);
+	g_thread_join(svc);
+	g_main_loop_unref(loop);
+	g_main_context_unref(ctx);
+	struct busmsg *b;
+	while ((b = g_queue_pop_head(&bus))) {
+		g_free(b->data);
+		g_free(b);
+	}
+}
+
+/* ---- the modelled filesystem state under lock "counter" ---- */
+
+static int counter_downconvert(struct o2lc_res *r, int from, int to, uint8_t *lvb, void *data)
+{
+	(void)r;
+	(void)to;
+	struct member *m = data;
+	m->downconverts_seen++;
+	if (m->fail_downconverts > 0) {
+		m->fail_downconverts--;
+		return -EIO;
+	}
+	if (from == O2LT_EX) {
+		g_mutex_lock(&disk_mu);
+		disk = m->cached; /* write back */
+		g_mutex_unlock(&disk_mu);
+		memcpy(lvb, &m->cached, sizeof(m->cached));
+	}
+	return 0;
+}
+
+static const struct o2lc_res_ops counter_ops = { .downconvert = counter_downconvert };
+
+static struct o2lc_res *counter(int i)
+{
+	struct o2lc_res *r = o2lc_res_get(mem[i].c, "counter", 7, &counter_ops, &mem[i]);
+	ck_assert_ptr_nonnull(r);
+	return r;
+}
+
+/* take the counter lock for member i, refreshing from the value block (or the disk) */
+static int take(int i, int mode, unsigned flags)
+{
+	struct o2lc_res *r = counter(i);
+	int rc = o2lc_lock(r, mode, flags);
+	if (rc == O2LC_REFRESH) {
+		uint8_t lvb[O2LC_LVB_LEN];
+		if (o2lc_lvb(r, lvb)) {
+			memcpy(&mem[i].cached, lvb, sizeof(mem[i].cached));
+			g_mutex_lock(&disk_mu);
+			ck_assert_uint_eq(mem[i].cached, disk); /* the value block agrees with the disk */
+			g_mutex_unlock(&disk_mu);
+		} else {
+			g_mutex_lock(&disk_mu);
+			mem[i].cached = disk;
+			g_mutex_unlock(&disk_mu);
+		}
+		o2lc_refresh_done(r, true);
+		rc = 0;
+	}
+	return rc;
+}
+
+static struct o2lc_stats stats(int i)
+{
+	struct o2lc_stats st;
+	o2lc_stats(mem[i].c, &st);
+	return st;
+}
+
+/* ---- tests ---- */
+
+START_TEST(test_cached_after_last_user)
+{
+	for (int k = 0; k < 1000; k++) {
+		ck_assert_int_eq(take(0, k % 2 ? O2LT_PR : O2LT_EX, 0), 0);
+		if (k % 2 == 0)
+			mem[0].cached++;
+		o2lc_unlock(counter(0), k % 2 ? O2LT_PR : O2LT_EX);
+	}
+	struct o2lc_stats st = stats(0);
+	ck_assert_uint_eq(st.locks, 1000);
+	ck_assert_uint_eq(st.requests, 1); /* one EX grant served all of them */
+	ck_assert_uint_eq(st.downconverts, 0);
+	ck_assert_int_eq(o2lc_res_mode(counter(0)), O2LT_EX);
+	ck_assert_uint_eq(mem[0].cached, 500);
+	ck_assert_uint_eq(disk, 0); /* nobody asked: nothing written back yet */
+
+	/* another member reads: member 0 writes back and goes to PR */
+	ck_assert_int_eq(take(1, O2LT_PR, 0), 0);
+	ck_assert_uint_eq(mem[1].cached, 500);
+	ck_assert_uint_eq(disk, 500);
+	ck_assert_int_eq(o2lc_res_mode(counter(0)), O2LT_PR);
+	o2lc_unlock(counter(1), O2LT_PR);
+	/* both keep PR: reading again costs nothing on either */
+	ck_assert_int_eq(take(0, O2LT_PR, 0), 0);
+	ck_assert_int_eq(take(1, O2LT_PR, 0), 0);
+	o2lc_unlock(counter(0), O2LT_PR);
+	o2lc_unlock(counter(1), O2LT_PR);
+	ck_assert_uint_eq(stats(1).requests, 1);
+	ck_assert_uint_eq(stats(0).requests, 1);
+}
+END_TEST
+
+struct worker {
+	int member;
+	int iterations;
+	GThread *thread;
+};
+
+static gpointer increment(gpointer p)
+{
+	struct worker *w = p;
+	for (int k = 0; k < w->iterations; k++) {
+		ck_assert_int_eq(take(w->member, O2LT_EX, 0), 0);
+		g_mutex_lock(&mem[w->member].mu);
+		uint64_t v = mem[w->member].cached;
+		if (k % 7 == 0)
+			g_usleep(100);
+		mem[w->member].cached = v + 1;
+		g_mutex_unlock(&mem[w->member].mu);
+		o2lc_unlock(counter(w->member), O2LT_EX);
+		if (k % 5 == 0) { /* a reader in between */
+			ck_assert_int_eq(take(w->member, O2LT_PR, 0), 0);
+			o2lc_unlock(counter(w->member), O2LT_PR);
+		}
+	}
+	return NULL;
+}
+
+static uint64_t final_value(int i)
+{
+	ck_assert_int_eq(take(i, O2LT_PR, 0), 0);
+	uint64_t v = mem[i].cached;
+	o2lc_unlock(counter(i), O2LT_PR);
+	return v;
+}
+
+START_TEST(test_no_lost_update)
+{
+	/* two threads on each member: local users share the cached lock, and
+	   the members take turns through downconverts */
+	struct worker w[2 * N];
+	for (int i = 0; i < 2 * N; i++) {
+		w[i] = (struct worker){ .member = i % N, .iterations = 300 };
+		w[i].thread = g_thread_new("worker", increment, &w[i]);
+	}
+	for (int i = 0; i < 2 * N; i++)
+		g_thread_join(w[i].thread);
+	for (int i = 0; i < N; i++)
+		ck_assert_uint_eq(final_value(i), 2 * N * 300);
+	uint64_t requests = 0, locks = 0, downconverts = 0;
+	for (int i = 0; i < N; i++) {
+		struct o2lc_stats st = stats(i);
+		requests += st.requests;
+		locks += st.locks;
+		downconverts += st.downconverts;
+	}
+	ck_assert_uint_ge(downconverts, 1);
+	ck_assert_uint_lt(requests, locks); /* local users shared grants */
+}
+END_TEST
+
+struct taker {
+	int member, mode;
+	int rc;
+	gint done;
+	GThread *thread;
+};
+
+static gpointer take_thread(gpointer p)
+{
+	struct taker *t = p;
+	t->rc = take(t->member, t->mode, 0);
+	g_atomic_int_set(&t->done, 1);
+	return NULL;
+}
+
+static void start_taker(struct taker *t, int member, int mode)
+{
+	*t = (struct taker){ .member = member, .mode = mode };
+	t->thread = g_thread_new("taker", take_thread, t);
+}
+
+static bool wait_done(struct taker *t, unsigned ms)
+{
+	for (unsigned k = 0; k < ms / 5 && !g_atomic_int_get(&t->done); k++)
+		g_usleep(5000);
+	return g_atomic_int_get(&t->done);
+}
+
+START_TEST(test_holder_in_the_way)
+{
+	ck_assert_int_eq(take(0, O2LT_PR, 0), 0);
+	ck_assert_int_eq(take(1, O2LT_PR, 0), 0); /* PR is shared */
+	o2lc_unlock(counter(1), O2LT_PR);
+	/* member 0 still uses it: member 1 may not have EX */
+	ck_assert_int_eq(take(1, O2LT_EX, O2LC_NOQUEUE), -EAGAIN);
+	struct taker t;
+	start_taker(&t, 2, O2LT_EX);
+	ck_assert(!wait_done(&t, 300));
+	o2lc_unlock(counter(0), O2LT_PR); /* the last user leaves: it goes */
+	ck_assert(wait_done(&t, WAIT_S * 1000));
+	g_thread_join(t.thread);
+	ck_assert_int_eq(t.rc, 0);
+	mem[2].cached = 42;
+	o2lc_unlock(counter(2), O2LT_EX);
+	ck_assert_uint_eq(final_value(0), 42);
+	ck_assert_uint_eq(final_value(1), 42);
+}
+END_TEST
+
+START_TEST(test_conversion_deadlock)
+{
+	/* both hold PR cached, then both want EX at once: each conversion waits
+	   on the other's PR until one cancels */
+	for (int round = 0; round < 20; round++) {
+		ck_assert_int_eq(take(0, O2LT_PR, 0), 0);
+		ck_assert_int_eq(take(1, O2LT_PR, 0), 0);
+		o2lc_unlock(counter(0), O2LT_PR);
+		o2lc_unlock(counter(1), O2LT_PR);
+		struct taker a, b;
+		start_taker(&a, 0, O2LT_EX);
+		start_taker(&b, 1, O2LT_EX);
+		/* whoever gets it first lets the other in when it unlocks */
+		struct taker *first = NULL, *second = NULL;
+		for (int k = 0; k < WAIT_S * 200 && !first; k++) {
+			if (g_atomic_int_get(&a.done))
+				first = &a, second = &b;
+			else if (g_atomic_int_get(&b.done))
+				first = &b, second = &a;
+			else
+				g_usleep(5000);
+		}
+		ck_assert_msg(first, "round %d: neither conversion was granted (deadlock)", round);
+		ck_assert_int_eq(first->rc, 0);
+		mem[first->member].cached++;
+		o2lc_unlock(counter(first->member), O2LT_EX);
+		ck_assert_msg(wait_done(second, WAIT_S * 1000), "round %d: the second never got EX", round);
+		ck_assert_int_eq(second->rc, 0);
+		mem[second->member].cached++;
+		o2lc_unlock(counter(second->member), O2LT_EX);
+		g_thread_join(a.thread);
+		g_thread_join(b.thread);
+	}
+	ck_assert_uint_eq(final_value(2), 40);
+	ck_assert_uint_ge(stats(0).cancels + stats(1).cancels, 1);
+}
+END_TEST
+
+static gint hammering;
+
+static gpointer hammer(gpointer p)
+{
+	(void)p;
+	while (g_atomic_int_get(&hammering)) {
+		ck_assert_int_eq(take(0, O2LT_EX, 0), 0);
+		g_mutex_lock(&mem[0].mu);
+		mem[0].cached++;
+		g_mutex_unlock(&mem[0].mu);
+		o2lc_unlock(counter(0), O2LT_EX);
+	}
+	return NULL;
+}
+
+START_TEST(test_no_starvation)
+{
+	/* member 0's local users take the lock back to back; another member's
+	   request must still get in: a waiting node stops new local users */
+	g_atomic_int_set(&hammering, 1);
+	GThread *h1 = g_thread_new("hammer", hammer, NULL);
+	GThread *h2 = g_thread_new("hammer", hammer, NULL);
+	g_usleep(20000);
+	for (int k = 0; k < 10; k++) {
+		struct taker t;
+		start_taker(&t, 1 + k % 2, O2LT_EX);
+		ck_assert_msg(wait_done(&t, WAIT_S * 1000), "member %d starved", t.member);
+		g_thread_join(t.thread);
+		ck_assert_int_eq(t.rc, 0);
+		mem[t.member].cached += 1000;
+		o2lc_unlock(counter(t.member), O2LT_EX);
+	}
+	g_atomic_int_set(&hammering, 0);
+	g_thread_join(h1);
+	g_thread_join(h2);
+	uint64_t v = final_value(1);
+	ck_assert_uint_ge(v, 10000);
+	ck_assert_uint_eq(v, final_value(2));
+}
+END_TEST
+
+START_TEST(test_failed_writeback_retried)
+{
+	ck_assert_int_eq(take(0, O2LT_EX, 0), 0);
+	mem[0].cached = 7;
+	o2lc_unlock(counter(0), O2LT_EX);
+	mem[0].fail_downconverts = 2;
+	gint64 t0 = g_get_monotonic_time();
+	ck_assert_int_eq(take(1, O2LT_PR, 0), 0);
+	gint64 waited = g_get_monotonic_time() - t0;
+	/* two failures, a second apart each: the data was not given up */
+	ck_assert_uint_eq(mem[1].cached, 7);
+	ck_assert_uint_eq(mem[0].downconverts_seen, 3);
+	ck_assert_int_ge(waited, 2 * G_USEC_PER_SEC - 100000);
+	o2lc_unlock(counter(1), O2LT_PR);
+}
+END_TEST
+
+START_TEST(test_refresh_once)
+{
+	/* several local users arrive together after a regain: exactly one
+	   refreshes, and the others wait for it */
+	ck_assert_int_eq(take(1, O2LT_EX, 0), 0);
+	mem[1].cached = 99;
+	o2lc_unlock(counter(1), O2LT_EX);
+	struct o2lc_res *r = counter(0);
+	ck_assert_int_eq(o2lc_lock(r, O2LT_PR, 0), O2LC_REFRESH);
+	struct taker t;
+	start_taker(&t, 0, O2LT_PR);
+	ck_assert(!wait_done(&t, 200)); /* waits for the refresh */
+	o2lc_refresh_done(r, false);	 /* failed: the next user refreshes */
+	ck_assert(wait_done(&t, WAIT_S * 1000));
+	g_thread_join(t.thread);
+	ck_assert_int_eq(t.rc, 0);
+	ck_assert_uint_eq(mem[0].cached, 99);
+	ck_assert_int_eq(o2lc_lock(r, O2LT_PR, 0), 0); /* refreshed by then */
+	o2lc_unlock(r, O2LT_PR);
+	o2lc_unlock(r, O2LT_PR);
+	o2lc_unlock(r, O2LT_PR);
+}
+END_TEST
+
+START_TEST(test_unrefreshed_not_written_back)
+{
+	/* member 1 writes 11; member 0 regains EX but its refresh fails: its
+	   copy is stale, so lowering the lock must not write it back */
+	ck_assert_int_eq(take(1, O2LT_EX, 0), 0);
+	mem[1].cached = 11;
+	o2lc_unlock(counter(1), O2LT_EX);
+	mem[0].cached = 3; /* what member 0 last knew */
+	struct o2lc_res *r = counter(0);
+	ck_assert_int_eq(o2lc_lock(r, O2LT_EX, 0), O2LC_REFRESH);
+	o2lc_refresh_done(r, false);
+	o2lc_unlock(r, O2LT_EX);
+	unsigned seen = mem[0].downconverts_seen;
+	ck_assert_uint_eq(final_value(2), 11);
+	ck_assert_uint_eq(mem[0].downconverts_seen, seen); /* no write-back asked */
+	ck_assert_uint_eq(disk, 11);
+}
+END_TEST
+
+static void lose(void *arg)
+{
+	o2lc_lost(mem[*(int *)arg].c);
+}
+
+START_TEST(test_lost)
+{
+	ck_assert_int_eq(take(0, O2LT_EX, 0), 0);
+	struct taker t;
+	start_taker(&t, 1, O2LT_EX);
+	ck_assert(!wait_done(&t, 200));
+	int one = 1;
+	on_service(lose, &one);
+	ck_assert(wait_done(&t, WAIT_S * 1000));
+	g_thread_join(t.thread);
+	ck_assert_int_eq(t.rc, -ENOTCONN);
+	ck_assert_int_eq(take(1, O2LT_PR, 0), -ENOTCONN);
+	o2lc_unlock(counter(0), O2LT_EX);
+}
+END_TEST
+
+struct drop {
+	int member;
+	int rc;
+};
+
+static void drop(void *arg)
+{
+	struct drop *d = arg;
+	d->rc = o2lc_drop_all(mem[d->member].c, ctx, WAIT_S * 1000);
+}
+
+START_TEST(test_drop_all)
+{
+	ck_assert_int_eq(take(0, O2LT_EX, 0), 0);
+	struct drop d = { .member = 0 };
+	on_service(drop, &d);
+	ck_assert_int_eq(d.rc, -EBUSY); /* a local user still holds it */
+	mem[0].cached = 5;
+	o2lc_unlock(counter(0), O2LT_EX);
+	on_service(drop, &d);
+	ck_assert_int_eq(d.rc, 0);
+	ck_assert_int_eq(o2lc_res_mode(counter(0)), -1);
+	ck_assert_uint_eq(disk, 5);		 /* written back on the way out */
+	ck_assert_uint_eq(final_value(2), 5); /* and the value block with it */
+	/* member 0 has no entry left in the table: "member INC 1/100 ...",
+	   and no "  INC holds ..." line */
+	char *dump = o2lt_dump(mem[2].t);
+	const char *line = strstr(dump, " 1/100 ");
+	ck_assert_ptr_nonnull(line);
+	while (line > dump && line[-1] != ' ')
+		line--;
+	char entry[32];
+	snprintf(entry, sizeof(entry), "\n  %lu holds", strtoul(line, NULL, 10));
+	ck_assert_msg(!strstr(dump, entry), "member 0 still holds a lock:\n%s", dump);
+	g_free(dump);
+}
+END_TEST
+
+START_TEST(test_bad_arguments)
+{
+	ck_assert_ptr_null(o2lc_res_get(mem[0].c, "", 0, NULL, NULL));
+	char big[O2LC_NAME_MAX + 1];
+	memset(big, 'x', sizeof(big));
+	ck_assert_ptr_null(o2lc_res_get(mem[0].c, big, sizeof(big), NULL, NULL));
+	ck_assert_ptr_nonnull(o2lc_res_get(mem[0].c, big, O2LC_NAME_MAX, NULL, NULL));
+	struct o2lc_res *r = counter(0);
+	ck_assert_ptr_eq(r, counter(0));
+	ck_assert_int_eq(o2lc_lock(r, O2LT_NL, 0), -EINVAL);
+	ck_assert_int_eq(o2lc_lock(r, 7, 0), -EINVAL);
+}
+END_TEST
+
+static Suite *lockcache_suite(void)
+{
+	Suite *s = suite_create("lockcache");
+	TCase *tc = tcase_create("cache");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_cached_after_last_user);
+	tcase_add_test(tc, test_no_lost_update);
+	tcase_add_test(tc, test_holder_in_the_way);
+	tcase_add_test(tc, test_conversion_deadlock);
+	tcase_add_test(tc, test_no_starvation);
+	tcase_add_test(tc, test_failed_writeback_retried);
+	tcase_add_test(tc, test_refresh_once);
+	tcase_add_test(tc, test_unrefreshed_not_written_back);
+	tcase_add_test(tc, test_lost);
+	tcase_add_test(tc, test_drop_all);
+	tcase_add_test(tc, test_bad_arguments);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(lockcache_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -115,7 +115,8 @@ class Node:
     way to run commands there.  Its eth0 is one end of a veth pair whose other
     end the cluster plugs into its bridge; corosync starts once it is there."""
 
-    def __init__(self, top, nodeid, conf):
+    def __init__(self, top, nodeid, conf, extra=""):
+        """extra: shell commands run in the node's namespaces before corosync."""
         self.top, self.nodeid = top, nodeid
         for d in ("etc", "lib", "log"):
             os.makedirs(os.path.join(top, d), exist_ok=True)
@@ -127,6 +128,7 @@ class Node:
             "mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /dev/shm; "
             f"mount --bind {top}/etc /etc/corosync; mount --bind {top}/lib /var/lib/corosync; "
             f"mkdir -p /var/log/corosync; mount --bind {top}/log /var/log/corosync; "
+            f"{extra}"
             "exec corosync -f")
         self.log = open(os.path.join(top, "corosync.out"), "w")
         self.proc = subprocess.Popen(
@@ -176,7 +178,8 @@ class Node:
 class Cluster:
     """n nodes on a bridge in a network namespace of its own (no uplink)."""
 
-    def __init__(self, top, n):
+    def __init__(self, top, n, extra=None):
+        """extra(top, nodeid): shell commands for each node (see Node)."""
         self.bridge = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
         self.nodes = []
         wait_unshared(self.bridge.pid, "the bridge")
@@ -187,7 +190,8 @@ class Cluster:
             conf = COROSYNC_CONF.format(nodes="\n".join(
                 NODE_CONF.format(i=i, subnet=SUBNET, addr=10 + i) for i in range(1, n + 1)))
             for i in range(1, n + 1):
-                node = Node(os.path.join(top, f"n{i}"), i, conf)
+                ntop = os.path.join(top, f"n{i}")
+                node = Node(ntop, i, conf, extra(ntop, i) if extra else "")
                 self.nodes.append(node)
                 sh(br + ["ip", "link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0",
                          "netns", str(node.pid)])

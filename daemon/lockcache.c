@@ -145,6 +145,19 @@ static void kick(struct o2lc_res *r)
 	g_async_queue_push(c->dcq, r);
 }
 
+/*
+ * A downconvert failed (the write-back, or the service refused it): the
+ * lock stays as it is and the downconvert thread tries again RETRY_US
+ * later.  Under c->mu.
+ */
+static void retry_later(struct o2lc_res *r)
+{
+	r->dc_running = false;
+	r->dc_retry_at = g_get_monotonic_time() + RETRY_US;
+	r->c->retries++;
+	g_async_queue_push(r->c->dcq, r->c); /* wake the thread to time it */
+}
+
 /* ---- the service side ---- */
 
 static gboolean send_lock(gpointer p)
@@ -201,10 +214,7 @@ static gboolean send_down(gpointer p)
 			g_warning("lock %.*s: downconvert failed: %s", (int)r->namelen,
 				  (const char *)r->name, g_strerror((int)-id));
 		r->down_to = NONE;
-		r->dc_running = false;
-		r->dc_retry_at = g_get_monotonic_time() + RETRY_US;
-		c->retries++;
-		g_async_queue_push(c->dcq, c); /* wake the thread to time the retry */
+		retry_later(r);
 	} else {
 		r->down_id = id;
 		c->stats.downconverts++;
@@ -253,10 +263,7 @@ static void refused(struct o2lc_res *r, const struct o2lt_event *ev)
 		g_warning("lock %.*s: the service refused a downconvert: %s", (int)r->namelen,
 			  (const char *)r->name, g_strerror(-ev->error));
 		r->down_to = NONE;
-		r->dc_running = false;
-		r->dc_retry_at = g_get_monotonic_time() + RETRY_US;
-		r->c->retries++;
-		g_async_queue_push(r->c->dcq, r->c);
+		retry_later(r);
 	}
 	/* else: a cancel that came too late (-ENOENT); nothing to do */
 }
@@ -348,9 +355,7 @@ static void downconvert(struct o2lc *c, struct o2lc_res *r)
 	if (rc < 0) {
 		g_warning("lock %.*s: writing back before lowering it failed: %s; trying again",
 			  (int)r->namelen, (const char *)r->name, g_strerror(-rc));
-		r->dc_running = false;
-		r->dc_retry_at = g_get_monotonic_time() + RETRY_US;
-		c->retries++;
+		retry_later(r);
 	} else {
 		r->down_lvb = from == O2LT_EX && writeback;
 		if (r->down_lvb) {

@@ -3,8 +3,12 @@
 # The main job: format an OCFS2 volume image with ocfs2ctl, mount it through
 # the ocfs2d FUSE daemon, copy a real directory tree in with cp, show it,
 # reflink a file on the mounted volume and change the copy, unmount, and
-# have the real ocfs2-tools judge the result.  (The multi-node
-# cluster arrives with a later issue.)
+# have the real ocfs2-tools judge the result.  Then a real two-node
+# corosync + pacemaker cluster on this machine (network, mount, IPC and UTS
+# namespaces on a private bridge) serves a volume through the resource
+# agent ocf:ocfs2d:volume, one node at a time: placed, moved by standby,
+# recovered after its daemon is killed.  (ocfs2d serving one volume on
+# several nodes at once arrives with the cluster work.)
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -84,3 +88,6 @@ $ctl ls -l "$img" / | head -n 8
 step "A file that is not OCFS2 gets one clear line"
 head -c 1048576 /dev/urandom > "$work/garbage.img"
 $ctl info "$work/garbage.img" || true
+
+step "Pacemaker serves a volume on a two-node cluster (this machine, namespaces): placement, standby, a killed daemon"
+python3 tests/cluster/test_pacemaker.py "$ctl" ra/volume

@@ -288,6 +288,11 @@ bool o2ls_synced(const struct o2ls *ls)
 	return o2lt_synced(ls->t);
 }
 
+size_t o2ls_members(const struct o2ls *ls, struct o2lt_member_info *buf, size_t n)
+{
+	return o2lt_members(ls->t, buf, n);
+}
+
 static int64_t sent(struct o2ls *ls, const uint8_t *buf, ssize_t len, uint64_t reqid)
 {
 	if (len < 0)

@@ -54,6 +54,8 @@ void o2ls_free(struct o2ls *ls);
 
 struct o2lt_member o2ls_self(const struct o2ls *ls);
 bool o2ls_synced(const struct o2ls *ls);
+/* The members the table knows (o2lt_members); service side. */
+size_t o2ls_members(const struct o2ls *ls, struct o2lt_member_info *buf, size_t n);
 
 /*
  * Requests (see locktab.h for what each does).  Each returns the request

@@ -1554,3 +1554,20 @@ char *o2lt_dump(const struct o2lt_table *t)
 	}
 	return g_string_free(s, FALSE);
 }
+
+size_t o2lt_members(const struct o2lt_table *t, struct o2lt_member_info *buf, size_t n)
+{
+	static const enum o2lt_member_state state_of[] = {
+		[M_LIVE] = O2LT_MEMBER_LIVE,
+		[M_DEAD] = O2LT_MEMBER_DEAD,
+		[M_FENCED] = O2LT_MEMBER_FENCED,
+		[M_STALE] = O2LT_MEMBER_STALE,
+	};
+
+	for (guint i = 0; i < t->members->len && i < n; i++) {
+		const struct member *m = g_ptr_array_index(t->members, i);
+
+		buf[i] = (struct o2lt_member_info){ m->id, state_of[m->state], m->synced };
+	}
+	return t->members->len;
+}

@@ -20,7 +20,7 @@
  * naming the mode wanted (the DLM's blocking AST), again only if the wanted
  * mode rises.
  *
- * Failures (DESIGN.md, "Failure handling"): a member that leaves through
+ * Failures (docs/ARCHITECTURE.md, "Node failure"): a member that leaves through
  * NODEDOWN or PROCDOWN is dead; its queued requests go, and the locks it
  * held stay granted to it, frozen, so nobody can take what it may have been
  * changing.  A FENCED message (sent by a member that saw pacemaker confirm
@@ -177,6 +177,27 @@ int o2lt_confchg(struct o2lt_table *t, const struct o2lt_confchg *c);
 
 /* Whether the table has its state (until then, no events but SYNC_*). */
 bool o2lt_synced(const struct o2lt_table *t);
+
+/* What the table knows of a member. */
+enum o2lt_member_state {
+	O2LT_MEMBER_LIVE,   /* in the group */
+	O2LT_MEMBER_DEAD,   /* failed: its locks are frozen until it is fenced */
+	O2LT_MEMBER_FENCED, /* failed and fenced: recovery may pass its locks */
+	O2LT_MEMBER_STALE,  /* back from a healed partition: ignored */
+};
+
+struct o2lt_member_info {
+	struct o2lt_member id;
+	enum o2lt_member_state state;
+	bool synced; /* LIVE: has its state (may send requests) */
+};
+
+/*
+ * Every member the table knows, live ones and failed ones not yet
+ * recovered, in the order they joined: fills up to n entries of buf and
+ * returns how many there are.  Meaningful once synced.
+ */
+size_t o2lt_members(const struct o2lt_table *t, struct o2lt_member_info *buf, size_t n);
 
 /*
  * The message that gives target this table's state, at this point of the

@@ -309,7 +309,7 @@ static struct mounted *describe(struct volume *v)
 	m->v = v;
 	m->path = o2d_volume_path(v->mountpoint);
 	m->options = mount_opts_to_string(&v->opts);
-	m->slot = v->opts.slot;
+	m->slot = v->slot;
 	m->ro = v->opts.ro;
 	g_mutex_lock(&v->lock);
 	const struct o2_super_info *si = o2_fs_super(v->fs);

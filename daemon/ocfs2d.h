@@ -23,12 +23,15 @@
 #include "mountopts.h"
 
 struct fuse_session;
+struct cluster;
 
 struct volume {
 	char *device, *mountpoint;
 	struct mount_opts opts;
 	struct o2_blockdev *dev;
 	struct o2_fs *fs;
+	struct cluster *cluster;	/* clustered volumes (cluster.h); NULL otherwise */
+	unsigned slot;		/* the slot this node mounted with */
 	uint64_t root;		/* the root directory's inode (block) number */
 	uint32_t cluster_size, block_size;
 	bool no_open;		/* the kernel opens files without asking us */

@@ -4,11 +4,12 @@
  * closing it cleanly however the session ends (our unmount, umount(8), or
  * an aborted connection).
  *
- * Single node for now: the volume is opened with the local lock backend,
- * so nothing else may be using it.  On this machine an exclusive flock on
- * the device keeps a second ocfs2d or an ocfs2ctl write verb away; for
- * other machines the slot map and the journals tell: a clustered volume
- * with a slot in use is refused.
+ * On this machine an exclusive flock on the device keeps a second ocfs2d or
+ * an ocfs2ctl write verb away.  Across machines: a clustered volume is
+ * mounted through its cluster (cluster.h), which claims a slot under the
+ * super lock; with the nocluster option, or for a local volume, the slot
+ * map and the journals tell whether another node uses it, as far as they
+ * can without the cluster.
  */
 
 #include <errno.h>
@@ -25,6 +26,7 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
+#include "cluster.h"
 #include "ocfs2d.h"
 
 #define O2_JOURNAL_DIRTY_FLAG 0x1 /* OCFS2_JOURNAL_DIRTY_FL in ij_flags */
@@ -95,14 +97,17 @@ static bool check_unused(struct o2_fs *fs, const struct volume *v, GError **err)
 	return true;
 }
 
-static bool open_fs(struct volume *v, GError **err)
+static bool open_dev(struct volume *v, unsigned devflags, GError **err)
 {
-	char msg[512] = "";
-	unsigned devflags = O2_DEV_EXCLUSIVE | (v->opts.ro ? O2_DEV_RDONLY : 0);
-	struct o2_fs *probe = NULL;
-	int r;
+	int r = o2_blockdev_open_file(v->device, devflags, &v->dev);
 
-	r = o2_blockdev_open_file(v->device, devflags, &v->dev);
+	if (r == -EINVAL && (devflags & O2_DEV_DIRECT)) {
+		/* a file system without O_DIRECT under an image file: say so, go on */
+		g_warning("%s: cannot bypass the page cache (O_DIRECT) here: other nodes' writes "
+			  "may be seen late; use a block device or a loop device with direct I/O",
+			  v->device);
+		r = o2_blockdev_open_file(v->device, devflags & ~O2_DEV_DIRECT, &v->dev);
+	}
 	if (r < 0) {
 		v->dev = NULL;
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device,
@@ -111,38 +116,107 @@ static bool open_fs(struct volume *v, GError **err)
 					: g_strerror(-r));
 		return false;
 	}
-	/* look before touching anything: a read-only open changes nothing */
-	r = o2_fs_open(v->dev, O2_OPEN_RDONLY, &probe, msg, sizeof(msg));
-	if (r < 0) {
+	return true;
+}
+
+static bool probe_fs(struct volume *v, struct o2_fs **ret, GError **err)
+{
+	char msg[512] = "";
+	int r = o2_fs_open(v->dev, O2_OPEN_RDONLY, ret, msg, sizeof(msg));
+
+	if (r < 0)
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device,
 			    r == -ENODATA ? "not an OCFS2 volume" : msg);
-		return false;
-	}
-	bool ok = check_unused(probe, v, err);
+	return r == 0;
+}
 
-	o2_fs_close(probe);
-	if (!ok)
+/*
+ * A clustered volume: join its cluster and, under the super lock, claim a
+ * slot (cluster.h).  The device is opened again with O_DIRECT: no page
+ * cache may hide another node's writes.  On success the super lock is
+ * held until cluster_mount_done.
+ */
+static bool join_cluster(struct volume *v, unsigned devflags, const struct o2_super_info *si,
+			 GError **err)
+{
+	struct o2_fs *probe = NULL;
+	bool ok;
+
+	o2_blockdev_free(v->dev);
+	v->dev = NULL;
+	if (!open_dev(v, devflags | O2_DEV_DIRECT, err))
 		return false;
+	v->cluster = cluster_join(v->device, si, err);
+	if (!v->cluster)
+		return false;
+	/* read what the slot decision needs only after joining */
+	ok = probe_fs(v, &probe, err) && cluster_mount_slot(v->cluster, probe, &v->opts, &v->slot, err);
+	o2_fs_close(probe);
+	if (!ok) {
+		cluster_leave(v->cluster);
+		v->cluster = NULL;
+	}
+	return ok;
+}
+
+static bool open_fs(struct volume *v, GError **err)
+{
+	char msg[512] = "";
+	unsigned devflags = O2_DEV_EXCLUSIVE | (v->opts.ro ? O2_DEV_RDONLY : 0);
+	struct o2_fs *probe = NULL;
+	bool ok;
+	int r;
+
+	if (!open_dev(v, devflags, err))
+		return false;
+	/* look before touching anything: a read-only open changes nothing */
+	if (!probe_fs(v, &probe, err))
+		return false;
+	struct o2_super_info si = *o2_fs_super(probe);
+	bool clustered = !(si.feature_incompat & O2_FEATURE_INCOMPAT_LOCAL_MOUNT);
+
+	if (clustered && !v->opts.nocluster) {
+		o2_fs_close(probe);
+		if (!join_cluster(v, devflags, &si, err))
+			return false;
+	} else {
+		if (clustered)
+			g_warning("%s: mounted WITHOUT the cluster (nocluster): nothing stops another "
+				  "node from using this %s volume at the same time, which would "
+				  "corrupt it",
+				  v->device, o2_fs_stack_name(probe));
+		v->slot = v->opts.slot;
+		ok = check_unused(probe, v, err);
+		o2_fs_close(probe);
+		if (!ok)
+			return false;
+	}
 
 	struct o2_open_opts oo = {
 		.flags = (v->opts.ro ? O2_OPEN_RDONLY : O2_OPEN_RDWR) | (v->opts.acl ? O2_OPEN_ACL : 0),
-		.slot = v->opts.slot,
+		.slot = v->slot,
 		.commit_interval_ms = v->opts.commit_s * 1000,
 		.cache_blocks = 32768,
 		/* 32 MiB of 4 KiB blocks: ready before the first request needs them */
 		.cache_prefill = 8192,
 	};
+	if (v->cluster && !v->opts.ro) {
+		oo.flags |= O2_OPEN_CLAIM_SLOT;
+		oo.node = cluster_nodeid(v->cluster);
+	}
 	r = o2_fs_open_opts(v->dev, &oo, &v->fs, msg, sizeof(msg));
+	if (v->cluster)
+		cluster_mount_done(v->cluster);
 	if (r < 0) {
 		v->fs = NULL;
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device, msg);
 		return false;
 	}
-	const struct o2_super_info *si = o2_fs_super(v->fs);
+	const struct o2_super_info *osi = o2_fs_super(v->fs);
 
-	v->root = si->root_blkno;
-	v->cluster_size = si->cluster_size;
-	v->block_size = si->block_size;
+	v->root = osi->root_blkno;
+	v->cluster_size = osi->cluster_size;
+	v->block_size = osi->block_size;
 	return true;
 }
 
@@ -220,7 +294,13 @@ static int close_fs(struct volume *v)
 	g_mutex_lock(&v->lock);
 	if (v->fs) {
 		char why[256];
+		GError *e = NULL;
 
+		/* the slot map changes under the super lock only */
+		if (v->cluster && !v->opts.ro && !cluster_unmount_begin(v->cluster, &e)) {
+			g_warning("%s: %s; closing without it", v->device, e->message);
+			g_error_free(e);
+		}
 		fuseops_forget_all(v);
 		r = o2_fs_close_why(v->fs, why, sizeof(why));
 		if (r < 0)
@@ -229,6 +309,10 @@ static int close_fs(struct volume *v)
 		v->fs = NULL;
 	}
 	g_mutex_unlock(&v->lock);
+	if (v->cluster) {
+		cluster_leave(v->cluster);
+		v->cluster = NULL;
+	}
 	if (v->dev) {
 		o2_blockdev_free(v->dev);
 		v->dev = NULL;
@@ -422,8 +506,9 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 	v->conn_id = connection_id(v->mountpoint);
 	v->tick_thread = v->opts.ro ? NULL : g_thread_new("ocfs2d-tick", tick_main, v);
 	v->fuse_thread = g_thread_new("ocfs2d-fuse", fuse_main, v);
-	g_message("%s: mounted on %s (%s volume, slot %u%s)", v->device, v->mountpoint,
-		  o2_fs_stack_name(v->fs), v->opts.slot, v->opts.ro ? ", read-only" : "");
+	g_message("%s: mounted on %s (%s volume, slot %u%s%s)", v->device, v->mountpoint,
+		  o2_fs_stack_name(v->fs), v->slot, v->opts.ro ? ", read-only" : "",
+		  v->cluster ? ", through the cluster" : "");
 	*ret = v;
 	return true;
 

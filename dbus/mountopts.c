@@ -40,6 +40,9 @@ static const struct opt_def opt_defs[] = {
 	{ "attr_timeout", NULL, OPT_SECONDS, FIELD(attr_timeout), false, 0, 0 },
 	{ "commit", NULL, OPT_COUNT, FIELD(commit_s), false, 1, 3600 },
 	{ "slot", NULL, OPT_COUNT, FIELD(slot), false, 0, 254 },
+	/* kernel OCFS2's spelling of the same (an alias: never written back) */
+	{ "preferred_slot", NULL, OPT_COUNT, FIELD(slot), false, 0, 254 },
+	{ "nocluster", NULL, OPT_FLAG, FIELD(nocluster), false, 0, 0 },
 	{ "poll", NULL, OPT_COUNT, FIELD(poll_us), false, 0, 100000 },
 	{ "threads", NULL, OPT_COUNT, FIELD(threads), false, 1, 64 },
 	/* accepted for fstab habits; nothing to do */
@@ -51,8 +54,9 @@ static const struct opt_def opt_defs[] = {
 };
 
 #define KNOWN_LIST                                                                            \
-	"ro, rw, allow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, poll=USEC, " \
-	"threads=N, user_xattr, nouser_xattr, acl, noacl, xattr, noxattr, uring, nouring, debug"
+	"ro, rw, allow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, "         \
+	"preferred_slot=N, nocluster, poll=USEC, threads=N, user_xattr, nouser_xattr, acl, " \
+	"noacl, xattr, noxattr, uring, nouring, debug"
 
 void mount_opts_default(struct mount_opts *o)
 {
@@ -228,6 +232,9 @@ char *mount_opts_to_string(const struct mount_opts *o)
 		const char *p = (const char *)o + d->offset;
 		g_autofree char *piece = NULL;
 
+		if (i > 0 && opt_defs[i - 1].kind == d->kind && opt_defs[i - 1].offset == d->offset)
+			continue; /* an alias of the option before it */
+
 		switch (d->kind) {
 		case OPT_FLAG: {
 			bool on = *(const bool *)p != d->inverted;
@@ -259,5 +266,6 @@ bool mount_opts_equal(const struct mount_opts *a, const struct mount_opts *b)
 	       a->entry_timeout == b->entry_timeout && a->attr_timeout == b->attr_timeout &&
 	       a->commit_s == b->commit_s && a->slot == b->slot && a->poll_us == b->poll_us &&
 	       a->threads == b->threads && a->nouser_xattr == b->nouser_xattr &&
-	       a->acl == b->acl && a->noxattr == b->noxattr && a->uring == b->uring;
+	       a->acl == b->acl && a->noxattr == b->noxattr && a->uring == b->uring &&
+	       a->nocluster == b->nocluster;
 }

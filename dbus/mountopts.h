@@ -18,7 +18,9 @@ struct mount_opts {
 	double entry_timeout;	/* seconds the kernel may cache names */
 	double attr_timeout;	/* seconds the kernel may cache attributes */
 	unsigned commit_s;	/* commit interval */
-	unsigned slot;		/* journal slot (single node: 0) */
+	unsigned slot;		/* journal slot (cluster mounts: the one preferred if free) */
+	bool nocluster;		/* a clustered volume mounted without the cluster: the
+				   operator vouches that no other node uses it */
 	unsigned poll_us;	/* spin this long for the next request (0: sleep at once) */
 	unsigned threads;	/* FUSE worker threads at most (1: one thread, no hand-offs) */
 	bool nouser_xattr;	/* refuse user.* extended attributes */

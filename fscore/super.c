@@ -472,7 +472,9 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 		if (opts->slot >= fs->info.max_slots)
 			r = o2_fail(fs, -EINVAL, "slot %u does not exist (the volume has %u)",
 				    opts->slot, fs->info.max_slots);
-		else
+		else if (opts->flags & O2_OPEN_CLAIM_SLOT)
+			r = o2_slotmap_set(fs, opts->slot, true, opts->node);
+		if (r == 0)
 			r = o2_journal_open(fs, opts->slot);
 		/* what a crash left in this slot: freed clusters, a window, orphans */
 		if (r == 0)
@@ -525,6 +527,9 @@ int o2_fs_close_why(struct o2_fs *fs, char *errbuf, size_t errlen)
 
 		if (r == 0)
 			r = e;
+		/* the slot is free only once its journal is clean */
+		if (r == 0 && (fs->flags & O2_OPEN_CLAIM_SLOT))
+			r = o2_slotmap_set(fs, fs->opts.slot, false, 0);
 	}
 	if (r < 0 && errbuf && errlen)
 		snprintf(errbuf, errlen, "%s", fs->err[0] ? fs->err : strerror(-r));

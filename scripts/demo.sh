@@ -27,10 +27,9 @@ trap cleanup EXIT INT TERM
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "Format a 1 GiB volume image with ocfs2ctl (4 slots, pcmk stack)"
+step "Format a 1 GiB volume image with ocfs2ctl (a local, single-node volume)"
 truncate -s 1G "$img"
-$ctl format -q -b 4096 -C 4096 -N 4 -J size=16M -L demo \
-	--cluster-stack=pcmk --cluster-name=democluster "$img"
+$ctl format -q -b 4096 -C 4096 -M local -J size=16M -L demo "$img"
 $ctl info "$img" | sed -n '1,12p'
 
 step "Mount it through ocfs2d (FUSE); ocfs2ctl asks the daemon through its D-Bus API"

@@ -1987,14 +1987,17 @@ def case_crash(env, chk):
 
 
 def case_cluster(env, chk):
-    """A clustered volume is mounted only while no other node uses it: a slot
-    in use in the slot map, or another slot's dirty journal, is refused with
-    a message naming the slot; once fsck.ocfs2 has recovered it, it mounts."""
+    """A clustered volume needs its cluster: with no corosync on this machine
+    the mount is refused, naming the way out (nocluster).  With nocluster it
+    is mounted only while no other node uses it: a slot in use in the slot
+    map, or another slot's dirty journal, is refused with a message naming
+    the slot; once fsck.ocfs2 has recovered it, it mounts.  (Mounts through
+    a real cluster: tests/cluster/test_cluster_mount.py.)"""
     vol = env.volume("cluster", mkfs="pcmk")
 
-    def refused(what, *words):
+    def refused(what, *words, opts="nocluster"):
         try:
-            vol.mount()
+            vol.mount(opts)
         except Failure:
             tail = vol.log_text().rsplit("=== mount", 1)[-1]
             chk.ok(vol.proc.returncode == 1, "%s: ocfs2d exits 1 (got %s)" % (what, vol.proc.returncode))
@@ -2004,8 +2007,12 @@ def case_cluster(env, chk):
         chk.ok(False, "%s: the mount was not refused" % what)
         vol.umount()
 
+    if subprocess.run(["sh", "-c", "corosync-cmapctl totem.cluster_name"],
+                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+        refused("no corosync", "fusetest", "corosync", "nocluster", opts=None)
     # another node (slot 1) writes, fsyncs and dies: its journal stays dirty
-    vol.mount("slot=1")
+    vol.mount("slot=1,nocluster")
+    chk.ok("WITHOUT the cluster" in vol.log_text(), "nocluster is logged loudly")
     data = os.urandom(300000)
     write_file(os.path.join(vol.mnt, "from-slot-1"), data)
     fd = os.open(os.path.join(vol.mnt, "from-slot-1"), os.O_RDONLY)
@@ -2022,7 +2029,7 @@ def case_cluster(env, chk):
             break
     chk.ok(p.returncode in (0, 1), "fsck.ocfs2 -F -fy replays slot 1 (exit %d): %s" %
            (p.returncode, p.stdout.decode(errors="replace")[-2000:]))
-    vol.mount()
+    vol.mount("nocluster")
     chk.eq(read_file(os.path.join(vol.mnt, "from-slot-1")), data, "slot 1's fsynced file after recovery")
     vol.umount()
     vol.fsck(chk, "after recovery")
@@ -2042,7 +2049,7 @@ def case_cluster(env, chk):
         with open(vol.img, "r+b") as f:
             f.seek(off)
             f.write(saved)
-        vol.mount()
+        vol.mount("nocluster")
         chk.ok(os.path.exists(os.path.join(vol.mnt, "from-slot-1")), "mounts once the slot is free")
         vol.umount()
         vol.fsck(chk, "at the end")

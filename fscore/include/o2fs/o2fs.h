@@ -61,6 +61,11 @@ const char *o2_feature_name(enum o2_feature_class cls, uint32_t bit);
  * o2_acl_set is allowed, new inodes inherit default ACLs, chmod updates
  * the access ACL.  Without it ACLs on disk are left alone. */
 #define O2_OPEN_ACL 0x2
+/* Read-write: record node (o2_open_opts.node) in the slot map for the
+ * slot, before the journal is marked in use, and empty the entry again
+ * at a clean close, once the journal is clean (cluster mounts, under the
+ * super lock). */
+#define O2_OPEN_CLAIM_SLOT 0x4
 
 /*
  * Probe dev for an OCFS2 superblock at every block size 512..4096, validate
@@ -77,6 +82,7 @@ int o2_fs_open(struct o2_blockdev *dev, unsigned flags, struct o2_fs **ret_fs, c
 struct o2_open_opts {
 	unsigned flags;		     /* O2_OPEN_* */
 	unsigned slot;		     /* read-write: the slot whose journal this node writes */
+	uint32_t node;		     /* O2_OPEN_CLAIM_SLOT: this node's number */
 	uint32_t commit_interval_ms; /* commit the running transaction at least this often; 0: 5000 */
 	size_t cache_blocks;	     /* clean metadata blocks kept cached; 0: 8192 */
 	size_t cache_prefill;	     /* block buffers allocated and touched at open, so a
@@ -379,6 +385,15 @@ struct o2_slotmap_info {
 };
 
 int o2_slotmap_read(struct o2_fs *fs, struct o2_slotmap_info *ret);
+
+/*
+ * Write one slot's entry: held by node (valid) or empty.  The entry goes
+ * straight to the disk and is flushed before this returns; the slot map is
+ * not journaled.  Cluster mounts call it only under the super lock EX.
+ * -EINVAL for a slot out of range (or a node beyond the legacy map's 16
+ * bits), -EROFS on a read-only device, -EUCLEAN for a damaged slot map.
+ */
+int o2_slotmap_set(struct o2_fs *fs, unsigned slot, bool valid, uint32_t node);
 
 /* ---- chain allocators ---- */
 

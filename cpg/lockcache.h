@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The lock cache: cluster locks held the way OCFS2 holds them
- * (DESIGN.md, "Locking model").
+ * (docs/ARCHITECTURE.md, "Cluster locks").
  *
  * A lock service (the CPG one, later libdlm) grants a node a mode on a
  * name; asking it costs a round of messages.  The cache sits between the

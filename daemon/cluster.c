@@ -1,0 +1,631 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * A clustered volume's place in its cluster (see cluster.h).
+ *
+ * How it works.  cluster_join starts the service thread, which owns a
+ * GMainContext of its own: the CPG lock service (cpg/lockservice.h) and
+ * the lock cache (cpg/lockcache.h) run there, and nowhere else.  The
+ * mount path, on the caller's thread, takes and drops locks through the
+ * cache, which blocks it until the service answers; what it needs to know
+ * of the service side (who is in the group) it asks for by running a
+ * function there and waiting for it.
+ *
+ * Who may take which slot.  Under the super lock EX, every slot the slot
+ * map says is held is one of these:
+ *   - ours (this node's id): a daemon of ours that died left it; take it
+ *     again (fscore replays its journal), unless that daemon is still in
+ *     the group, alive or frozen;
+ *   - held by a live member: another node uses the volume (refused until
+ *     the filesystem takes cluster locks in every operation);
+ *   - held by a member that died and is not yet recovered: refused, its
+ *     locks are frozen until it is fenced;
+ *   - held by a node not in the group: try its journal lock without
+ *     waiting; a dirty journal needs recovery (refused for now), a clean
+ *     one is a claim left by a crash before its journal was used, and the
+ *     slot is free.
+ * A free slot whose journal still holds transactions also needs recovery.
+ */
+#include "cluster.h"
+
+#include <errno.h>
+#include <gio/gio.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "corosync.h"
+#include "lockcache.h"
+#include "lockname.h"
+#include "lockservice.h"
+#include "mountopts.h"
+
+#define SYNC_TIMEOUT_S 30
+/* The super lock is held only while a node mounts or unmounts. */
+#define SUPER_TIMEOUT_S 30
+#define SUPER_POLL_MS 50
+#define DROP_TIMEOUT_MS 15000
+#define JOURNAL_DIRTY_FL 0x1 /* OCFS2_JOURNAL_DIRTY_FL in ij_flags */
+
+enum cluster_state { C_JOINING, C_SYNCED, C_FAILED };
+
+struct cluster {
+	char *device;
+	char *name; /* the cluster's name, as corosync and the volume agree */
+	char group[64];
+	GMainContext *ctx;
+	GMainLoop *loop;
+	GThread *thread;
+	struct o2ls *ls; /* service side only */
+	struct o2lc *lc;
+	struct o2lt_member self;
+
+	GMutex mu;
+	GCond cond;
+	enum cluster_state state;
+	char *why; /* C_FAILED: what went wrong */
+	bool lost; /* corosync went away */
+
+	struct o2lc_res *super, *journal;
+	bool super_held, journal_held;
+};
+
+/* ---- the service side ---- */
+
+static int64_t be_lock(void *be, const void *name, size_t len, int mode, unsigned flags)
+{
+	return o2ls_lock(be, name, len, mode, flags);
+}
+
+static int64_t be_down(void *be, const void *name, size_t len, int mode, const void *lvb)
+{
+	return o2ls_down(be, name, len, mode, lvb);
+}
+
+static int64_t be_cancel(void *be, const void *name, size_t len)
+{
+	return o2ls_cancel(be, name, len);
+}
+
+static const struct o2lc_backend backend = { be_lock, be_down, be_cancel };
+
+static void set_state(struct cluster *c, enum cluster_state st, const char *why)
+{
+	g_mutex_lock(&c->mu);
+	if (c->state == C_JOINING || st == C_FAILED) {
+		c->state = st;
+		if (why && !c->why)
+			c->why = g_strdup(why);
+	}
+	g_cond_broadcast(&c->cond);
+	g_mutex_unlock(&c->mu);
+}
+
+static void on_event(const struct o2lt_event *ev, void *data)
+{
+	struct cluster *c = data;
+
+	switch (ev->type) {
+	case O2LT_EV_SYNCED:
+		set_state(c, C_SYNCED, NULL);
+		break;
+	case O2LT_EV_SYNC_FAILED:
+		set_state(c, C_FAILED, "every member that could send this node the lock state left "
+				       "before it did; try again");
+		break;
+	case O2LT_EV_STATE_CONFLICT:
+		g_critical("%s: another member sent this node a lock state although it had one: "
+			   "two groups formed apart; this node stops using its locks",
+			   c->device);
+		set_state(c, C_FAILED, "the lock group split and merged (state conflict)");
+		break;
+	case O2LT_EV_NODE_FAILED:
+		g_warning("%s: node %u (pid %u) failed holding locks on the volume: they stay "
+			  "frozen until it is fenced",
+			  c->device, ev->member.nodeid, ev->member.pid);
+		break;
+	default:
+		break;
+	}
+	if (c->lc)
+		o2lc_event(c->lc, ev);
+}
+
+static void on_lost(void *data)
+{
+	struct cluster *c = data;
+
+	g_critical("%s: the connection to corosync is gone: this node's cluster locks are void "
+		   "(the other nodes will fence it)",
+		   c->device);
+	g_mutex_lock(&c->mu);
+	c->lost = true;
+	g_mutex_unlock(&c->mu);
+	set_state(c, C_FAILED, "the connection to corosync is gone");
+	if (c->lc)
+		o2lc_lost(c->lc);
+}
+
+static const struct o2ls_callbacks service_cb = { on_event, on_lost };
+
+static gpointer service_main(gpointer p)
+{
+	struct cluster *c = p;
+	GError *e = NULL;
+
+	g_main_context_push_thread_default(c->ctx);
+	c->ls = o2ls_new(c->group, &service_cb, c, &e);
+	if (!c->ls) {
+		set_state(c, C_FAILED, e->message);
+		g_error_free(e);
+		g_main_context_pop_thread_default(c->ctx);
+		return NULL;
+	}
+	c->self = o2ls_self(c->ls);
+	c->lc = o2lc_new(&backend, c->ls);
+	g_main_loop_run(c->loop);
+
+	/* leaving: whatever is still cached goes back first, then a clean leave */
+	int r = c->lost ? -ENOTCONN : o2lc_drop_all(c->lc, c->ctx, DROP_TIMEOUT_MS);
+
+	if (r < 0 && r != -ENOTCONN)
+		g_warning("%s: dropping the cluster locks: %s", c->device, g_strerror(-r));
+	o2lc_free(c->lc);
+	c->lc = NULL;
+	o2ls_free(c->ls);
+	c->ls = NULL;
+	g_main_context_pop_thread_default(c->ctx);
+	return NULL;
+}
+
+/* Run fn(arg) on the service side and wait for it. */
+struct on_service {
+	struct cluster *c;
+	void (*fn)(struct cluster *c, void *arg);
+	void *arg;
+	bool done;
+};
+
+static gboolean on_service_run(gpointer p)
+{
+	struct on_service *s = p;
+
+	s->fn(s->c, s->arg);
+	g_mutex_lock(&s->c->mu);
+	s->done = true;
+	g_cond_broadcast(&s->c->cond);
+	g_mutex_unlock(&s->c->mu);
+	return G_SOURCE_REMOVE;
+}
+
+static void call_on_service(struct cluster *c, void (*fn)(struct cluster *, void *), void *arg)
+{
+	struct on_service s = { c, fn, arg, false };
+
+	g_main_context_invoke(c->ctx, on_service_run, &s);
+	g_mutex_lock(&c->mu);
+	while (!s.done)
+		g_cond_wait(&c->cond, &c->mu);
+	g_mutex_unlock(&c->mu);
+}
+
+struct members {
+	struct o2lt_member_info *m;
+	size_t n;
+};
+
+static void get_members(struct cluster *c, void *arg)
+{
+	struct members *ms = arg;
+	size_t n = o2ls_members(c->ls, NULL, 0);
+
+	ms->m = g_new0(struct o2lt_member_info, n ? n : 1);
+	ms->n = o2ls_members(c->ls, ms->m, n);
+}
+
+/* ---- joining ---- */
+
+static void cluster_free(struct cluster *c)
+{
+	if (c->thread) {
+		g_main_loop_quit(c->loop);
+		g_thread_join(c->thread);
+	}
+	g_main_loop_unref(c->loop);
+	g_main_context_unref(c->ctx);
+	g_mutex_clear(&c->mu);
+	g_cond_clear(&c->cond);
+	g_free(c->why);
+	g_free(c->name);
+	g_free(c->device);
+	g_free(c);
+}
+
+struct cluster *cluster_join(const char *device, const struct o2_super_info *si, GError **err)
+{
+	g_autoptr(GError) e = NULL;
+	g_autofree char *name = o2cs_cluster_name(&e);
+	char ls_name[33];
+
+	if (!name) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_NOT_CONNECTED,
+			    "%s is formatted for the %s cluster stack%s%s%s, so it is mounted through "
+			    "the cluster, and %s (to mount it on this node alone, knowing that no "
+			    "other node uses it, add the option nocluster)",
+			    device, si->stack[0] ? si->stack : "o2cb",
+			    si->cluster_name[0] ? " (cluster \"" : "", si->cluster_name,
+			    si->cluster_name[0] ? "\")" : "", e->message);
+		return NULL;
+	}
+	if (si->cluster_name[0] && strcmp(name, si->cluster_name) != 0) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_INVALID_ARGUMENT,
+			    "%s belongs to cluster \"%s\", but this node's corosync runs cluster "
+			    "\"%s\" (totem.cluster_name): refused (tunefs.ocfs2 "
+			    "--update-cluster-stack moves a volume that no node uses)",
+			    device, si->cluster_name, name);
+		return NULL;
+	}
+
+	struct cluster *c = g_new0(struct cluster, 1);
+
+	c->device = g_strdup(device);
+	c->name = g_steal_pointer(&name);
+	o2_lockspace_name(si->uuid, ls_name);
+	snprintf(c->group, sizeof(c->group), "ocfs2d:%s", ls_name);
+	c->ctx = g_main_context_new();
+	c->loop = g_main_loop_new(c->ctx, FALSE);
+	g_mutex_init(&c->mu);
+	g_cond_init(&c->cond);
+	c->thread = g_thread_new("ocfs2d-cluster", service_main, c);
+
+	gint64 until = g_get_monotonic_time() + SYNC_TIMEOUT_S * G_TIME_SPAN_SECOND;
+
+	g_mutex_lock(&c->mu);
+	while (c->state == C_JOINING)
+		if (!g_cond_wait_until(&c->cond, &c->mu, until))
+			break;
+	enum cluster_state st = c->state;
+	g_autofree char *why = g_strdup(c->why);
+
+	g_mutex_unlock(&c->mu);
+	if (st != C_SYNCED) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_FAILED,
+			    "%s: joining the volume's lock group %s: %s", device, c->group,
+			    st == C_JOINING ? "no lock state from the other members within 30 s"
+					    : why);
+		cluster_free(c);
+		return NULL;
+	}
+	char lname[O2_LOCKNAME_LEN + 1];
+	size_t len = o2_lockname(O2_LOCK_SUPER, 2, 0, lname);
+
+	c->super = o2lc_res_get(c->lc, lname, len, NULL, NULL);
+	g_message("%s: joined lock group %s of cluster \"%s\" as node %u", device, c->group,
+		  c->name, c->self.nodeid);
+	return c;
+}
+
+uint32_t cluster_nodeid(const struct cluster *c)
+{
+	return c->self.nodeid;
+}
+
+const char *cluster_name(const struct cluster *c)
+{
+	return c->name;
+}
+
+/* ---- locks ---- */
+
+/* Take r in mode for one local user; nothing is cached under these locks. */
+static int take(struct o2lc_res *r, int mode, unsigned flags)
+{
+	int rc = o2lc_lock(r, mode, flags);
+
+	if (rc == O2LC_REFRESH) {
+		o2lc_refresh_done(r, true);
+		rc = 0;
+	}
+	return rc;
+}
+
+/* Describe the dead members of the group, for a message ("" if none). */
+static char *dead_members(struct cluster *c)
+{
+	struct members ms;
+	GString *s = g_string_new(NULL);
+
+	call_on_service(c, get_members, &ms);
+	for (size_t i = 0; i < ms.n; i++)
+		if (ms.m[i].state == O2LT_MEMBER_DEAD || ms.m[i].state == O2LT_MEMBER_FENCED)
+			g_string_append_printf(s, "%s%u", s->len ? ", " : "", ms.m[i].id.nodeid);
+	g_free(ms.m);
+	return g_string_free(s, FALSE);
+}
+
+/*
+ * The super lock EX, waiting a bounded time: it is held only while a node
+ * mounts or unmounts, so a long wait means its holder died.
+ */
+static bool super_lock(struct cluster *c, GError **err)
+{
+	gint64 until = g_get_monotonic_time() + SUPER_TIMEOUT_S * G_TIME_SPAN_SECOND;
+	int r;
+
+	while ((r = take(c->super, O2LT_EX, O2LC_NOQUEUE)) == -EAGAIN &&
+	       g_get_monotonic_time() < until)
+		g_usleep(SUPER_POLL_MS * 1000);
+	if (r == 0) {
+		c->super_held = true;
+		return true;
+	}
+	if (r == -EAGAIN) {
+		g_autofree char *dead = dead_members(c);
+
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
+			    "%s: another node has held the volume's super lock for %d s%s%s%s",
+			    c->device, SUPER_TIMEOUT_S,
+			    dead[0] ? " (nodes that died holding locks, not yet recovered: " : "",
+			    dead, dead[0] ? ")" : "");
+	} else {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+			    "%s: taking the super lock: %s", c->device, g_strerror(-r));
+	}
+	return false;
+}
+
+static void super_unlock(struct cluster *c)
+{
+	if (c->super_held) {
+		o2lc_unlock(c->super, O2LT_EX);
+		c->super_held = false;
+	}
+}
+
+/* The journal lock of slot: the M lock of its journal inode. */
+static int journal_res(struct cluster *c, struct o2_fs *fs, unsigned slot,
+		       struct o2lc_res **ret)
+{
+	struct o2_inode *ino;
+	uint64_t blkno;
+	char lname[O2_LOCKNAME_LEN + 1];
+	int r = o2_sysfile_lookup(fs, O2_SYS_JOURNAL, slot, &blkno);
+
+	if (r < 0)
+		return r;
+	r = o2_inode_get(fs, blkno, &ino);
+	if (r < 0)
+		return r;
+	size_t len = o2_lockname(O2_LOCK_META, blkno, o2_inode_info(ino)->generation, lname);
+
+	o2_inode_unref(ino);
+	*ret = o2lc_res_get(c->lc, lname, len, NULL, NULL);
+	return *ret ? 0 : -EINVAL;
+}
+
+static bool fs_error(struct cluster *c, struct o2_fs *fs, int r, const char *what,
+		     unsigned slot, GError **err)
+{
+	const char *msg = o2_fs_error(fs);
+
+	g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s of slot %u: %s",
+		    c->device, what, slot, msg[0] ? msg : g_strerror(-r));
+	return false;
+}
+
+/* Whether slot's journal has transactions to replay, or is in use. */
+static int journal_state(struct o2_fs *fs, unsigned slot, bool *ret_dirty, bool *ret_pending)
+{
+	struct o2_journal_info ji;
+	int r = o2_journal_info(fs, slot, &ji);
+
+	if (r < 0)
+		return r;
+	*ret_dirty = ji.ij_flags & JOURNAL_DIRTY_FL;
+	*ret_pending = *ret_dirty && ji.start != 0;
+	return 0;
+}
+
+static const struct o2lt_member_info *member_on(const struct members *ms, uint32_t nodeid,
+						const struct o2lt_member *not)
+{
+	for (size_t i = 0; i < ms->n; i++) {
+		const struct o2lt_member_info *m = &ms->m[i];
+
+		if (m->id.nodeid != nodeid || m->state == O2LT_MEMBER_STALE)
+			continue;
+		if (not && m->id.nodeid == not->nodeid && m->id.pid == not->pid)
+			continue;
+		return m;
+	}
+	return NULL;
+}
+
+/*
+ * Judge slot i, which the slot map gives to node: sets *ret_ours for this
+ * node's own slot, *ret_free for a claim a crash left behind.
+ */
+static bool judge_held_slot(struct cluster *c, struct o2_fs *fs, const struct members *ms,
+			    unsigned i, uint32_t node, bool *ret_ours, bool *ret_free,
+			    GError **err)
+{
+	const struct o2lt_member_info *m = member_on(ms, node, &c->self);
+	bool dirty, pending;
+	int r;
+
+	*ret_ours = *ret_free = false;
+	if (m && m->state == O2LT_MEMBER_LIVE) {
+		if (node == c->self.nodeid)
+			g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+				    "%s is already mounted on this node (node %u, slot %u) by the "
+				    "ocfs2d with pid %u",
+				    c->device, node, i, m->id.pid);
+		else
+			g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+				    "%s is mounted by node %u (slot %u): ocfs2d does not yet share "
+				    "a volume between nodes at once; unmount it there first",
+				    c->device, node, i);
+		return false;
+	}
+	if (m) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+			    "%s: node %u died holding slot %u (its ocfs2d, pid %u, failed): its "
+			    "locks stay frozen until it is fenced and its journal recovered",
+			    c->device, node, i, m->id.pid);
+		return false;
+	}
+	if (node == c->self.nodeid) {
+		*ret_ours = true; /* our daemon died; fscore replays the journal */
+		return true;
+	}
+	/* not in the group: its journal lock says whether anyone still has the slot */
+	struct o2lc_res *jr;
+
+	r = journal_res(c, fs, i, &jr);
+	if (r < 0)
+		return fs_error(c, fs, r, "looking up the journal", i, err);
+	r = take(jr, O2LT_EX, O2LC_NOQUEUE);
+	if (r == -EAGAIN) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+			    "%s: the journal of slot %u (node %u) is locked by another node "
+			    "(recovering it?)",
+			    c->device, i, node);
+		return false;
+	}
+	if (r < 0) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+			    "%s: locking the journal of slot %u: %s", c->device, i, g_strerror(-r));
+		return false;
+	}
+	r = journal_state(fs, i, &dirty, &pending);
+	o2lc_unlock(jr, O2LT_EX);
+	if (r < 0)
+		return fs_error(c, fs, r, "reading the journal", i, err);
+	if (dirty) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+			    "%s: node %u crashed with the volume mounted: the journal of slot %u "
+			    "needs recovery, which ocfs2d does not do yet (with no node using the "
+			    "volume, replay it with fsck.ocfs2 -fy)",
+			    c->device, node, i);
+		return false;
+	}
+	*ret_free = true; /* claimed, never used: a crash between the two */
+	return true;
+}
+
+bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_opts *opts,
+			unsigned *ret_slot, GError **err)
+{
+	const struct o2_super_info *si = o2_fs_super(fs);
+	g_autofree struct o2_slotmap_info *sm = g_new0(struct o2_slotmap_info, 1);
+	g_autofree bool *is_free = g_new0(bool, si->max_slots);
+	struct members ms = { 0 };
+	int ours = -1, chosen = -1;
+	bool ok = false;
+	int r;
+
+	if (!super_lock(c, err))
+		return false;
+	r = o2_slotmap_read(fs, sm);
+	if (r < 0) {
+		fs_error(c, fs, r, "reading the slot map", 0, err);
+		return false;
+	}
+	call_on_service(c, get_members, &ms);
+	for (unsigned i = 0; i < sm->nslots; i++) {
+		bool mine, stale;
+
+		if (!sm->slots[i].valid) {
+			is_free[i] = true;
+			continue;
+		}
+		if (!judge_held_slot(c, fs, &ms, i, sm->slots[i].node, &mine, &stale, err))
+			goto out;
+		if (mine)
+			ours = (int)i;
+		is_free[i] = stale;
+	}
+	if (ours >= 0)
+		chosen = ours;
+	else if (opts->slot < sm->nslots && is_free[opts->slot])
+		chosen = (int)opts->slot;
+	else
+		for (unsigned i = 0; i < sm->nslots && chosen < 0; i++)
+			if (is_free[i])
+				chosen = (int)i;
+	if (chosen < 0) {
+		GString *who = g_string_new(NULL);
+
+		for (unsigned i = 0; i < sm->nslots; i++)
+			g_string_append_printf(who, "%sslot %u: node %u", i ? ", " : "", i,
+					       sm->slots[i].node);
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_NO_SPACE,
+			    "%s: every slot is taken (%s); tunefs.ocfs2 -N adds slots", c->device,
+			    who->str);
+		g_string_free(who, TRUE);
+		goto out;
+	}
+	/* a free slot whose journal still has transactions belongs to a crashed node */
+	for (unsigned i = 0; i < sm->nslots; i++) {
+		bool dirty, pending;
+
+		if (!is_free[i] || sm->slots[i].valid || (int)i == chosen)
+			continue;
+		r = journal_state(fs, i, &dirty, &pending);
+		if (r < 0) {
+			fs_error(c, fs, r, "reading the journal", i, err);
+			goto out;
+		}
+		if (pending) {
+			g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+				    "%s: the journal of slot %u needs recovery (a node crashed with "
+				    "the volume mounted), which ocfs2d does not do yet (with no node "
+				    "using the volume, replay it with fsck.ocfs2 -fy)",
+				    c->device, i);
+			goto out;
+		}
+	}
+	if (!opts->ro) {
+		r = journal_res(c, fs, (unsigned)chosen, &c->journal);
+		if (r < 0) {
+			fs_error(c, fs, r, "looking up the journal", (unsigned)chosen, err);
+			goto out;
+		}
+		r = take(c->journal, O2LT_EX, O2LC_NOQUEUE);
+		if (r < 0) {
+			g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+				    "%s: locking the journal of slot %d: %s", c->device, chosen,
+				    r == -EAGAIN ? "another node holds it" : g_strerror(-r));
+			goto out;
+		}
+		c->journal_held = true;
+	}
+	*ret_slot = (unsigned)chosen;
+	ok = true;
+out:
+	g_free(ms.m);
+	if (!ok)
+		super_unlock(c);
+	return ok;
+}
+
+void cluster_mount_done(struct cluster *c)
+{
+	super_unlock(c);
+}
+
+bool cluster_unmount_begin(struct cluster *c, GError **err)
+{
+	return super_lock(c, err);
+}
+
+void cluster_leave(struct cluster *c)
+{
+	if (!c)
+		return;
+	super_unlock(c);
+	if (c->journal_held) {
+		o2lc_unlock(c->journal, O2LT_EX);
+		c->journal_held = false;
+	}
+	/* the service loop ends: it drops what is cached and leaves cleanly */
+	cluster_free(c);
+}

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * A clustered volume's place in its cluster (docs/ARCHITECTURE.md,
+ * "Cluster mounts").
+ *
+ * A volume formatted for a cluster stack (o2cb, pcmk) is mounted through
+ * the cluster: the daemon joins the volume's CPG lock-service group (one
+ * per volume, named from its UUID), with a lock cache in front, served by
+ * a thread of its own (the cache's "service side").  Mounting takes the
+ * super lock EX, reads the slot map and the journals, claims a slot, takes
+ * that slot's journal lock EX for as long as the volume is mounted (that
+ * is what tells the others this node is alive on the slot), and lowers the
+ * super lock.  Unmounting takes the super lock again, empties the journal
+ * and the slot (fscore does both at close), and leaves the group cleanly.
+ *
+ * Until the filesystem's own operations take cluster locks, a volume is
+ * served by one node at a time: a second node is refused, with a message
+ * naming the node that holds it.
+ *
+ * Threads: every function here is called from the volume's mount or
+ * unmount path, never from the service thread, and may block on the lock
+ * service.
+ */
+#ifndef OCFS2D_CLUSTER_H
+#define OCFS2D_CLUSTER_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "o2fs/o2fs.h"
+
+struct cluster;
+struct mount_opts;
+
+/*
+ * Join the lockspace of the volume described by si (read from device,
+ * named in messages): check that corosync runs and that its cluster name
+ * is the volume's, join the group and wait until this member has its
+ * state.  NULL with *err set on failure.
+ */
+struct cluster *cluster_join(const char *device, const struct o2_super_info *si, GError **err);
+
+/*
+ * Under the super lock (taken here and held until cluster_mount_done),
+ * decide the slot this node mounts with: its own slot if the slot map
+ * still has it (a crash of this node's daemon), else the preferred slot
+ * (opts->slot) if free, else the lowest free one.  Refused (false, *err
+ * set) if another node uses the volume, if a node died holding a slot and
+ * is not yet recovered, or if a journal needs recovery.  For read-write,
+ * the slot's journal lock is taken and held until cluster_leave.  fs is a
+ * read-only handle opened after cluster_join (its cache is no older than
+ * the super lock).
+ */
+bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_opts *opts,
+			unsigned *ret_slot, GError **err);
+/* The mount is done (or failed): lower the super lock. */
+void cluster_mount_done(struct cluster *c);
+
+/* Before closing the volume: take the super lock EX (for the slot map). */
+bool cluster_unmount_begin(struct cluster *c, GError **err);
+
+/*
+ * Drop every lock and leave the group cleanly, then free c.  Call it once
+ * the volume is closed (its journal clean, or left dirty for recovery).
+ */
+void cluster_leave(struct cluster *c);
+
+uint32_t cluster_nodeid(const struct cluster *c);
+const char *cluster_name(const struct cluster *c);
+
+#endif

@@ -39,9 +39,6 @@
 #include "mountopts.h"
 
 #define SYNC_TIMEOUT_S 30
-/* The super lock is held only while a node mounts or unmounts. */
-#define SUPER_TIMEOUT_S 30
-#define SUPER_POLL_MS 50
 #define DROP_TIMEOUT_MS 15000
 #define JOURNAL_DIRTY_FL 0x1 /* OCFS2_JOURNAL_DIRTY_FL in ij_flags */
 
@@ -342,34 +339,32 @@ static char *dead_members(struct cluster *c)
 }
 
 /*
- * The super lock EX, waiting a bounded time: it is held only while a node
- * mounts or unmounts, so a long wait means its holder died.
+ * The super lock EX.  Its holders hold it only while they mount or
+ * unmount, and a node that holds it cached lowers it when asked, so the
+ * wait is short, unless a node died holding it: its locks stay frozen until
+ * it is fenced and recovered.  A group with a dead member is refused at
+ * once rather than left waiting for that.
  */
 static bool super_lock(struct cluster *c, GError **err)
 {
-	gint64 until = g_get_monotonic_time() + SUPER_TIMEOUT_S * G_TIME_SPAN_SECOND;
+	g_autofree char *dead = dead_members(c);
 	int r;
 
-	while ((r = take(c->super, O2LT_EX, O2LC_NOQUEUE)) == -EAGAIN &&
-	       g_get_monotonic_time() < until)
-		g_usleep(SUPER_POLL_MS * 1000);
-	if (r == 0) {
-		c->super_held = true;
-		return true;
+	if (dead[0]) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+			    "%s: node %s died with the volume in use and is not yet recovered: "
+			    "its locks stay frozen until it is fenced",
+			    c->device, dead);
+		return false;
 	}
-	if (r == -EAGAIN) {
-		g_autofree char *dead = dead_members(c);
-
-		g_set_error(err, G_IO_ERROR, G_IO_ERROR_TIMED_OUT,
-			    "%s: another node has held the volume's super lock for %d s%s%s%s",
-			    c->device, SUPER_TIMEOUT_S,
-			    dead[0] ? " (nodes that died holding locks, not yet recovered: " : "",
-			    dead, dead[0] ? ")" : "");
-	} else {
+	r = take(c->super, O2LT_EX, 0);
+	if (r < 0) {
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
 			    "%s: taking the super lock: %s", c->device, g_strerror(-r));
+		return false;
 	}
-	return false;
+	c->super_held = true;
+	return true;
 }
 
 static void super_unlock(struct cluster *c)

@@ -7,8 +7,10 @@
 # corosync + pacemaker cluster on this machine (network, mount, IPC and UTS
 # namespaces on a private bridge) serves a volume through the resource
 # agent ocf:ocfs2d:volume, one node at a time: placed, moved by standby,
-# recovered after its daemon is killed.  (ocfs2d serving one volume on
-# several nodes at once arrives with the cluster work.)
+# recovered after its daemon is killed.  Before that, three corosync nodes
+# mount one pcmk volume through the cluster: each mount claims a slot under
+# the super lock, and a second node is refused while the first has it.
+# (ocfs2d serving one volume on several nodes at once is the work in progress.)
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -87,6 +89,9 @@ $ctl ls -l "$img" / | head -n 8
 step "A file that is not OCFS2 gets one clear line"
 head -c 1048576 /dev/urandom > "$work/garbage.img"
 $ctl info "$work/garbage.img" || true
+
+step "Three corosync nodes (this machine, namespaces), each with its own loop device over one pcmk volume: one writer at a time, slots claimed in the slot map"
+python3 tests/cluster/test_cluster_mount.py "$ctl"
 
 step "Pacemaker serves a volume on a two-node cluster (this machine, namespaces): placement, standby, a killed daemon"
 python3 tests/cluster/test_pacemaker.py "$ctl" ra/volume

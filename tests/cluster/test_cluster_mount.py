@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Clustered mounts never give one volume two writers the cluster does not know of.
+
+Three corosync nodes in namespaces of their own (test_cpg_locks.py's cluster,
+cluster name "ocfs2d-test"), one pcmk volume image, and for each node a loop
+device of its own over that image (direct I/O: the nodes share the disk, not
+a page cache, as separate machines would).  Each node mounts with `ocfs2ctl
+mount`, which starts that node's ocfs2d.
+
+  1. n1 mounts: it joins the volume's lock group and claims slot 0 in the
+     slot map, which the real tools read; it writes a file.
+  2. n2 and n3 are refused, with a message naming node 1 and slot 0.
+  3. a volume of another cluster is refused, naming both cluster names.
+  4. n1 unmounts: the slot map is empty again, fsck.ocfs2 -fn is clean.
+  5. n2 mounts with preferred_slot=2, gets slot 2, reads n1's file, writes
+     and fsyncs one of its own; then its ocfs2d is SIGKILLed.
+  6. n3 is refused: node 2 crashed in slot 2, whose journal needs recovery.
+  7. n2 mounts again: its own slot, its journal replayed, its file there.
+  8. n2 unmounts, n3 mounts (the lowest free slot, 0) and unmounts: the slot
+     map is empty and fsck.ocfs2 -fn is clean.
+
+Needs root, corosync, losetup, fsck.ocfs2 and /dev/fuse; else exits 77.
+Usage: test_cluster_mount.py OCFS2CTL
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_cpg_locks import Cluster, fail, skip  # noqa: E402
+
+CLUSTER_NAME = "ocfs2d-test"  # test_cpg_locks.py's corosync.conf
+
+
+def host(cmd, check=True):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if check and r.returncode != 0:
+        fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stdout}{r.stderr}")
+    return r
+
+
+def slot_map(ctl, img):
+    """{slot: node} for the slots in use, as `ocfs2ctl slots` reads the image."""
+    out = host([ctl, "--json", "slots", img]).stdout
+    return {s["slot"]: s["node"] for s in json.loads(out)["slots"] if s["valid"]}
+
+
+def fsck_clean(img, when):
+    r = host(["fsck.ocfs2", "-fn", img], check=False)
+    if r.returncode != 0 or "All passes succeeded." not in r.stdout:
+        fail(f"fsck.ocfs2 -fn {when}: exit {r.returncode}\n{r.stdout[-3000:]}")
+
+
+def daemons_in(node):
+    """ocfs2d processes in node's mount namespace (ps would show every node's)."""
+    want = os.readlink(f"/proc/{node.pid}/ns/mnt")
+    pids = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            if (os.readlink(f"/proc/{p}/ns/mnt") == want and
+                    os.path.basename(os.readlink(f"/proc/{p}/exe")) == "ocfs2d"):
+                pids.append(int(p))
+        except OSError:
+            pass
+    return pids
+
+
+class Mounter:
+    """One node's view of the volume: its loop device and its mount point."""
+
+    def __init__(self, node, ctl, dev, mnt):
+        self.node, self.ctl, self.dev, self.mnt = node, ctl, dev, mnt
+
+    def mount(self, opts=None):
+        cmd = [self.ctl, "mount"] + (["-o", opts] if opts else []) + [self.dev, self.mnt]
+        return self.node.run(cmd)
+
+    def must_mount(self, opts=None):
+        r = self.mount(opts)
+        if r.returncode != 0:
+            fail(f"n{self.node.nodeid}: mount failed ({r.returncode}): {r.stderr.strip()}\n"
+                 f"{self.log()}")
+        return r
+
+    def refused(self, what, words, opts=None):
+        r = self.mount(opts)
+        if r.returncode == 0:
+            fail(f"n{self.node.nodeid} mounted although {what}")
+        msg = r.stderr.strip()
+        missing = [w for w in words if w not in msg]
+        if missing:
+            fail(f"n{self.node.nodeid}, {what}: the refusal does not name {missing}: {msg}")
+        if self.node.run(["mountpoint", "-q", self.mnt]).returncode == 0:
+            fail(f"n{self.node.nodeid}: something is mounted after a refused mount")
+        print(f"   n{self.node.nodeid} refused: {msg}")
+
+    def umount(self):
+        r = self.node.run([self.ctl, "umount", self.mnt])
+        if r.returncode != 0:
+            fail(f"n{self.node.nodeid}: umount failed: {r.stderr.strip()}")
+        deadline = time.time() + 30
+        while daemons_in(self.node):  # a daemon ocfs2ctl started exits once idle
+            if time.time() > deadline:
+                fail(f"n{self.node.nodeid}: ocfs2d still runs 30 s after the last unmount")
+            time.sleep(0.1)
+
+    def slot(self):
+        out = self.node.run([self.ctl, "--json", "mounts"]).stdout
+        for m in json.loads(out or "[]"):
+            if m["mountpoint"] == self.mnt:
+                return m["slot"]
+        fail(f"n{self.node.nodeid}: {self.mnt} is not in `ocfs2ctl mounts`: {out}")
+
+    def sh(self, script):
+        r = self.node.run(["sh", "-c", script])
+        if r.returncode != 0:
+            fail(f"n{self.node.nodeid}: {script}: {r.stderr.strip()}")
+        return r.stdout
+
+    def log(self):
+        return self.node.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null | tail -n 30"]).stdout
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        sys.exit(2)
+    ctl = os.path.abspath(sys.argv[1])
+    if os.geteuid() != 0:
+        skip("needs root (namespaces, loop devices, corosync)")
+    for tool in ("corosync", "losetup", "fsck.ocfs2", "unshare", "nsenter", "ip"):
+        if not shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin"):
+            skip(f"{tool} is not installed")
+    if not os.path.exists("/dev/fuse"):
+        skip("no /dev/fuse")
+    tmp = tempfile.mkdtemp(prefix="ocfs2d-cmount-")
+    img, other = os.path.join(tmp, "shared.img"), os.path.join(tmp, "other.img")
+    mnt = os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    for path, name in ((img, CLUSTER_NAME), (other, "othercluster")):
+        with open(path, "wb") as f:
+            f.truncate(256 << 20)
+        host([ctl, "format", "-q", "--cluster-stack=pcmk", f"--cluster-name={name}", "-N", "3",
+              "-b", "4096", "-J", "size=4M", path])
+    loops = []
+    cluster = None
+    ok = False
+    try:
+        for path in (img, img, img, other):
+            r = host(["losetup", "-f", "--show", "--direct-io=on", path], check=False)
+            if r.returncode != 0:
+                skip(f"no loop device: {r.stderr.strip()}")
+            loops.append(r.stdout.strip())
+        cluster = Cluster(tmp, 3)
+        n1, n2, n3 = (Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes))
+
+        n1.must_mount()
+        if n1.slot() != 0 or slot_map(ctl, img) != {0: 1}:
+            fail(f"n1 mounted on slot {n1.slot()}, slot map {slot_map(ctl, img)}")
+        n1.sh(f"echo 'written on n1' > {mnt}/hello && sync {mnt}/hello")
+        print(f"1. n1 mounted {loops[0]} on slot 0 (slot map {slot_map(ctl, img)}) and wrote a file")
+
+        n2.refused("n1 has the volume", ["node 1", "slot 0"])
+        n3.refused("n1 has the volume", ["node 1", "slot 0"])
+        if slot_map(ctl, img) != {0: 1}:
+            fail(f"the refused mounts changed the slot map: {slot_map(ctl, img)}")
+        print("2. n2 and n3 refused while n1 has it; the slot map is unchanged")
+
+        Mounter(cluster.nodes[1], ctl, loops[3], mnt).refused(
+            "the volume belongs to another cluster", ["othercluster", CLUSTER_NAME])
+        print("3. a volume of cluster \"othercluster\" refused in cluster \"ocfs2d-test\"")
+
+        n1.umount()
+        if slot_map(ctl, img):
+            fail(f"after n1's unmount the slot map still holds {slot_map(ctl, img)}")
+        fsck_clean(img, "after n1's unmount")
+        print("4. n1 unmounted: slot map empty, fsck.ocfs2 -fn clean")
+
+        n2.must_mount("preferred_slot=2")
+        if n2.slot() != 2 or slot_map(ctl, img) != {2: 2}:
+            fail(f"n2 asked for slot 2, got {n2.slot()}; slot map {slot_map(ctl, img)}")
+        got = n2.sh(f"cat {mnt}/hello")
+        if got != "written on n1\n":
+            fail(f"n2 reads {got!r} from n1's file")
+        n2.sh(f"echo 'written on n2' > {mnt}/from-n2 && sync {mnt}/from-n2")
+        pids = daemons_in(n2.node)
+        if len(pids) != 1:
+            fail(f"{len(pids)} ocfs2d processes on n2")
+        os.kill(pids[0], signal.SIGKILL)
+        print("5. n2 mounted on its preferred slot 2, read n1's file, wrote and fsynced its own; "
+              "its ocfs2d was SIGKILLed")
+
+        n3.refused("node 2 crashed holding slot 2", ["node 2", "slot 2", "recovery"])
+        print("6. n3 refused: slot 2's journal needs recovery")
+
+        n2.must_mount()
+        if n2.slot() != 2:
+            fail(f"n2 came back on slot {n2.slot()}, not its own slot 2")
+        got = n2.sh(f"cat {mnt}/from-n2")
+        if got != "written on n2\n":
+            fail(f"after the crash n2 reads {got!r}")
+        print("7. n2 mounted again on its own slot 2: its journal replayed, its file there")
+
+        n2.umount()
+        n3.must_mount()
+        if n3.slot() != 0 or slot_map(ctl, img) != {0: 3}:
+            fail(f"n3 mounted on slot {n3.slot()}; slot map {slot_map(ctl, img)}")
+        n3.sh(f"test -f {mnt}/hello && test -f {mnt}/from-n2")
+        n3.umount()
+        if slot_map(ctl, img):
+            fail(f"at the end the slot map holds {slot_map(ctl, img)}")
+        fsck_clean(img, "at the end")
+        print("8. n3 mounted on slot 0 and saw both files; all unmounted: slot map empty, "
+              "fsck.ocfs2 -fn clean")
+        ok = True
+    finally:
+        if cluster:
+            for nd in cluster.nodes:
+                for pid in daemons_in(nd):
+                    os.kill(pid, signal.SIGKILL)
+            if not ok:
+                for nd in cluster.nodes:
+                    print(f"---- n{nd.nodeid} ocfs2d log ----")
+                    print(nd.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null | tail -n 40"]).stdout)
+            cluster.stop()
+        time.sleep(0.2)
+        for dev in loops:
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+        if ok:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept {tmp}")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

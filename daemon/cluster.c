@@ -37,10 +37,10 @@
 #include "lockname.h"
 #include "lockservice.h"
 #include "mountopts.h"
+#include "ocfs2d.h"
 
 #define SYNC_TIMEOUT_S 30
 #define DROP_TIMEOUT_MS 15000
-#define JOURNAL_DIRTY_FL 0x1 /* OCFS2_JOURNAL_DIRTY_FL in ij_flags */
 
 enum cluster_state { C_JOINING, C_SYNCED, C_FAILED };
 
@@ -406,19 +406,6 @@ static bool fs_error(struct cluster *c, struct o2_fs *fs, int r, const char *wha
 	return false;
 }
 
-/* Whether slot's journal has transactions to replay, or is in use. */
-static int journal_state(struct o2_fs *fs, unsigned slot, bool *ret_dirty, bool *ret_pending)
-{
-	struct o2_journal_info ji;
-	int r = o2_journal_info(fs, slot, &ji);
-
-	if (r < 0)
-		return r;
-	*ret_dirty = ji.ij_flags & JOURNAL_DIRTY_FL;
-	*ret_pending = *ret_dirty && ji.start != 0;
-	return 0;
-}
-
 static const struct o2lt_member_info *member_on(const struct members *ms, uint32_t nodeid,
 						const struct o2lt_member *not)
 {
@@ -490,7 +477,7 @@ static bool judge_held_slot(struct cluster *c, struct o2_fs *fs, const struct me
 			    "%s: locking the journal of slot %u: %s", c->device, i, g_strerror(-r));
 		return false;
 	}
-	r = journal_state(fs, i, &dirty, &pending);
+	r = volume_journal_state(fs, i, &dirty, &pending);
 	o2lc_unlock(jr, O2LT_EX);
 	if (r < 0)
 		return fs_error(c, fs, r, "reading the journal", i, err);
@@ -504,6 +491,31 @@ static bool judge_held_slot(struct cluster *c, struct o2_fs *fs, const struct me
 	}
 	*ret_free = true; /* claimed, never used: a crash between the two */
 	return true;
+}
+
+bool cluster_lock_journal(struct cluster *c, struct o2_fs *fs, unsigned slot, GError **err)
+{
+	int r = journal_res(c, fs, slot, &c->journal);
+
+	if (r < 0)
+		return fs_error(c, fs, r, "looking up the journal", slot, err);
+	r = take(c->journal, O2LT_EX, O2LC_NOQUEUE);
+	if (r < 0) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+			    "%s: locking the journal of slot %u: %s", c->device, slot,
+			    r == -EAGAIN ? "another node holds it" : g_strerror(-r));
+		return false;
+	}
+	c->journal_held = true;
+	return true;
+}
+
+void cluster_unlock_journal(struct cluster *c)
+{
+	if (c->journal_held) {
+		o2lc_unlock(c->journal, O2LT_EX);
+		c->journal_held = false;
+	}
 }
 
 bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_opts *opts,
@@ -564,7 +576,7 @@ bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_
 
 		if (!is_free[i] || sm->slots[i].valid || (int)i == chosen)
 			continue;
-		r = journal_state(fs, i, &dirty, &pending);
+		r = volume_journal_state(fs, i, &dirty, &pending);
 		if (r < 0) {
 			fs_error(c, fs, r, "reading the journal", i, err);
 			goto out;
@@ -578,21 +590,8 @@ bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_
 			goto out;
 		}
 	}
-	if (!opts->ro) {
-		r = journal_res(c, fs, (unsigned)chosen, &c->journal);
-		if (r < 0) {
-			fs_error(c, fs, r, "looking up the journal", (unsigned)chosen, err);
-			goto out;
-		}
-		r = take(c->journal, O2LT_EX, O2LC_NOQUEUE);
-		if (r < 0) {
-			g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
-				    "%s: locking the journal of slot %d: %s", c->device, chosen,
-				    r == -EAGAIN ? "another node holds it" : g_strerror(-r));
-			goto out;
-		}
-		c->journal_held = true;
-	}
+	if (!opts->ro && !cluster_lock_journal(c, fs, (unsigned)chosen, err))
+		goto out;
 	*ret_slot = (unsigned)chosen;
 	ok = true;
 out:
@@ -617,10 +616,7 @@ void cluster_leave(struct cluster *c)
 	if (!c)
 		return;
 	super_unlock(c);
-	if (c->journal_held) {
-		o2lc_unlock(c->journal, O2LT_EX);
-		c->journal_held = false;
-	}
+	cluster_unlock_journal(c);
 	/* the service loop ends: it drops what is cached and leaves cleanly */
 	cluster_free(c);
 }

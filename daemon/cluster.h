@@ -54,6 +54,14 @@ struct cluster *cluster_join(const char *device, const struct o2_super_info *si,
  */
 bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_opts *opts,
 			unsigned *ret_slot, GError **err);
+/*
+ * Take slot's journal lock EX without waiting (a read-only mount that must
+ * replay its slot's journal first), and drop it again.  Under the super
+ * lock.
+ */
+bool cluster_lock_journal(struct cluster *c, struct o2_fs *fs, unsigned slot, GError **err);
+void cluster_unlock_journal(struct cluster *c);
+
 /* The mount is done (or failed): lower the super lock. */
 void cluster_mount_done(struct cluster *c);
 

@@ -33,6 +33,19 @@
 
 /* ---- checks before opening read-write ---- */
 
+int volume_journal_state(struct o2_fs *fs, unsigned slot, bool *ret_dirty, bool *ret_pending)
+{
+	struct o2_journal_info ji;
+	int r = o2_journal_info(fs, slot, &ji);
+
+	if (r < 0)
+		return r;
+	*ret_dirty = ji.ij_flags & O2_JOURNAL_DIRTY_FLAG;
+	/* JBD2: a journal whose log start is 0 has nothing to replay */
+	*ret_pending = *ret_dirty && ji.start != 0;
+	return 0;
+}
+
 /*
  * Nothing but us may use the volume: on a clustered volume no slot may be
  * in use, and no journal but ours may be dirty (someone is using it, or
@@ -74,18 +87,18 @@ static bool check_unused(struct o2_fs *fs, const struct volume *v, GError **err)
 		}
 	g_free(sm);
 	for (unsigned i = 0; i < si->max_slots; i++) {
-		struct o2_journal_info ji;
+		bool dirty, pending;
 
 		if (i == v->opts.slot)
 			continue;
-		r = o2_journal_info(fs, i, &ji);
+		r = volume_journal_state(fs, i, &dirty, &pending);
 		if (r < 0) {
 			g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
 				    "%s: reading the journal of slot %u: %s", v->device, i,
 				    o2_fs_error(fs)[0] ? o2_fs_error(fs) : g_strerror(-r));
 			return false;
 		}
-		if (ji.ij_flags & O2_JOURNAL_DIRTY_FLAG) {
+		if (dirty) {
 			g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
 				    "%s: the journal of slot %u is in use or needs recovery: another "
 				    "node has the volume mounted or crashed; if no node uses it, "
@@ -97,7 +110,8 @@ static bool check_unused(struct o2_fs *fs, const struct volume *v, GError **err)
 	return true;
 }
 
-static bool open_dev(struct volume *v, unsigned devflags, GError **err)
+/* Open the device; O_DIRECT where the file system under it allows. */
+static int open_dev_flags(struct volume *v, unsigned devflags)
 {
 	int r = o2_blockdev_open_file(v->device, devflags, &v->dev);
 
@@ -108,6 +122,15 @@ static bool open_dev(struct volume *v, unsigned devflags, GError **err)
 			  v->device);
 		r = o2_blockdev_open_file(v->device, devflags & ~O2_DEV_DIRECT, &v->dev);
 	}
+	if (r < 0)
+		v->dev = NULL;
+	return r;
+}
+
+static bool open_dev(struct volume *v, unsigned devflags, GError **err)
+{
+	int r = open_dev_flags(v, devflags);
+
 	if (r < 0) {
 		v->dev = NULL;
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device,
@@ -133,8 +156,8 @@ static bool probe_fs(struct volume *v, struct o2_fs **ret, GError **err)
 /*
  * A clustered volume: join its cluster and, under the super lock, claim a
  * slot (cluster.h).  The device is opened again with O_DIRECT: no page
- * cache may hide another node's writes.  On success the super lock is
- * held until cluster_mount_done.
+ * cache may hide another node's writes (devflags has O2_DEV_DIRECT).  On
+ * success the super lock is held until cluster_mount_done.
  */
 static bool join_cluster(struct volume *v, unsigned devflags, const struct o2_super_info *si,
 			 GError **err)
@@ -144,7 +167,7 @@ static bool join_cluster(struct volume *v, unsigned devflags, const struct o2_su
 
 	o2_blockdev_free(v->dev);
 	v->dev = NULL;
-	if (!open_dev(v, devflags | O2_DEV_DIRECT, err))
+	if (!open_dev(v, devflags, err))
 		return false;
 	v->cluster = cluster_join(v->device, si, err);
 	if (!v->cluster)
@@ -159,12 +182,93 @@ static bool join_cluster(struct volume *v, unsigned devflags, const struct o2_su
 	return ok;
 }
 
+/*
+ * A read-only mount shows what was committed, as the kernel's does: if the
+ * slot's journal holds transactions a crash left, open the volume
+ * read-write once to replay them (a clean close empties the journal), then
+ * read-only again.  With norecovery, or where the device cannot be
+ * written, that is said instead.  v->fs is the read-only handle; under the
+ * super lock on a clustered volume.
+ */
+static bool replay_before_ro(struct volume *v, unsigned devflags, const struct o2_open_opts *ro_oo,
+			     GError **err)
+{
+	struct o2_open_opts oo = *ro_oo;
+	bool dirty, pending;
+	char msg[512] = "";
+	int r = volume_journal_state(v->fs, v->slot, &dirty, &pending);
+
+	if (r < 0) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+			    "%s: reading the journal of slot %u: %s", v->device, v->slot,
+			    o2_fs_error(v->fs)[0] ? o2_fs_error(v->fs) : g_strerror(-r));
+		return false;
+	}
+	if (!pending)
+		return true;
+	if (v->opts.norecovery) {
+		g_warning("%s: the journal of slot %u holds committed transactions that are not "
+			  "replayed (norecovery): what this read-only mount shows is older than "
+			  "what was committed",
+			  v->device, v->slot);
+		return true;
+	}
+	if (v->cluster && !cluster_lock_journal(v->cluster, v->fs, v->slot, err))
+		return false;
+	o2_fs_close(v->fs);
+	v->fs = NULL;
+	o2_blockdev_free(v->dev);
+	v->dev = NULL;
+	r = open_dev_flags(v, devflags & ~O2_DEV_RDONLY);
+	if (r < 0) {
+		if (v->cluster)
+			cluster_unlock_journal(v->cluster);
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+			    "%s: the journal of slot %u needs replay (a crash left committed "
+			    "transactions in it), and the device cannot be opened for writing (%s); "
+			    "mount with norecovery to see the volume as it was before them",
+			    v->device, v->slot, g_strerror(-r));
+		return false;
+	}
+	oo.flags |= O2_OPEN_RDWR;
+	if (v->cluster) {
+		oo.flags |= O2_OPEN_CLAIM_SLOT;
+		oo.node = cluster_nodeid(v->cluster);
+	}
+	struct o2_fs *rw = NULL;
+
+	r = o2_fs_open_opts(v->dev, &oo, &rw, msg, sizeof(msg));
+	if (r == 0)
+		r = o2_fs_close_why(rw, msg, sizeof(msg));
+	if (v->cluster)
+		cluster_unlock_journal(v->cluster);
+	if (r < 0) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+			    "%s: replaying the journal of slot %u before the read-only mount: %s",
+			    v->device, v->slot, msg);
+		return false;
+	}
+	g_message("%s: replayed the journal of slot %u before mounting read-only", v->device,
+		  v->slot);
+	o2_blockdev_free(v->dev);
+	v->dev = NULL;
+	if (!open_dev(v, devflags, err))
+		return false;
+	r = o2_fs_open_opts(v->dev, ro_oo, &v->fs, msg, sizeof(msg));
+	if (r < 0) {
+		v->fs = NULL;
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device, msg);
+		return false;
+	}
+	return true;
+}
+
 static bool open_fs(struct volume *v, GError **err)
 {
 	char msg[512] = "";
 	unsigned devflags = O2_DEV_EXCLUSIVE | (v->opts.ro ? O2_DEV_RDONLY : 0);
 	struct o2_fs *probe = NULL;
-	bool ok;
+	bool ok = true;
 	int r;
 
 	if (!open_dev(v, devflags, err))
@@ -177,6 +281,7 @@ static bool open_fs(struct volume *v, GError **err)
 
 	if (clustered && !v->opts.nocluster) {
 		o2_fs_close(probe);
+		devflags |= O2_DEV_DIRECT;
 		if (!join_cluster(v, devflags, &si, err))
 			return false;
 	} else {
@@ -205,13 +310,16 @@ static bool open_fs(struct volume *v, GError **err)
 		oo.node = cluster_nodeid(v->cluster);
 	}
 	r = o2_fs_open_opts(v->dev, &oo, &v->fs, msg, sizeof(msg));
-	if (v->cluster)
-		cluster_mount_done(v->cluster);
 	if (r < 0) {
 		v->fs = NULL;
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device, msg);
-		return false;
+	} else if (v->opts.ro) {
+		ok = replay_before_ro(v, devflags, &oo, err);
 	}
+	if (v->cluster)
+		cluster_mount_done(v->cluster);
+	if (r < 0 || !ok)
+		return false;
 	const struct o2_super_info *osi = o2_fs_super(v->fs);
 
 	v->root = osi->root_blkno;

@@ -43,6 +43,7 @@ static const struct opt_def opt_defs[] = {
 	/* kernel OCFS2's spelling of the same (an alias: never written back) */
 	{ "preferred_slot", NULL, OPT_COUNT, FIELD(slot), false, 0, 254 },
 	{ "nocluster", NULL, OPT_FLAG, FIELD(nocluster), false, 0, 0 },
+	{ "norecovery", NULL, OPT_FLAG, FIELD(norecovery), false, 0, 0 },
 	{ "poll", NULL, OPT_COUNT, FIELD(poll_us), false, 0, 100000 },
 	{ "threads", NULL, OPT_COUNT, FIELD(threads), false, 1, 64 },
 	/* accepted for fstab habits; nothing to do */
@@ -55,7 +56,7 @@ static const struct opt_def opt_defs[] = {
 
 #define KNOWN_LIST                                                                            \
 	"ro, rw, allow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, "         \
-	"preferred_slot=N, nocluster, poll=USEC, threads=N, user_xattr, nouser_xattr, acl, " \
+	"preferred_slot=N, nocluster, norecovery, poll=USEC, threads=N, user_xattr, nouser_xattr, acl, " \
 	"noacl, xattr, noxattr, uring, nouring, debug"
 
 void mount_opts_default(struct mount_opts *o)
@@ -267,5 +268,5 @@ bool mount_opts_equal(const struct mount_opts *a, const struct mount_opts *b)
 	       a->commit_s == b->commit_s && a->slot == b->slot && a->poll_us == b->poll_us &&
 	       a->threads == b->threads && a->nouser_xattr == b->nouser_xattr &&
 	       a->acl == b->acl && a->noxattr == b->noxattr && a->uring == b->uring &&
-	       a->nocluster == b->nocluster;
+	       a->nocluster == b->nocluster && a->norecovery == b->norecovery;
 }

@@ -19,6 +19,7 @@ struct mount_opts {
 	double attr_timeout;	/* seconds the kernel may cache attributes */
 	unsigned commit_s;	/* commit interval */
 	unsigned slot;		/* journal slot (cluster mounts: the one preferred if free) */
+	bool norecovery;	/* ro: do not replay a dirty journal first (shows older data) */
 	bool nocluster;		/* a clustered volume mounted without the cluster: the
 				   operator vouches that no other node uses it */
 	unsigned poll_us;	/* spin this long for the next request (0: sleep at once) */

@@ -183,8 +183,15 @@ int o2_blockdev_open_file(const char *path, unsigned flags, struct o2_blockdev *
 		goto out_close;
 	}
 	if (S_ISBLK(st.st_mode)) {
+		int ro = 0;
+
 		if (ioctl(fd, BLKGETSIZE64, &size) < 0) {
 			r = -errno;
+			goto out_close;
+		}
+		/* a read-only block device opens O_RDWR and fails each write: say it now */
+		if (!(flags & O2_DEV_RDONLY) && ioctl(fd, BLKROGET, &ro) == 0 && ro) {
+			r = -EROFS;
 			goto out_close;
 		}
 	} else if (S_ISREG(st.st_mode)) {

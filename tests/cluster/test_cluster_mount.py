@@ -16,9 +16,12 @@ mount`, which starts that node's ocfs2d.
   5. n2 mounts with preferred_slot=2, gets slot 2, reads n1's file, writes
      and fsyncs one of its own; then its ocfs2d is SIGKILLed.
   6. n3 is refused: node 2 crashed in slot 2, whose journal needs recovery.
-  7. n2 mounts again: its own slot, its journal replayed, its file there.
-  8. n2 unmounts, n3 mounts (the lowest free slot, 0) and unmounts: the slot
-     map is empty and fsck.ocfs2 -fn is clean.
+  7. n2 mounts again: its own slot, its journal replayed, its file there;
+     it writes and fsyncs another, and is SIGKILLed again.
+  8. n2 mounts read-only: the journal is replayed first (under its journal
+     lock), so the file is there; the slot is given back.
+  9. n3 mounts (the lowest free slot, 0), sees every file and unmounts: the
+     slot map is empty and fsck.ocfs2 -fn is clean.
 
 Needs root, corosync, losetup, fsck.ocfs2 and /dev/fuse; else exits 77.
 Usage: test_cluster_mount.py OCFS2CTL
@@ -207,18 +210,31 @@ def main():
         got = n2.sh(f"cat {mnt}/from-n2")
         if got != "written on n2\n":
             fail(f"after the crash n2 reads {got!r}")
-        print("7. n2 mounted again on its own slot 2: its journal replayed, its file there")
+        n2.sh(f"echo 'again on n2' > {mnt}/again && sync {mnt}/again")
+        for pid in daemons_in(n2.node):
+            os.kill(pid, signal.SIGKILL)
+        print("7. n2 mounted again on its own slot 2: its journal replayed, its file there; "
+              "it wrote and fsynced another, and its ocfs2d was SIGKILLed again")
 
+        n2.must_mount("ro")
+        got = n2.sh(f"cat {mnt}/again")
+        if got != "again on n2\n":
+            fail(f"the read-only mount after the crash reads {got!r}")
+        if slot_map(ctl, img):
+            fail(f"after the read-only mount's replay the slot map holds {slot_map(ctl, img)}")
         n2.umount()
+        print("8. n2 mounted read-only: its journal replayed first (the file is there), the "
+              "slot given back")
+
         n3.must_mount()
         if n3.slot() != 0 or slot_map(ctl, img) != {0: 3}:
             fail(f"n3 mounted on slot {n3.slot()}; slot map {slot_map(ctl, img)}")
-        n3.sh(f"test -f {mnt}/hello && test -f {mnt}/from-n2")
+        n3.sh(f"test -f {mnt}/hello && test -f {mnt}/from-n2 && test -f {mnt}/again")
         n3.umount()
         if slot_map(ctl, img):
             fail(f"at the end the slot map holds {slot_map(ctl, img)}")
         fsck_clean(img, "at the end")
-        print("8. n3 mounted on slot 0 and saw both files; all unmounted: slot map empty, "
+        print("9. n3 mounted on slot 0 and saw all three files; all unmounted: slot map empty, "
               "fsck.ocfs2 -fn clean")
         ok = True
     finally:

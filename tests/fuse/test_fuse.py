@@ -2054,6 +2054,59 @@ def case_cluster(env, chk):
         vol.umount()
         vol.fsck(chk, "at the end")
 
+def case_rocrash(env, chk):
+    """A read-only mount after a crash shows every file fsynced before it: the
+    journal a SIGKILL left dirty is replayed first, as the kernel does.  On a
+    read-only device that cannot be done: the mount is refused, naming the
+    journal; ro,norecovery mounts anyway and says that what it shows is older."""
+    vol = env.volume("rocrash")
+    vol.mount()
+    want = {}
+    for i in range(3):
+        path = os.path.join(vol.mnt, "f%d" % i)
+        want["f%d" % i] = os.urandom(5000 + 3000 * i)
+        write_file(path, want["f%d" % i])
+        fd = os.open(path, os.O_RDONLY)
+        os.fsync(fd)
+        os.close(fd)
+    vol.kill()
+
+    p = subprocess.run(["losetup", "-r", "-f", "--show", vol.img], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        log("no read-only loop device (%s): that part is left out" % p.stderr.decode().strip())
+    else:
+        loop, img = p.stdout.decode().strip(), vol.img
+        vol.img = loop
+        try:
+            try:
+                vol.mount("ro")
+                chk.ok(False, "a read-only mount on a read-only device with a dirty journal "
+                       "was not refused")
+                vol.umount(judge=False)
+            except Failure:
+                tail = vol.log_text().rsplit("=== mount", 1)[-1]
+                chk.ok("slot 0" in tail and "needs replay" in tail and "norecovery" in tail,
+                       "the refusal names the journal and norecovery: %s" % tail[-600:])
+                chk.ok(not vol.mounted(), "nothing mounted after the refusal")
+            vol.mount("ro,norecovery")
+            tail = vol.log_text().rsplit("=== mount", 1)[-1]
+            chk.ok("not replayed (norecovery)" in tail, "norecovery says the view is older: %s" % tail[-600:])
+            vol.umount(judge=False)
+        finally:
+            vol.img = img
+            subprocess.run(["losetup", "-d", loop])
+
+    vol.mount("ro")
+    tail = vol.log_text().rsplit("=== mount", 1)[-1]
+    chk.ok("replayed the journal of slot 0 before mounting read-only" in tail,
+           "the read-only mount replayed the journal: %s" % tail[-600:])
+    for name, data in sorted(want.items()):
+        chk.eq(read_file(os.path.join(vol.mnt, name)), data, "%s, fsynced before the kill, read-only" % name)
+    vol.umount()
+    vol.fsck(chk, "after the read-only mount")
+
+
 # ---- I/O faults under a real mount ----
 
 def fault_content(name, size):
@@ -2430,7 +2483,7 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
 
 CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
          "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
-         "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx}
+         "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

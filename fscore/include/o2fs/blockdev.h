@@ -52,7 +52,8 @@ void o2_blockdev_free(struct o2_blockdev *dev);
 /*
  * Open an image file or a block device.  flags: O2_DEV_*.  The size of a
  * block device comes from BLKGETSIZE64, of a file from its length (rounded
- * down to whole sectors).  -ENOENT, -EACCES, ... from open(2).
+ * down to whole sectors).  -ENOENT, -EACCES, ... from open(2); -EROFS for
+ * a read-only block device opened without O2_DEV_RDONLY.
  */
 int o2_blockdev_open_file(const char *path, unsigned flags, struct o2_blockdev **ret_dev);
 

@@ -32,6 +32,7 @@ struct volume {
 	struct o2_fs *fs;
 	struct cluster *cluster;	/* clustered volumes (cluster.h); NULL otherwise */
 	unsigned slot;		/* the slot this node mounted with */
+	int claim_fd;		/* the volume's UUID claimed on this machine, or -1 */
 	uint64_t root;		/* the root directory's inode (block) number */
 	uint32_t cluster_size, block_size;
 	bool no_open;		/* the kernel opens files without asking us */

@@ -14,10 +14,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -263,6 +265,64 @@ static bool replay_before_ro(struct volume *v, unsigned devflags, const struct o
 	return true;
 }
 
+/*
+ * One mount per volume on this machine, however the device is named (an
+ * image, a loop device over it, another name of one disk): the volume's
+ * UUID is claimed with a lock file under RUN_VOLUMES, which says where it
+ * is mounted.  The lock goes with the process, so a killed daemon leaves
+ * no claim behind.  Where the directory cannot be made (not root), the
+ * flock on the device itself is all there is.
+ */
+#define RUN_VOLUMES "/run/ocfs2d/volumes"
+
+static bool claim_uuid(struct volume *v, const uint8_t uuid[16], GError **err)
+{
+	char hex[33], path[sizeof(RUN_VOLUMES) + 40];
+	int fd;
+
+	for (int i = 0; i < 16; i++)
+		snprintf(hex + 2 * i, 3, "%02X", uuid[i]);
+	snprintf(path, sizeof(path), RUN_VOLUMES "/%s", hex);
+	if (g_mkdir_with_parents(RUN_VOLUMES, 0700) < 0 ||
+	    (fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0) {
+		g_debug("%s: cannot claim the volume in %s: %s", v->device, RUN_VOLUMES,
+			g_strerror(errno));
+		return true;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		char owner[2 * PATH_MAX + 8] = "";
+		ssize_t n = pread(fd, owner, sizeof(owner) - 1, 0);
+		char *nl;
+
+		owner[n > 0 ? n : 0] = '\0';
+		nl = strchr(owner, '\n');
+		if (nl)
+			*nl = '\0';
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+			    "%s: volume %s is already mounted on this machine, on %s: one volume, "
+			    "one mount (a second would be a writer the first knows nothing of)",
+			    v->device, hex, owner[0] ? owner : "(unknown)");
+		close(fd);
+		return false;
+	}
+	g_autofree char *text = g_strdup_printf("%s\n%s\n", v->mountpoint, v->device);
+
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, text, strlen(text), 0) < 0)
+		g_debug("%s: writing %s: %s", v->device, path, g_strerror(errno));
+	v->claim_fd = fd;
+	return true;
+}
+
+static void release_uuid(struct volume *v)
+{
+	if (v->claim_fd >= 0) {
+		if (ftruncate(v->claim_fd, 0) < 0)
+			g_debug("%s: emptying its claim: %s", v->device, g_strerror(errno));
+		close(v->claim_fd);
+		v->claim_fd = -1;
+	}
+}
+
 static bool open_fs(struct volume *v, GError **err)
 {
 	char msg[512] = "";
@@ -278,6 +338,11 @@ static bool open_fs(struct volume *v, GError **err)
 		return false;
 	struct o2_super_info si = *o2_fs_super(probe);
 	bool clustered = !(si.feature_incompat & O2_FEATURE_INCOMPAT_LOCAL_MOUNT);
+
+	if (!claim_uuid(v, si.uuid, err)) {
+		o2_fs_close(probe);
+		return false;
+	}
 
 	if (clustered && !v->opts.nocluster) {
 		o2_fs_close(probe);
@@ -425,6 +490,7 @@ static int close_fs(struct volume *v)
 		o2_blockdev_free(v->dev);
 		v->dev = NULL;
 	}
+	release_uuid(v);
 	return r;
 }
 
@@ -589,6 +655,7 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 	v->gone = gone;
 	v->gone_arg = gone_arg;
 	v->refs = 1;
+	v->claim_fd = -1;
 	v->nodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
 
 	if (!prepare_mountpoint(v->mountpoint, err) || !open_fs(v, err))

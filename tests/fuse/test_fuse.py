@@ -2107,6 +2107,41 @@ def case_rocrash(env, chk):
     vol.fsck(chk, "after the read-only mount")
 
 
+def case_once(env, chk):
+    """One volume, one mount on a machine, however it is reached: an image
+    mounted, then a loop device over it (and the reverse), is refused with
+    the first mount point named; after the first is unmounted, it mounts."""
+    vol = env.volume("once")
+    p = subprocess.run(["losetup", "-f", "--show", vol.img], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        log("SKIP: no loop device: %s" % p.stderr.decode().strip())
+        return
+    loop, img = p.stdout.decode().strip(), vol.img
+    other = os.path.join(env.tmp, "once-other.mnt")
+    os.mkdir(other)
+    try:
+        for first, second in ((img, loop), (loop, img)):
+            vol.img = first
+            vol.mount()
+            d = subprocess.run([env.daemon, "-f", second, other], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+            out = d.stdout.decode(errors="replace")
+            chk.ok(d.returncode != 0, "%s mounted while %s is: %s" % (second, first, out[-500:]))
+            chk.ok("already mounted on this machine, on %s" % vol.mnt in out,
+                   "the refusal names the first mount point: %s" % out[-500:])
+            chk.ok(mount_entry(other) is None, "nothing mounted on the second mount point")
+            vol.umount()
+        vol.img = loop
+        vol.mount()
+        chk.ok(vol.mounted(), "the loop device mounts once the image is unmounted")
+        vol.umount()
+    finally:
+        vol.img = img
+        subprocess.run(["losetup", "-d", loop])
+    vol.fsck(chk, "after the mounts")
+
+
 # ---- I/O faults under a real mount ----
 
 def fault_content(name, size):
@@ -2483,7 +2518,8 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
 
 CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
          "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
-         "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash}
+         "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash,
+         "once": case_once}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

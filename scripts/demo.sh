@@ -90,4 +90,4 @@ head -c 1048576 /dev/urandom > "$work/garbage.img"
 $ctl info "$work/garbage.img" || true
 
 step "Pacemaker serves a volume on a two-node cluster (this machine, namespaces): placement, standby, a killed daemon"
-python3 tests/cluster/test_pacemaker.py "$ctl" ra/volume
+PYTHONPATH=tests python3 tests/cluster/test_pacemaker.py "$ctl" ra/volume

@@ -26,7 +26,8 @@ struct o2ls {
 	struct o2lt_table *t;
 	struct o2ls_callbacks cb;
 	void *data;
-	guint watch, retry;
+	GMainContext *ctx; /* the thread-default context at o2ls_new */
+	GSource *watch, *retry;
 	GQueue out; /* GBytes * to multicast, in order */
 	uint64_t next_reqid;
 	bool lost;
@@ -34,16 +35,22 @@ struct o2ls {
 
 G_DEFINE_QUARK(o2ls-error-quark, o2ls_error)
 
+static void drop_source(GSource **src)
+{
+	if (*src) {
+		g_source_destroy(*src);
+		g_source_unref(*src);
+		*src = NULL;
+	}
+}
+
 static void lose(struct o2ls *ls)
 {
 	if (ls->lost)
 		return;
 	ls->lost = true;
-	if (ls->watch)
-		g_source_remove(ls->watch);
-	if (ls->retry)
-		g_source_remove(ls->retry);
-	ls->watch = ls->retry = 0;
+	drop_source(&ls->watch);
+	drop_source(&ls->retry);
 	if (ls->cb.lost)
 		ls->cb.lost(ls->data);
 }
@@ -60,8 +67,11 @@ static void send_queued(struct o2ls *ls)
 		iov.iov_len = len;
 		cs_error_t r = cpg_mcast_joined(ls->h, CPG_TYPE_AGREED, &iov, 1);
 		if (r == CS_ERR_TRY_AGAIN) {
-			if (!ls->retry)
-				ls->retry = g_timeout_add(RETRY_MS, flush, ls);
+			if (!ls->retry) {
+				ls->retry = g_timeout_source_new(RETRY_MS);
+				g_source_set_callback(ls->retry, flush, ls, NULL);
+				g_source_attach(ls->retry, ls->ctx);
+			}
 			return;
 		}
 		if (r != CS_OK) {
@@ -76,7 +86,8 @@ static void send_queued(struct o2ls *ls)
 static gboolean flush(gpointer p)
 {
 	struct o2ls *ls = p;
-	ls->retry = 0;
+	g_source_unref(ls->retry);
+	ls->retry = NULL;
 	send_queued(ls);
 	return G_SOURCE_REMOVE;
 }
@@ -188,8 +199,7 @@ static gboolean on_readable(gint fd, GIOCondition cond, gpointer p)
 	cs_error_t r = cpg_dispatch(ls->h, CS_DISPATCH_ALL);
 	if (r != CS_OK) {
 		g_warning("cpg_dispatch: corosync error %d: the cluster connection is gone", r);
-		ls->watch = 0;
-		lose(ls);
+		lose(ls); /* destroys the watch: its callback may return anything now */
 		return G_SOURCE_REMOVE;
 	}
 	if (!ls->retry)
@@ -250,7 +260,12 @@ struct o2ls *o2ls_new(const char *group, const struct o2ls_callbacks *cb, void *
 		g_free(ls);
 		return NULL;
 	}
-	ls->watch = g_unix_fd_add(fd, G_IO_IN | G_IO_HUP | G_IO_ERR, on_readable, ls);
+	/* the thread-default context, not the global default one: the caller
+	 * may run the service on a thread of its own */
+	ls->ctx = g_main_context_ref_thread_default();
+	ls->watch = g_unix_fd_source_new(fd, G_IO_IN | G_IO_HUP | G_IO_ERR);
+	g_source_set_callback(ls->watch, G_SOURCE_FUNC(on_readable), ls, NULL);
+	g_source_attach(ls->watch, ls->ctx);
 	return ls;
 }
 
@@ -258,10 +273,8 @@ void o2ls_free(struct o2ls *ls)
 {
 	if (!ls)
 		return;
-	if (ls->watch)
-		g_source_remove(ls->watch);
-	if (ls->retry)
-		g_source_remove(ls->retry);
+	drop_source(&ls->watch);
+	drop_source(&ls->retry);
 	if (!ls->lost) {
 		/* what is still queued goes first, so the others see it before the leave */
 		for (int i = 0; i < JOIN_TRIES && !g_queue_is_empty(&ls->out) && !ls->lost; i++) {
@@ -275,6 +288,7 @@ void o2ls_free(struct o2ls *ls)
 	cpg_finalize(ls->h);
 	g_queue_clear_full(&ls->out, (GDestroyNotify)g_bytes_unref);
 	o2lt_free(ls->t);
+	g_main_context_unref(ls->ctx);
 	g_free(ls);
 }
 

@@ -91,7 +91,7 @@ head -c 1048576 /dev/urandom > "$work/garbage.img"
 $ctl info "$work/garbage.img" || true
 
 step "Three corosync nodes (this machine, namespaces), each with its own loop device over one pcmk volume: one writer at a time, slots claimed in the slot map"
-python3 tests/cluster/test_cluster_mount.py "$ctl"
+PYTHONPATH=tests python3 tests/cluster/test_cluster_mount.py "$ctl"
 
 step "Pacemaker serves a volume on a two-node cluster (this machine, namespaces): placement, standby, a killed daemon"
-python3 tests/cluster/test_pacemaker.py "$ctl" ra/volume
+PYTHONPATH=tests python3 tests/cluster/test_pacemaker.py "$ctl" ra/volume

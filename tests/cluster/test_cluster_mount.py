@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0-or-later
 """Clustered mounts never give one volume two writers the cluster does not know of.
 
-Three corosync nodes in namespaces of their own (test_cpg_locks.py's cluster,
+Three corosync nodes in namespaces of their own (o2test.cluster's Cluster,
 cluster name "ocfs2d-test"), one pcmk volume image, and for each node a loop
 device of its own over that image (direct I/O: the nodes share the disk, not
 a page cache, as separate machines would).  Each node mounts with `ocfs2ctl
@@ -24,7 +24,7 @@ mount`, which starts that node's ocfs2d.
      slot map is empty and fsck.ocfs2 -fn is clean.
 
 Needs root, corosync, losetup, fsck.ocfs2 and /dev/fuse; else exits 77.
-Usage: test_cluster_mount.py OCFS2CTL
+Usage: PYTHONPATH=tests test_cluster_mount.py OCFS2CTL
 """
 import json
 import os
@@ -35,10 +35,9 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_cpg_locks import Cluster, fail, skip  # noqa: E402
+from o2test.cluster import Cluster, daemons_in, fail, need_cluster_tools, skip
 
-CLUSTER_NAME = "ocfs2d-test"  # test_cpg_locks.py's corosync.conf
+CLUSTER_NAME = "ocfs2d-test"  # o2test.cluster's corosync.conf
 
 
 def host(cmd, check=True):
@@ -60,27 +59,15 @@ def fsck_clean(img, when):
         fail(f"fsck.ocfs2 -fn {when}: exit {r.returncode}\n{r.stdout[-3000:]}")
 
 
-def daemons_in(node):
-    """ocfs2d processes in node's mount namespace (ps would show every node's)."""
-    want = os.readlink(f"/proc/{node.pid}/ns/mnt")
-    pids = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            if (os.readlink(f"/proc/{p}/ns/mnt") == want and
-                    os.path.basename(os.readlink(f"/proc/{p}/exe")) == "ocfs2d"):
-                pids.append(int(p))
-        except OSError:
-            pass
-    return pids
-
-
 class Mounter:
     """One node's view of the volume: its loop device and its mount point."""
 
     def __init__(self, node, ctl, dev, mnt):
         self.node, self.ctl, self.dev, self.mnt = node, ctl, dev, mnt
+        self.daemon = os.path.join(os.path.dirname(ctl), "..", "daemon", "ocfs2d")
+
+    def daemons(self):
+        return daemons_in(self.node, self.daemon)
 
     def mount(self, opts=None):
         cmd = [self.ctl, "mount"] + (["-o", opts] if opts else []) + [self.dev, self.mnt]
@@ -110,7 +97,7 @@ class Mounter:
         if r.returncode != 0:
             fail(f"n{self.node.nodeid}: umount failed: {r.stderr.strip()}")
         deadline = time.time() + 30
-        while daemons_in(self.node):  # a daemon ocfs2ctl started exits once idle
+        while self.daemons():  # a daemon ocfs2ctl started exits once idle
             if time.time() > deadline:
                 fail(f"n{self.node.nodeid}: ocfs2d still runs 30 s after the last unmount")
             time.sleep(0.1)
@@ -137,11 +124,9 @@ def main():
         print(__doc__)
         sys.exit(2)
     ctl = os.path.abspath(sys.argv[1])
-    if os.geteuid() != 0:
-        skip("needs root (namespaces, loop devices, corosync)")
-    for tool in ("corosync", "losetup", "fsck.ocfs2", "unshare", "nsenter", "ip"):
-        if not shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin"):
-            skip(f"{tool} is not installed")
+    need_cluster_tools("namespaces, loop devices, corosync",
+                       tools=("corosync", "losetup", "fsck.ocfs2", "unshare", "nsenter", "ip"),
+                       path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
     if not os.path.exists("/dev/fuse"):
         skip("no /dev/fuse")
     tmp = tempfile.mkdtemp(prefix="ocfs2d-cmount-")
@@ -194,7 +179,7 @@ def main():
         if got != "written on n1\n":
             fail(f"n2 reads {got!r} from n1's file")
         n2.sh(f"echo 'written on n2' > {mnt}/from-n2 && sync {mnt}/from-n2")
-        pids = daemons_in(n2.node)
+        pids = n2.daemons()
         if len(pids) != 1:
             fail(f"{len(pids)} ocfs2d processes on n2")
         os.kill(pids[0], signal.SIGKILL)
@@ -211,7 +196,7 @@ def main():
         if got != "written on n2\n":
             fail(f"after the crash n2 reads {got!r}")
         n2.sh(f"echo 'again on n2' > {mnt}/again && sync {mnt}/again")
-        for pid in daemons_in(n2.node):
+        for pid in n2.daemons():
             os.kill(pid, signal.SIGKILL)
         print("7. n2 mounted again on its own slot 2: its journal replayed, its file there; "
               "it wrote and fsynced another, and its ocfs2d was SIGKILLed again")
@@ -239,8 +224,9 @@ def main():
         ok = True
     finally:
         if cluster:
+            daemon = os.path.join(os.path.dirname(ctl), "..", "daemon", "ocfs2d")
             for nd in cluster.nodes:
-                for pid in daemons_in(nd):
+                for pid in daemons_in(nd, daemon):
                     os.kill(pid, signal.SIGKILL)
             if not ok:
                 for nd in cluster.nodes:

@@ -37,9 +37,13 @@ import subprocess
 import sys
 import time
 
+from o2test.check import Failure
+from o2test.harness import main
+from o2test.proc import log, run, sanitizer_report, tool_env, which
+from o2test.tree import read_file
+from o2test.volume import mount_entry
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "fuse"))
-from fuselib import Failure, log, main, mount_entry, run, sanitizer_report, tool_env, which  # noqa: E402
 
 POLICY = os.path.join(HERE, "..", "..", "packaging", "dbus", "org.ocfs2d.Daemon1.conf")
 BUS_NAME = "org.ocfs2d.Daemon1"
@@ -883,11 +887,6 @@ def write_file(path, data):
         f.write(data)
 
 
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
-
-
 def write_tree(top, seed):
     """A small tree under top: {relative path: bytes, or None for a directory,
     or ("link", target)}."""
@@ -940,8 +939,7 @@ def rdump(vol, path):
     """The tree under path on vol's image, as debugfs.ocfs2 rdump gives it back."""
     dest = os.path.join(vol.env.tmp, "rdump-%s-%d" % (vol.name, time.time_ns()))
     os.mkdir(dest)
-    rc, out = run(["debugfs.ocfs2", "-R", "rdump %s %s" % (path, dest), vol.img])
-    got = os.path.join(dest, os.path.basename(path.rstrip("/")))
+    rc, out, got = vol.rdump(path, dest)
     if not os.path.isdir(got):
         raise Failure("debugfs.ocfs2 rdump %s made nothing: %s" % (path, out))
     tree = read_tree(got)

@@ -11,7 +11,11 @@ times are masked, and with them the block checks (metaecc) of blocks whose
 masked bytes differ; fsck.ocfs2 judges the checks separately.
 
 Usage as a module: compare(ref_img, our_img) -> list of difference strings.
-Standalone: parity.py OCFS2CTL WORKDIR  (runs the built-in configurations).
+Standalone: parity.py OCFS2CTL WORKDIR  (runs the built-in configurations);
+by hand, from the top of the tree (o2test, the tests' library, is found
+through PYTHONPATH):
+
+    PYTHONPATH=tests python3 tests/format/parity.py build/cli/ocfs2ctl /tmp/parity
 """
 
 import os
@@ -19,13 +23,11 @@ import struct
 import subprocess
 import sys
 
-# meson test sets MALLOC_PERTURB_; the tools must not inherit it: it makes
-# fsck.ocfs2 ten times slower (see tests/testenv.h)
-os.environ.pop("MALLOC_PERTURB_", None)
+from o2test.proc import SKIP, run_split, tool_env
+from o2test.volume import make_image
 
-SKIP = 77
-
-ENV = dict(os.environ, TZ="UTC", LANG="C", LC_ALL="C")
+# the tools' environment (without meson's MALLOC_PERTURB_: see proc.tool_env)
+ENV = tool_env(TZ="UTC", LANG="C", LC_ALL="C")
 
 
 def read_super(path):
@@ -413,23 +415,17 @@ def mkfs_pair(ocfs2ctl, workdir, name, size, args, mkfs_extra=None, ours_extra=N
     ref = os.path.join(workdir, name + ".ref.img")
     ours = os.path.join(workdir, name + ".ours.img")
     for p in (ref, ours):
-        if os.path.exists(p):
-            os.unlink(p)
-        with open(p, "wb") as f:
-            f.truncate(size)
-    p = subprocess.run(["mkfs.ocfs2", "-q"] + args + (mkfs_extra or []) + [ref],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
-    if p.returncode != 0:
-        raise RuntimeError("mkfs.ocfs2 %s: %s" % (" ".join(args),
-                                                   (p.stdout + p.stderr).decode()))
+        make_image(p, size)
+    rc, out, err = run_split(["mkfs.ocfs2", "-q"] + args + (mkfs_extra or []) + [ref], env=ENV)
+    if rc != 0:
+        raise RuntimeError("mkfs.ocfs2 %s: %s" % (" ".join(args), out + err))
     uuid, gen, seeds, t = identity(ref)
     cmd = [ocfs2ctl, "format", "-q", "-U", uuid, "--generation", str(gen),
            "--dx-seed", ",".join(str(s) for s in seeds), "--time", str(t)]
     cmd += args + (ours_extra or []) + [ours]
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
-    if p.returncode != 0:
-        raise RuntimeError("ocfs2ctl format %s: %s" % (" ".join(args),
-                                                      (p.stdout + p.stderr).decode()))
+    rc, out, err = run_split(cmd, env=ENV)
+    if rc != 0:
+        raise RuntimeError("ocfs2ctl format %s: %s" % (" ".join(args), out + err))
     return ref, ours
 
 

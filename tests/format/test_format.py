@@ -22,11 +22,14 @@ filesystems without --force (and success with it), one-line errors for bad
 option values, --json output, -q, --dry-run, BLOCKS, the progress bar on a
 terminal only.
 
-Usage: test_format.py OCFS2CTL WORKDIR
+Usage: test_format.py OCFS2CTL WORKDIR; by hand, from the top of the tree
+(o2test, the tests' library, is found through PYTHONPATH):
+
+    PYTHONPATH=tests python3 tests/format/test_format.py build/cli/ocfs2ctl /tmp/fmt
 """
 
 import concurrent.futures
-import hashlib
+import functools
 import json
 import os
 import pty
@@ -36,14 +39,16 @@ import subprocess
 import sys
 import threading
 
-# meson test sets MALLOC_PERTURB_; the tools must not inherit it: it makes
-# fsck.ocfs2 ten times slower (see tests/testenv.h)
-os.environ.pop("MALLOC_PERTURB_", None)
+from o2test.proc import SKIP, run_split, tool_env, which
+from o2test.tree import file_sha
+from o2test.volume import make_image
 
-SKIP = 77
 MiB = 1 << 20
 
-ENV = dict(os.environ, TZ="UTC", LANG="C", LC_ALL="C")
+# the tools' environment (without meson's MALLOC_PERTURB_: see proc.tool_env)
+ENV = tool_env(TZ="UTC", LANG="C", LC_ALL="C")
+# (exit status, stdout, stderr) as text, in ENV
+run = functools.partial(run_split, env=ENV)
 
 OCFS2CTL = None
 WORK = None
@@ -57,22 +62,6 @@ LEVELS = {
     "max-features": (COMPAT_ALL, DEFAULT_INCOMPAT | {"metaecc"},
                      {"unwritten", "usrquota", "grpquota"}),
 }
-
-
-def tool(name):
-    p = shutil.which(name)
-    if p:
-        return p
-    for d in ("/usr/sbin", "/sbin"):
-        if os.path.exists(os.path.join(d, name)):
-            return os.path.join(d, name)
-    return None
-
-
-def run(argv, stdin=None):
-    p = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       env=ENV)
-    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
 
 
 class Failures:
@@ -95,26 +84,13 @@ F = Failures()
 
 
 def fresh_image(name, size):
-    path = os.path.join(WORK, name + ".img")
-    if os.path.exists(path):
-        os.unlink(path)
-    with open(path, "wb") as f:
-        f.truncate(size)
-    return path
-
-
-def digest(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return make_image(os.path.join(WORK, name + ".img"), size)
 
 
 # ------------------------------------------------------------------ judges
 
 def debugfs(img, cmd):
-    rc, out, err = run([tool("debugfs.ocfs2"), "-R", cmd, img])
+    rc, out, err = run([which("debugfs.ocfs2"), "-R", cmd, img])
     return rc, out, err
 
 
@@ -166,7 +142,7 @@ LOOP_LOCK = threading.Lock()
 
 def o2info_check(where, img, exp):
     """o2info --volinfo on a read-only loop device; False if none can be made."""
-    losetup = tool("losetup")
+    losetup = which("losetup")
     if not losetup or os.geteuid() != 0:
         return False
     with LOOP_LOCK:
@@ -175,7 +151,7 @@ def o2info_check(where, img, exp):
         return False
     loop = out.strip()
     try:
-        rc, out, err = run([tool("o2info"), "--volinfo", loop])
+        rc, out, err = run([which("o2info"), "--volinfo", loop])
     finally:
         with LOOP_LOCK:
             run([losetup, "-d", loop])
@@ -205,7 +181,7 @@ def o2info_check(where, img, exp):
 def judge(where, img, exp):
     """Every tool's view of img against the expectation exp."""
     # fsck: the judge of consistency
-    rc, out, err = run([tool("fsck.ocfs2"), "-fn", img])
+    rc, out, err = run([which("fsck.ocfs2"), "-fn", img])
     problems = [l for l in out.splitlines() if l.startswith("[")]
     if rc != 0 or "All passes succeeded." not in out or problems:
         F.fail(where, "fsck.ocfs2 -fn exit %d: %s" % (rc, "; ".join(problems) or
@@ -257,7 +233,7 @@ def judge(where, img, exp):
         F.fail(where, "no lost+found in /")
 
     # tunefs.ocfs2 -Q (no block size specifier in 1.8.7)
-    rc, out, err = run([tool("tunefs.ocfs2"), "-Q", "%T|%N|%M|%H|%O|%U|%V\\n", img])
+    rc, out, err = run([which("tunefs.ocfs2"), "-Q", "%T|%N|%M|%H|%O|%U|%V\\n", img])
     parts = out.strip().split("|")
     if rc != 0 or len(parts) != 7:
         F.fail(where, "tunefs.ocfs2 -Q exit %d: %s" % (rc, (out + err).strip()))
@@ -409,12 +385,12 @@ def test_refusals():
     if rc != 0:
         F.fail("refuse", "first format failed: %s" % err)
         return
-    before = digest(img)
+    before = file_sha(img)
     rc, out, err = run([OCFS2CTL, "format", "-q", img])
     one_error_line("refuse-ocfs2", rc, out, err, 1, "holds an OCFS2 volume")
     if "--force" not in err:
         F.fail("refuse-ocfs2", "the message does not mention --force: %r" % err)
-    if digest(img) != before:
+    if file_sha(img) != before:
         F.fail("refuse-ocfs2", "the refused image was modified")
     uuid_before = json.loads(run([OCFS2CTL, "--json", "info", img])[1])["uuid"]
     rc, out, err = run([OCFS2CTL, "format", "-q", "--force", "-J", "size=4M", img])
@@ -424,7 +400,7 @@ def test_refusals():
         uuid_after = json.loads(run([OCFS2CTL, "--json", "info", img])[1])["uuid"]
         if uuid_after == uuid_before:
             F.fail("refuse-force", "the UUID did not change")
-        rc, fout, ferr = run([tool("fsck.ocfs2"), "-fn", img])
+        rc, fout, ferr = run([which("fsck.ocfs2"), "-fn", img])
         if rc != 0 or "All passes succeeded." not in fout:
             F.fail("refuse-force", "fsck after reformat: %s" % fout[-200:])
     # -F is mkfs.ocfs2's spelling of --force
@@ -439,7 +415,7 @@ def test_refusals():
         ("luks", [(0, b"LUKS\xba\xbe")], "LUKS"),
         ("btrfs", [(0x10040, b"_BHRfS_M")], "btrfs"),
     ]
-    mkext4 = tool("mkfs.ext4")
+    mkext4 = which("mkfs.ext4")
     for name, patches, words in foreign:
         img = fresh_image("foreign-" + name, 64 * MiB)
         if name == "ext4" and mkext4:
@@ -451,16 +427,16 @@ def test_refusals():
                 for off, data in patches:
                     f.seek(off)
                     f.write(data)
-        before = digest(img)
+        before = file_sha(img)
         rc, out, err = run([OCFS2CTL, "format", "-q", img])
         one_error_line("foreign-" + name, rc, out, err, 1, words)
-        if digest(img) != before:
+        if file_sha(img) != before:
             F.fail("foreign-" + name, "the refused image was modified")
         rc, out, err = run([OCFS2CTL, "format", "-q", "--force", "-J", "size=4M", img])
         if rc != 0:
             F.fail("foreign-" + name, "--force failed: %s" % err)
         else:
-            rc, fout, ferr = run([tool("fsck.ocfs2"), "-fn", img])
+            rc, fout, ferr = run([which("fsck.ocfs2"), "-fn", img])
             if rc != 0 or "All passes succeeded." not in fout:
                 F.fail("foreign-" + name, "fsck after --force: %s" % fout[-200:])
         os.unlink(img)
@@ -496,11 +472,11 @@ BAD = [
 
 def test_bad_options():
     img = fresh_image("bad", 64 * MiB)
-    before = digest(img)
+    before = file_sha(img)
     for args, want_rc, want in BAD:
         rc, out, err = run([OCFS2CTL, "format"] + args + [img])
         one_error_line("bad %s" % " ".join(args)[:40], rc, out, err, want_rc, want)
-    if digest(img) != before:
+    if file_sha(img) != before:
         F.fail("bad", "a refused format modified the image")
     small = fresh_image("small", 4 * MiB)
     rc, out, err = run([OCFS2CTL, "format", small])
@@ -535,7 +511,7 @@ def test_mounted():
 def test_output_modes():
     # --dry-run writes nothing and says what it would make
     img = fresh_image("dry", 128 * MiB)
-    before = digest(img)
+    before = file_sha(img)
     rc, out, err = run([OCFS2CTL, "--json", "format", "-n", "-b", "2048", "-N", "3", img])
     if rc != 0:
         F.fail("dry-run", "exit %d: %s" % (rc, err))
@@ -544,7 +520,7 @@ def test_output_modes():
         if not d["dry_run"] or d["block_size"] != 2048 or d["max_slots"] != 3 or \
                 d["uuid"] is not None:
             F.fail("dry-run", "json %r" % d)
-    if digest(img) != before:
+    if file_sha(img) != before:
         F.fail("dry-run", "--dry-run wrote to the image")
 
     # -q: silent; default: a summary, no progress bar when stdout is no terminal
@@ -567,7 +543,7 @@ def test_output_modes():
         st = parse_stats(debugfs(img, "stats")[1])
         if st.get("clusters") != 16384:
             F.fail("blocks", "debugfs sees %r clusters" % st.get("clusters"))
-        rc, fout, ferr = run([tool("fsck.ocfs2"), "-fn", img])
+        rc, fout, ferr = run([which("fsck.ocfs2"), "-fn", img])
         if rc != 0 or "All passes succeeded." not in fout:
             F.fail("blocks", "fsck: %s" % fout[-200:])
 
@@ -623,7 +599,7 @@ def main(argv):
         return 2
     OCFS2CTL = os.path.abspath(argv[1])
     for t in ("fsck.ocfs2", "debugfs.ocfs2", "tunefs.ocfs2", "o2info"):
-        if not tool(t):
+        if not which(t):
             print("SKIP: %s is not installed" % t)
             return SKIP
     WORK = os.path.join(os.path.abspath(argv[2]), "format-work")

@@ -24,8 +24,9 @@ import os
 import random
 import time
 
-from fuselib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, SEEK_DATA, SEEK_HOLE, Failure, fallocate,
-                     log, run)
+from o2test.check import Failure
+from o2test.proc import log
+from o2test.syscalls import FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, SEEK_DATA, SEEK_HOLE, fallocate
 
 PAGE = mmap.PAGESIZE
 
@@ -345,11 +346,11 @@ def case_fsx(env, chk):
         if env.debugfs:
             out = os.path.join(env.tmp, "rdump-" + vol.name)
             os.mkdir(out)
-            rc, text = run([env.debugfs, "-R", "rdump /f %s" % out, vol.img])
+            rc, text, got = vol.rdump("/f", out)
             chk.ok(rc == 0, "debugfs rdump /f: exit %d: %s" % (rc, text))
             if rc == 0:
                 try:
-                    fsx.verify_all(os.path.join(out, "f"), "debugfs.ocfs2 rdump of the file")
+                    fsx.verify_all(got, "debugfs.ocfs2 rdump of the file")
                 except FsxFailure as e:
                     chk.ok(False, "fsx seed %d, %s: %s" % (seed, vol.name, e))
         vol.mount()

@@ -16,7 +16,10 @@ truncate, fallocate, copy_file_range and O_DIRECT, checked against a model
 after each operation, on three volume geometries: fsx.py).  Needs root,
 /dev/fuse and ocfs2-tools (else exit 77).  FUSE_STRESS_SECONDS bounds the stress case's
 operations (default 40), FUSE_FSX_SECONDS the fsx case's (60);
-FUSE_TEST_WATCHDOG the whole case (540 s).
+FUSE_TEST_WATCHDOG the whole case (540 s).  The harness is o2test's
+(tests/o2test); by hand, from the top of the tree:
+
+    PYTHONPATH=tests python3 tests/fuse/test_fuse.py build/daemon/ocfs2d build/cli/ocfs2ctl ops
 """
 
 import ctypes
@@ -35,14 +38,15 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fuselib import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE,  # noqa: E402
-                     RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW,
-                     UTIME_OMIT, Failure, as_user, mount_entry, compare_snapshots, errno_of, fallocate,
-                     tool_env, file_sha, lazy_umount, libc, log, main, preload_env, renameat2, run, sanitizer_report,
-                     snapshot,
-                     utimensat)
-from fsx import case_fsx  # noqa: E402
+from fsx import case_fsx
+from o2test.check import Failure
+from o2test.harness import main
+from o2test.proc import log, preload_env, run, sanitizer_report, tool_env
+from o2test.syscalls import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, RENAME_EXCHANGE,
+                             RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW, UTIME_OMIT, as_user, errno_of,
+                             fallocate, libc, renameat2, utimensat)
+from o2test.tree import compare_snapshots, file_sha, read_file, snapshot
+from o2test.volume import lazy_umount, mount_entry
 
 
 def write_file(path, data, mode=0o644):
@@ -54,11 +58,6 @@ def write_file(path, data, mode=0o644):
             view = view[n:]
     finally:
         os.close(fd)
-
-
-def read_file(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def pwrite_all(fd, data, off):
@@ -96,9 +95,9 @@ def rdump_compare(chk, env, vol, subdir):
         return
     out = os.path.join(env.tmp, "rdump-" + vol.name)
     os.mkdir(out)
-    rc, text = run([env.debugfs, "-R", "rdump /%s %s" % (subdir, out), vol.img])
+    rc, text, got = vol.rdump("/" + subdir, out)
     chk.ok(rc == 0, "debugfs rdump /%s: exit %d: %s" % (subdir, rc, text))
-    return os.path.join(out, subdir)
+    return got
 
 
 # ====================================================================

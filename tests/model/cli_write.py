@@ -11,85 +11,23 @@ and long symlinks, hard links, a FIFO, odd names, nesting) goes in with
 and debugfs.ocfs2 rdump must give the tree back.  Then every verb, its
 errors (exit 1, one line "ocfs2ctl: VERB: ...") and its usage errors
 (exit 2), with the volume judged again after each group of changes
-against a host-side mirror of what it must hold.
+against a host-side mirror of what it must hold.  By hand, from the top of
+the tree (o2test, the tests' library, is found through PYTHONPATH):
+
+    PYTHONPATH=tests python3 tests/model/cli_write.py build/cli/ocfs2ctl default 4096 4096
 """
 
-import json
 import os
 import random
 import shutil
 import stat
-import subprocess
 import sys
 import tempfile
 
-# meson test sets MALLOC_PERTURB_; the tools must not inherit it: it makes
-# fsck.ocfs2 ten times slower (see tests/testenv.h)
-os.environ.pop("MALLOC_PERTURB_", None)
-
-SKIP = 77
-TOOLS_PATH = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
-
-
-def which(tool):
-    return shutil.which(tool, path=TOOLS_PATH)
-
-
-class Check:
-    def __init__(self):
-        self.failures = 0
-        self.count = 0
-
-    def ok(self, cond, what):
-        self.count += 1
-        if not cond:
-            self.failures += 1
-            print("FAIL: " + what, flush=True)
-        return cond
-
-
-def run(argv, stdin=None):
-    p = subprocess.run(argv, stdin=subprocess.DEVNULL if stdin is None else stdin,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       env=dict(os.environ, PATH=TOOLS_PATH))
-    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-class Ctl:
-    def __init__(self, exe, img, chk):
-        self.exe, self.img, self.chk = exe, img, chk
-
-    def ok(self, *args):
-        """A verb that must succeed quietly (text mode: nothing on stdout or stderr)."""
-        argv = [a.replace("{img}", self.img) for a in args]
-        rc, out, err = run([self.exe] + argv)
-        self.chk.ok(rc == 0 and err == "",
-                    "ocfs2ctl %s: exit %d, stderr %r (want 0, quiet)" % (" ".join(argv), rc, err))
-        return out
-
-    def json(self, *args):
-        argv = ["--json"] + [a.replace("{img}", self.img) for a in args]
-        rc, out, err = run([self.exe] + argv)
-        if not self.chk.ok(rc == 0 and err == "",
-                           "ocfs2ctl %s: exit %d, stderr %r" % (" ".join(argv), rc, err)):
-            return {}
-        try:
-            return json.loads(out)
-        except ValueError:
-            self.chk.ok(False, "ocfs2ctl %s: output is not JSON: %r" % (" ".join(argv), out))
-            return {}
-
-    def fails(self, rc_want, verb, needle, *args):
-        """Exit rc_want, nothing on stdout, one stderr line 'ocfs2ctl: VERB: ...NEEDLE...'."""
-        argv = [a.replace("{img}", self.img) for a in args]
-        rc, out, err = run([self.exe] + argv)
-        lines = err.splitlines()
-        what = "ocfs2ctl %s" % " ".join(argv)
-        self.chk.ok(rc == rc_want, "%s: exit %d, want %d (stderr %r)" % (what, rc, rc_want, err))
-        self.chk.ok(out == "", "%s: stdout %r, want nothing" % (what, out))
-        self.chk.ok(len(lines) == 1 and lines[0].startswith("ocfs2ctl: %s: " % verb),
-                    "%s: stderr %r, want one line 'ocfs2ctl: %s: ...'" % (what, err, verb))
-        self.chk.ok(needle in err, "%s: stderr %r does not say %r" % (what, err, needle))
+from o2test.check import Check, Failure
+from o2test.ctl import Ctl
+from o2test.proc import SKIP, which
+from o2test.volume import Image
 
 
 # ---- the host tree ----
@@ -162,38 +100,27 @@ def compare(chk, want, got, what):
             chk.ok(a.read() == b.read(), "%s: %s contents differ" % (what, g))
 
 
-class Volume:
-    def __init__(self, tmp, level, bs, cs, chk):
-        self.img = os.path.join(tmp, "vol.img")
-        self.tmp, self.chk = tmp, chk
-        with open(self.img, "wb") as f:
-            f.truncate(256 * 1024 * 1024)
-        rc, out, err = run(["mkfs.ocfs2", "-q", "-M", "local", "--fs-feature-level=" + level,
-                            "-b", str(bs), "-C", str(cs), "-J", "size=4M", self.img])
-        if rc != 0:
-            raise SystemExit("mkfs.ocfs2 failed: %s%s" % (out, err))
-        self.fresh = self.fsck_output()
-        self.n = 0
+def make_volume(tmp, level, bs, cs):
+    """A 256 MiB volume made by mkfs.ocfs2 at this feature level and geometry."""
+    try:
+        return Image(os.path.join(tmp, "vol.img"), 256 * 1024 * 1024,
+                     ["mkfs.ocfs2", "-q", "-M", "local", "--fs-feature-level=" + level,
+                      "-b", str(bs), "-C", str(cs), "-J", "size=4M"])
+    except Failure as e:
+        raise SystemExit("mkfs.ocfs2 failed: %s" % e)
 
-    def fsck_output(self):
-        rc, out, err = run(["fsck.ocfs2", "-fn", self.img])
-        return rc, out + err
 
-    def judge(self, mirror, vol_path, what):
-        """fsck as fresh, then rdump vol_path and compare with the host tree mirror."""
-        rc, out = self.fsck_output()
-        self.chk.ok(rc == 0 and "All passes succeeded." in out and out == self.fresh[1],
-                    "%s: fsck.ocfs2 -fn exit %d, output differs from the fresh volume's:\n%s"
-                    % (what, rc, out))
-        self.n += 1
-        dest = os.path.join(self.tmp, "rdump%d" % self.n)
-        os.mkdir(dest)
-        rc, out, err = run(["debugfs.ocfs2", "-R", "rdump %s %s" % (vol_path, dest), self.img])
-        got = os.path.join(dest, os.path.basename(vol_path))
-        if self.chk.ok(os.path.isdir(got), "%s: rdump %s made nothing: %s%s"
-                       % (what, vol_path, out, err)):
-            compare(self.chk, mirror, got, what)
-        shutil.rmtree(dest)
+def judge(chk, vol, mirror, vol_path, what):
+    """fsck as fresh, then rdump vol_path and compare with the host tree mirror."""
+    rc, out = vol.fsck_output()
+    chk.ok(rc == 0 and "All passes succeeded." in out and out == vol.baseline,
+           "%s: fsck.ocfs2 -fn exit %d, output differs from the fresh volume's:\n%s"
+           % (what, rc, out))
+    dest = tempfile.mkdtemp(prefix="rdump", dir=os.path.dirname(vol.img))
+    rc, out, got = vol.rdump(vol_path, dest)
+    if chk.ok(os.path.isdir(got), "%s: rdump %s made nothing: %s" % (what, vol_path, out)):
+        compare(chk, mirror, got, what)
+    shutil.rmtree(dest)
 
 
 def copy_mirror(src, dst):
@@ -205,7 +132,7 @@ def copy_mirror(src, dst):
 
 def links_of(ctl, path):
     d = os.path.dirname(path) or "/"
-    doc = ctl.json("ls", "-l", "{img}", d)
+    doc = ctl.json_ok("ls", "-l", "{img}", d)
     for e in doc.get("entries", []):
         if e["name"] == os.path.basename(path):
             return e["links"]
@@ -226,7 +153,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="o2cliwrite-")
     keep = False
     try:
-        vol = Volume(tmp, level, int(bs), int(cs), chk)
+        vol = make_volume(tmp, level, int(bs), int(cs))
         ctl = Ctl(exe, vol.img, chk)
         rnd = random.Random(20240611)
         src = os.path.join(tmp, "src")
@@ -238,16 +165,16 @@ def main():
         ctl.ok("mkdir", "{img}", "/TOP")
         ctl.ok("put", "-r", "{img}", src, "/TOP/tree")
         copy_mirror(src, os.path.join(mirror, "TOP", "tree"))
-        doc = ctl.json("put", "-r", "{img}", src + "/", "/TOP")
+        doc = ctl.json_ok("put", "-r", "{img}", src + "/", "/TOP")
         chk.ok(doc.get("path") == "/TOP/src" and doc.get("hard_links") == 1 and
                doc.get("special") == 1 and doc.get("symlinks") == 3 and doc.get("files") == 17,
                "put --json summary: %r" % doc)
         copy_mirror(src, os.path.join(mirror, "TOP", "src"))
-        vol.judge(os.path.join(mirror, "TOP"), "/TOP", "after put -r")
+        judge(chk, vol, os.path.join(mirror, "TOP"), "/TOP", "after put -r")
         chk.ok(links_of(ctl, "/TOP/tree/f2-100") == 2, "hard link in put -r: links of f2-100")
-        doc = ctl.json("stat", "{img}", "/TOP/tree/d1/f5-513")
+        doc = ctl.json_ok("stat", "{img}", "/TOP/tree/d1/f5-513")
         chk.ok(doc.get("permissions") == 0o4755, "put keeps set-user-ID: %r" % doc.get("mode"))
-        doc = ctl.json("ls", "-l", "{img}", "/TOP/tree")
+        doc = ctl.json_ok("ls", "-l", "{img}", "/TOP/tree")
         chk.ok(any(e["name"] == "a fifo" and e["type"] == "fifo" for e in doc.get("entries", [])),
                "put -r: the FIFO is in the volume")
 
@@ -264,7 +191,7 @@ def main():
         ctl.ok("put", "-f", "{img}", big, "/TOP/tree/d1/f1-1")
         shutil.copy2(big, os.path.join(mirror, "TOP", "tree", "d1", "f1-1"))
         ctl.ok("put", "-rf", "{img}", src, "/TOP")  # merge over everything
-        vol.judge(os.path.join(mirror, "TOP"), "/TOP", "after put -f")
+        judge(chk, vol, os.path.join(mirror, "TOP"), "/TOP", "after put -f")
 
         # mkdir
         ctl.ok("mkdir", "{img}", "/TOP/new")
@@ -283,7 +210,7 @@ def main():
             os.chmod(os.path.join(mirror, "TOP", d), 0o755)
         for d in ["a", "a/b"]:
             os.chmod(os.path.join(mirror, "TOP", d), 0o755)
-        doc = ctl.json("mkdir", "{img}", "/TOP/jsondir")
+        doc = ctl.json_ok("mkdir", "{img}", "/TOP/jsondir")
         chk.ok(doc.get("path") == "/TOP/jsondir" and doc.get("inode", 0) > 0,
                "mkdir --json: %r" % doc)
         os.mkdir(os.path.join(mirror, "TOP", "jsondir"), 0o755)
@@ -305,7 +232,7 @@ def main():
         ctl.ok("ln", "-s", "{img}", "t" * 3000, "/TOP/new/longsym")
         os.symlink("t" * 3000, os.path.join(mirror, "TOP", "new", "longsym"))
         ctl.fails(1, "ln", "already exists", "ln", "-s", "{img}", "x", "/TOP/new/sym")
-        vol.judge(os.path.join(mirror, "TOP"), "/TOP", "after mkdir and ln")
+        judge(chk, vol, os.path.join(mirror, "TOP"), "/TOP", "after mkdir and ln")
 
         # reflink: copies sharing clusters, then one changed (copy on write)
         if level == "max-compat":
@@ -320,9 +247,9 @@ def main():
                 # the data and mode of the source, times of their own
                 d_path = os.path.join(mirror, "TOP", d_)
                 shutil.copy(os.path.join(mirror, "TOP", s_), d_path)
-                t = ctl.json("stat", "{img}", "/TOP/" + d_)["mtime"]
+                t = ctl.json_ok("stat", "{img}", "/TOP/" + d_)["mtime"]
                 os.utime(d_path, (t, t))
-            chk.ok(ctl.json("stat", "{img}", "/TOP/new/r1").get("permissions") ==
+            chk.ok(ctl.json_ok("stat", "{img}", "/TOP/new/r1").get("permissions") ==
                    stat.S_IMODE(os.stat(os.path.join(mirror, "TOP", "tree", "f10-300001")).st_mode),
                    "reflink keeps the mode")
             ctl.fails(1, "reflink", "already exists", "reflink", "{img}", "/TOP/tree/f0-0",
@@ -331,11 +258,11 @@ def main():
             ctl.fails(1, "reflink", "not a regular file", "reflink", "{img}", "/TOP/new/sym",
                       "/TOP/s2")
             ctl.fails(1, "reflink", "no such file", "reflink", "{img}", "/TOP/absent", "/TOP/x")
-            vol.judge(os.path.join(mirror, "TOP"), "/TOP", "after reflink")
+            judge(chk, vol, os.path.join(mirror, "TOP"), "/TOP", "after reflink")
             small = os.path.join(src, "f4-512")
             ctl.ok("put", "-f", "{img}", small, "/TOP/new/r1")
             shutil.copy2(small, os.path.join(mirror, "TOP", "new", "r1"))
-            vol.judge(os.path.join(mirror, "TOP"), "/TOP", "after overwriting a reflink")
+            judge(chk, vol, os.path.join(mirror, "TOP"), "/TOP", "after overwriting a reflink")
         ctl.fails(2, "reflink", "usage", "reflink", "{img}", "/TOP/x")
 
         # mv
@@ -351,7 +278,7 @@ def main():
         ctl.ok("mv", "{img}", "/TOP/tree/d1/f3-511", "/TOP/tree/d1/f5-513")  # replaces a file
         os.rename(os.path.join(mirror, "TOP", "tree", "d1", "f3-511"),
                   os.path.join(mirror, "TOP", "tree", "d1", "f5-513"))
-        vol.judge(os.path.join(mirror, "TOP"), "/TOP", "after mv")
+        judge(chk, vol, os.path.join(mirror, "TOP"), "/TOP", "after mv")
 
         # rm
         ctl.fails(1, "rm", "is a directory", "rm", "{img}", "/TOP/new")
@@ -363,10 +290,10 @@ def main():
         ctl.ok("rm", "{img}", "/TOP/new/sym")
         os.unlink(os.path.join(mirror, "TOP", "new", "sym"))
         ctl.ok("rm", "{img}", "/TOP/tree/a fifo")
-        doc = ctl.json("rm", "-r", "{img}", "/TOP/src")
+        doc = ctl.json_ok("rm", "-r", "{img}", "/TOP/src")
         chk.ok(doc.get("removed", 0) > 20, "rm -r --json: %r" % doc)
         shutil.rmtree(os.path.join(mirror, "TOP", "src"))
-        vol.judge(os.path.join(mirror, "TOP"), "/TOP", "after rm")
+        judge(chk, vol, os.path.join(mirror, "TOP"), "/TOP", "after rm")
         chk.ok(links_of(ctl, "/TOP/tree/f2-100") == 2, "links of f2-100 after rm -r of /TOP/src")
 
         # usage errors
@@ -378,7 +305,7 @@ def main():
         # everything away: the volume is as it was
         ctl.ok("rm", "-r", "{img}", "/TOP")
         rc, out = vol.fsck_output()
-        chk.ok(out == vol.fresh[1], "after rm -r /TOP: fsck output differs:\n%s" % out)
+        chk.ok(out == vol.baseline, "after rm -r /TOP: fsck output differs:\n%s" % out)
     except BaseException:
         keep = True
         raise

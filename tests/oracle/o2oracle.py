@@ -5,63 +5,30 @@ parse debugfs.ocfs2's text output, and compare field by field.
 The parsers are strict on purpose: a line of debugfs output that no parser
 recognises is reported as a mismatch ("unparsed"), so a field debugfs prints
 can never be skipped silently.
+
+Running programs, ocfs2ctl (Ctl) and images come from o2test, the tests'
+library, found through PYTHONPATH; by hand, from the top of the tree:
+
+    PYTHONPATH=tests python3 tests/oracle/oracle_volumes.py build/cli/ocfs2ctl b4096
 """
 
-import json
+import functools
 import os
 import re
-import shutil
-import subprocess
 import sys
 import time
 
-# meson test sets MALLOC_PERTURB_; the tools must not inherit it: it makes
-# fsck.ocfs2 ten times slower (see tests/testenv.h)
-os.environ.pop("MALLOC_PERTURB_", None)
+from o2test.ctl import Ctl as _Ctl
+from o2test.proc import run_split, text, tool_env, which
+from o2test.volume import make_image
 
-SKIP = 77
-
-TOOL_ENV = dict(os.environ, TZ="UTC", LANG="C", LC_ALL="C")
-
-
-def need_tools(*names):
-    """Exit 77 (meson's skip) when a tool is missing, saying which."""
-    for n in names:
-        if shutil.which(n) is None and not os.path.exists(os.path.join("/usr/sbin", n)):
-            print("SKIP: %s is not installed" % n)
-            sys.exit(SKIP)
-
-
-def tool(name):
-    p = shutil.which(name)
-    if p:
-        return p
-    return os.path.join("/usr/sbin", name)
-
-
-def run(argv, stdin=None, check=False):
-    """Run a command; returns (rc, stdout bytes, stderr bytes)."""
-    p = subprocess.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       env=TOOL_ENV)
-    if check and p.returncode != 0:
-        raise RuntimeError("%s failed (%d): %s" % (" ".join(argv), p.returncode,
-                                                   p.stderr.decode(errors="replace")))
-    return p.returncode, p.stdout, p.stderr
-
-
-def text(b):
-    return b.decode("utf-8", errors="surrogateescape")
+# the tools' environment (without meson's MALLOC_PERTURB_: see proc.tool_env)
+TOOL_ENV = tool_env(TZ="UTC", LANG="C", LC_ALL="C")
+# run(argv, input=None, check=False): (exit status, stdout bytes, stderr bytes) in TOOL_ENV
+run = functools.partial(run_split, env=TOOL_ENV, binary=True)
 
 
 # ---------------------------------------------------------------- mkfs
-
-def make_image(path, size):
-    """A fresh sparse file of size bytes."""
-    if os.path.exists(path):
-        os.unlink(path)
-    with open(path, "wb") as f:
-        f.truncate(size)
-
 
 def mkfs(path, size, args):
     """Format a fresh sparse image with the real mkfs.ocfs2.
@@ -69,7 +36,7 @@ def mkfs(path, size, args):
     Returns (ok, message): ok False when mkfs refused, with its reason.
     """
     make_image(path, size)
-    rc, out, err = run([tool("mkfs.ocfs2"), "-q"] + args + [path])
+    rc, out, err = run([which("mkfs.ocfs2"), "-q"] + args + [path])
     msg = (text(out) + text(err)).strip()
     # mkfs prints the cluster stack on stdout even with -q; ignore that.
     lines = [l for l in msg.splitlines()
@@ -96,7 +63,7 @@ def flip_local_mount(path, blocksize, on):
 
 
 def tunefs_features(path, features):
-    rc, out, err = run([tool("tunefs.ocfs2"), "--fs-features=" + features, path], stdin=b"y\n")
+    rc, out, err = run([which("tunefs.ocfs2"), "--fs-features=" + features, path], input=b"y\n")
     if rc != 0:
         raise RuntimeError("tunefs.ocfs2 --fs-features=%s failed (%d): %s%s"
                            % (features, rc, text(out), text(err)))
@@ -115,7 +82,7 @@ def debugfs(img, cmds):
         for c in cmds:
             f.write(c + "\n")
     try:
-        rc, out, err = run([tool("debugfs.ocfs2"), "-f", cmdfile, img])
+        rc, out, err = run([which("debugfs.ocfs2"), "-f", cmdfile, img])
     finally:
         os.unlink(cmdfile)
     res = {}
@@ -140,43 +107,36 @@ def debugfs(img, cmds):
 
 
 def debugfs_dump(img, path, out):
-    rc, o, e = run([tool("debugfs.ocfs2"), "-R", "dump %s %s" % (path, out), img])
+    rc, o, e = run([which("debugfs.ocfs2"), "-R", "dump %s %s" % (path, out), img])
     if rc != 0 or not os.path.exists(out):
         raise RuntimeError("debugfs dump %s failed: %s" % (path, text(e)))
 
 
 # ---------------------------------------------------------------- ocfs2ctl
 
-class Ctl:
-    """Runs ocfs2ctl.  With O2ORACLE_MUTATE=NAME in the environment, one of
-    MUTATIONS falsifies what ocfs2ctl said, so the self-test can prove that
-    the comparisons catch a wrong answer."""
+class Ctl(_Ctl):
+    """ocfs2ctl (o2test.ctl.Ctl) in TOOL_ENV.  With O2ORACLE_MUTATE=NAME in
+    the environment, one of MUTATIONS falsifies what ocfs2ctl said, so the
+    self-test can prove that the comparisons catch a wrong answer."""
 
     def __init__(self, path):
-        self.path = path
+        super().__init__(path, env=TOOL_ENV)
         self.mutation = os.environ.get("O2ORACLE_MUTATE")
         if self.mutation and self.mutation not in MUTATIONS:
             raise ValueError("unknown mutation %r" % self.mutation)
 
     def raw(self, *args):
-        rc, out, err = run([self.path] + list(args))
+        rc, out, err = super().raw(*args)
         if self.mutation == "cat-byte" and args[0] == "cat" and args[-1] == "//slot_map" and out:
             out = bytes([out[0] ^ 0x01]) + out[1:]
         return rc, out, err
 
     def json(self, *args):
         """Run ocfs2ctl --json ARGS; returns (rc, parsed or None, stderr text)."""
-        rc, out, err = run([self.path, "--json"] + list(args))
-        doc = None
-        if out:
-            try:
-                doc = json.loads(out.decode("utf-8"))
-            except (ValueError, UnicodeDecodeError) as e:
-                raise RuntimeError("ocfs2ctl %s: output is not JSON (%s): %r"
-                                   % (" ".join(args), e, out[:200]))
+        rc, doc, err = super().json(*args)
         if self.mutation and doc is not None:
             MUTATIONS[self.mutation](list(args), doc)
-        return rc, doc, text(err)
+        return rc, doc, err
 
 
 def _mut_stat(path, fn):

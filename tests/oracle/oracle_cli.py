@@ -21,23 +21,13 @@ import tempfile
 
 sys.dont_write_bytecode = True
 import o2oracle as o2  # noqa: E402
+from o2test.check import Check  # noqa: E402
+from o2test.proc import need_tools, text  # noqa: E402
 
 M = 1024 * 1024
 VERBS_IMG = [["info"], ["slots"], ["check"], ["ls", "-l", "{img}", "/"], ["ls", "{img}", "//"],
              ["stat", "{img}", "/"], ["stat", "{img}", "//global_bitmap"],
              ["cat", "{img}", "//slot_map"]]
-
-
-class Result:
-    def __init__(self):
-        self.failures = []
-        self.count = 0
-
-    def check(self, cond, what):
-        self.count += 1
-        if not cond:
-            self.failures.append(what)
-            print("FAIL: " + what)
 
 
 def argv_for(v, img):
@@ -49,44 +39,44 @@ def argv_for(v, img):
 def expect_error(r, ctl, argv, rc_want, verb, pattern):
     """rc_want, nothing on stdout (text mode), one stderr line 'ocfs2ctl: VERB: ...'."""
     rc, out, err = ctl.raw(*argv)
-    e = o2.text(err)
+    e = text(err)
     lines = e.splitlines()
     what = "ocfs2ctl %s" % " ".join(argv)
-    r.check(rc == rc_want, "%s: exit %d, want %d (stderr %r)" % (what, rc, rc_want, e))
-    r.check(len(lines) == 1, "%s: %d stderr lines, want 1: %r" % (what, len(lines), e))
+    r.ok(rc == rc_want, "%s: exit %d, want %d (stderr %r)" % (what, rc, rc_want, e))
+    r.ok(len(lines) == 1, "%s: %d stderr lines, want 1: %r" % (what, len(lines), e))
     prefix = "ocfs2ctl: %s: " % verb if verb else "ocfs2ctl: "
-    r.check(bool(lines) and lines[0].startswith(prefix),
-            "%s: stderr %r does not start with %r" % (what, e, prefix))
+    r.ok(bool(lines) and lines[0].startswith(prefix),
+         "%s: stderr %r does not start with %r" % (what, e, prefix))
     if pattern:
-        r.check(re.search(pattern, e) is not None,
-                "%s: stderr %r does not match %r" % (what, e, pattern))
+        r.ok(re.search(pattern, e) is not None,
+             "%s: stderr %r does not match %r" % (what, e, pattern))
     return rc, out, e
 
 
 def no_crash(r, ctl, argv, label):
     """Any outcome but a crash: exit 0 with quiet stderr, or exit 1 with one line."""
     rc, out, err = ctl.raw(*argv)
-    e = o2.text(err)
+    e = text(err)
     what = "%s: ocfs2ctl %s" % (label, " ".join(argv))
     if rc < 0:
-        r.check(False, "%s: killed by signal %s" % (what, signal.Signals(-rc).name))
+        r.ok(False, "%s: killed by signal %s" % (what, signal.Signals(-rc).name))
         return
-    r.check(rc in (0, 1), "%s: exit %d" % (what, rc))
+    r.ok(rc in (0, 1), "%s: exit %d" % (what, rc))
     if rc == 0:
-        r.check(e == "", "%s: exit 0 but stderr %r" % (what, e))
+        r.ok(e == "", "%s: exit 0 but stderr %r" % (what, e))
     else:
         lines = e.splitlines()
-        r.check(len(lines) == 1 and lines[0].startswith("ocfs2ctl: %s: " % argv[0]),
-                "%s: want one stderr line 'ocfs2ctl: %s: ...', got %r" % (what, argv[0], e))
+        r.ok(len(lines) == 1 and lines[0].startswith("ocfs2ctl: %s: " % argv[0]),
+             "%s: want one stderr line 'ocfs2ctl: %s: ...', got %r" % (what, argv[0], e))
 
 
 def test_usage(r, ctl):
     rc, out, err = ctl.raw("--help")
-    r.check(rc == 0 and b"Usage" in out and not err, "--help: rc %d out %r err %r" % (rc, out[:80], err))
+    r.ok(rc == 0 and b"Usage" in out and not err, "--help: rc %d out %r err %r" % (rc, out[:80], err))
     rc, out, err = ctl.raw("--version")
-    r.check(rc == 0 and out.startswith(b"ocfs2ctl ") and not err, "--version: rc %d out %r" % (rc, out))
+    r.ok(rc == 0 and out.startswith(b"ocfs2ctl ") and not err, "--version: rc %d out %r" % (rc, out))
     rc, out, err = ctl.raw("info", "--help")
-    r.check(rc == 0 and b"Usage" in out, "info --help: rc %d" % rc)
+    r.ok(rc == 0 and b"Usage" in out, "info --help: rc %d" % rc)
     expect_error(r, ctl, [], 2, None, r"usage")
     expect_error(r, ctl, ["frob", "x"], 2, "frob", r"unknown verb")
     expect_error(r, ctl, ["info"], 2, "info", r"usage: ocfs2ctl .*info IMAGE")
@@ -122,7 +112,7 @@ def test_foreign(r, ctl, tmp):
             expect_error(r, ctl, argv_for(v, img), 1, v[0],
                          re.escape(img) + " is not an OCFS2 volume")
         rc, out, err = ctl.raw("--json", "info", img)
-        r.check(rc == 1 and out == b"", "--json info %s: rc %d stdout %r" % (img, rc, out))
+        r.ok(rc == 1 and out == b"", "--json info %s: rc %d stdout %r" % (img, rc, out))
     # A directory is not an image.
     for v in (["info"], ["check"]):
         expect_error(r, ctl, argv_for(v, tmp), 1, v[0], re.escape(tmp))
@@ -148,24 +138,24 @@ def test_paths(r, ctl, img, info):
     # Relative paths are taken from the root.
     rc1, a, _ = ctl.json("stat", img, "lost+found")
     rc2, b, _ = ctl.json("stat", img, "/lost+found")
-    r.check(rc1 == 0 and rc2 == 0 and a["inode"] == b["inode"], "relative path lookup")
+    r.ok(rc1 == 0 and rc2 == 0 and a["inode"] == b["inode"], "relative path lookup")
     # --json anywhere gives the same document.
     rc, o1, _ = o2.run([ctl.path, "--json", "info", img])
     rc2, o2b, _ = o2.run([ctl.path, "info", img, "--json"])
     rc3, o3, _ = o2.run([ctl.path, "info", "--json", img])
-    r.check(rc == rc2 == rc3 == 0 and o1 == o2b == o3, "--json position changes the output")
+    r.ok(rc == rc2 == rc3 == 0 and o1 == o2b == o3, "--json position changes the output")
     rc, o4, _ = o2.run([ctl.path, "ls", img, "-l", "--json", "/"])
     rc2, o5, _ = o2.run([ctl.path, "--json", "ls", "-l", img, "/"])
-    r.check(rc == rc2 == 0 and o4 == o5 and b"mode_string" in o4, "ls -l --json in any order")
+    r.ok(rc == rc2 == 0 and o4 == o5 and b"mode_string" in o4, "ls -l --json in any order")
     rc, o6, _ = o2.run([ctl.path, "--json", "--", "ls", img, "/"])
-    r.check(rc == 0 and json.loads(o6)["entries"][0]["name"] == ".", "-- ends options")
+    r.ok(rc == 0 and json.loads(o6)["entries"][0]["name"] == ".", "-- ends options")
     # Every verb: human output works and --json output parses.
     for v in VERBS_IMG:
         argv = argv_for(v, img)
         rc, out, err = ctl.raw(*argv)
-        r.check(rc == 0 and out and not err, "ocfs2ctl %s: rc %d err %r" % (argv, rc, err))
+        r.ok(rc == 0 and out and not err, "ocfs2ctl %s: rc %d err %r" % (argv, rc, err))
         rc, doc, e = ctl.json(*argv)
-        r.check(rc == 0 and isinstance(doc, dict), "ocfs2ctl --json %s: rc %d" % (argv, rc))
+        r.ok(rc == 0 and isinstance(doc, dict), "ocfs2ctl --json %s: rc %d" % (argv, rc))
 
 
 def write_at(img, off, data):
@@ -179,7 +169,7 @@ def test_damage(r, ctl, tmp):
     img = os.path.join(tmp, "damage.img")
     ok, why = o2.mkfs(img, 64 * M, ["-b", "1024", "-C", "4K", "-J", "size=4M",
                                      "--fs-feature-level=max-compat"])
-    r.check(ok, "mkfs for the damage test: " + why)
+    r.ok(ok, "mkfs for the damage test: " + why)
     if not ok:
         return
     pristine = img + ".orig"
@@ -204,11 +194,11 @@ def test_damage(r, ctl, tmp):
         blk = off // bs
         for v in verbs:
             rc, out, e = expect_error(r, ctl, argv_for(v, img), 1, v[0], None)
-            r.check(str(blk) in e, "%s: %s: the message %r does not name block %d"
-                    % (name, v, e, blk))
+            r.ok(str(blk) in e, "%s: %s: the message %r does not name block %d"
+                 % (name, v, e, blk))
         rc, doc, e = ctl.json("check", img)
-        r.check(rc == 1 and doc is not None and doc.get("clean") is False and doc.get("error"),
-                "%s: check --json: rc %d doc %r" % (name, rc, doc))
+        r.ok(rc == 1 and doc is not None and doc.get("clean") is False and doc.get("error"),
+             "%s: check --json: rc %d doc %r" % (name, rc, doc))
     # A damaged journal superblock: info and stat still show the volume and
     # say what is wrong with that journal; check gives the verdict.
     shutil.copyfile(pristine, img)
@@ -216,13 +206,13 @@ def test_damage(r, ctl, tmp):
     jblk = o2.parse_stat(out["stat //journal:0001"])["extent_lists"][0]["recs"][0]["blkno"]
     write_at(img, jblk * bs, b"XXXX")
     rc, doc, e = ctl.json("info", img)
-    r.check(rc == 0 and doc["journals"][1].get("error") and str(jblk) in doc["journals"][1]["error"]
-            and "sequence" in doc["journals"][0] and e == "",
-            "damaged journal 1: info rc %d journals %r stderr %r"
-            % (rc, doc and doc.get("journals"), e))
+    r.ok(rc == 0 and doc["journals"][1].get("error") and str(jblk) in doc["journals"][1]["error"]
+         and "sequence" in doc["journals"][0] and e == "",
+         "damaged journal 1: info rc %d journals %r stderr %r"
+         % (rc, doc and doc.get("journals"), e))
     rc, doc, e = ctl.json("stat", img, "//journal:0001")
-    r.check(rc == 0 and doc["journal"].get("super_error") and doc["journal"]["slot"] == 1,
-            "damaged journal 1: stat rc %d journal %r" % (rc, doc and doc.get("journal")))
+    r.ok(rc == 0 and doc["journal"].get("super_error") and doc["journal"]["slot"] == 1,
+         "damaged journal 1: stat rc %d journal %r" % (rc, doc and doc.get("journal")))
     expect_error(r, ctl, ["check", img], 1, "check", str(jblk))
     # A superblock that is no longer one.
     shutil.copyfile(pristine, img)
@@ -260,7 +250,7 @@ def test_fuzz(r, ctl, tmp, seed, level, iterations):
     img = os.path.join(tmp, "fuzz.img")
     ok, why = o2.mkfs(img, 64 * M, ["-b", "1024", "-C", "4K", "-J", "size=4M", "-N", "2"]
                       + (["--fs-feature-level=" + level] if level else []))
-    r.check(ok, "mkfs for the fuzz test: " + why)
+    r.ok(ok, "mkfs for the fuzz test: " + why)
     if not ok:
         return
     pristine = img + ".orig"
@@ -294,16 +284,16 @@ def main():
     if len(sys.argv) != 2:
         print("usage: oracle_cli.py OCFS2CTL")
         return 2
-    o2.need_tools("mkfs.ocfs2", "debugfs.ocfs2")
+    need_tools("mkfs.ocfs2", "debugfs.ocfs2")
     ctl = o2.Ctl(os.path.abspath(sys.argv[1]))
-    r = Result()
+    r = Check()
     tmp = tempfile.mkdtemp(prefix="o2cli-")
     try:
         test_usage(r, ctl)
         test_foreign(r, ctl, tmp)
         img = os.path.join(tmp, "good.img")
         ok, why = o2.mkfs(img, 64 * M, ["-b", "4096", "-C", "4K", "-J", "size=4M"])
-        r.check(ok, "mkfs: " + why)
+        r.ok(ok, "mkfs: " + why)
         if ok:
             rc, info, _ = ctl.json("info", img)
             test_paths(r, ctl, img, info)
@@ -313,7 +303,7 @@ def main():
         test_fuzz(r, ctl, tmp, 3, "max-features", 30)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d checks, %d failed" % (r.count, len(r.failures)))
+    print("%d checks, %d failed" % (r.count, r.failures))
     return 1 if r.failures else 0
 
 

@@ -15,6 +15,7 @@ import sys
 
 sys.dont_write_bytecode = True
 import o2oracle as o2  # noqa: E402
+from o2test.proc import need_tools  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GROUP, VOLUME = "b4096", "b4096-c4K-max-features"
@@ -38,7 +39,7 @@ EXPECT = {
 }
 
 
-def run(ctl, mutation):
+def run_volumes(ctl, mutation):
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     env.pop("O2ORACLE_MUTATE", None)
     if mutation:
@@ -53,20 +54,20 @@ def main():
     if len(sys.argv) != 2:
         print("usage: oracle_selftest.py OCFS2CTL")
         return 2
-    o2.need_tools("mkfs.ocfs2", "debugfs.ocfs2", "tunefs.ocfs2")
+    need_tools("mkfs.ocfs2", "debugfs.ocfs2", "tunefs.ocfs2")
     ctl = os.path.abspath(sys.argv[1])
     missing = set(o2.MUTATIONS) ^ set(EXPECT)
     if missing:
         print("FAIL: mutations and expectations differ: %s" % sorted(missing))
         return 1
     bad = 0
-    rc, out = run(ctl, None)
+    rc, out = run_volumes(ctl, None)
     if rc != 0:
         print("FAIL: the unmutated run does not pass (rc %d):\n%s" % (rc, out))
         return 1
     print("baseline: passes")
     for name in sorted(EXPECT):
-        rc, out = run(ctl, name)
+        rc, out = run_volumes(ctl, name)
         lines = [l for l in out.splitlines() if l.startswith("MISMATCH")]
         hit = [l for l in lines if EXPECT[name] in l]
         if rc == 1 and hit:

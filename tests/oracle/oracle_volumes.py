@@ -29,6 +29,7 @@ import time
 
 sys.dont_write_bytecode = True
 import o2oracle as o2  # noqa: E402
+from o2test.proc import need_tools, text  # noqa: E402
 
 M = 1024 * 1024
 
@@ -566,7 +567,7 @@ def check_volume(ctl, vol, img, tmp, mm):
         os.unlink(dumpf)
         rc, ours, err = ctl.raw("cat", img, p)
         if rc != 0:
-            mm.fail(where, "ocfs2ctl cat %s failed (%d): %s" % (p, rc, o2.text(err).strip()))
+            mm.fail(where, "ocfs2ctl cat %s failed (%d): %s" % (p, rc, text(err).strip()))
             continue
         if ours != theirs:
             first = next((i for i in range(min(len(ours), len(theirs)))
@@ -647,7 +648,7 @@ def main():
     ap.add_argument("--keep", help="make the images in this directory and keep them")
     ap.add_argument("--only", help="run only the volume of this name")
     args = ap.parse_args()
-    o2.need_tools("mkfs.ocfs2", "debugfs.ocfs2", "tunefs.ocfs2")
+    need_tools("mkfs.ocfs2", "debugfs.ocfs2", "tunefs.ocfs2")
     ctl = o2.Ctl(os.path.abspath(args.ocfs2ctl))
 
     if args.group.startswith("b") and args.group[1:].isdigit():

@@ -32,9 +32,13 @@ import subprocess
 import sys
 import time
 
+from o2test.check import Failure
+from o2test.harness import main
+from o2test.proc import log, sanitizer_report, tool_env, which
+from o2test.tree import read_file
+from o2test.volume import lazy_umount
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "fuse"))
-from fuselib import Failure, lazy_umount, log, main, sanitizer_report, tool_env, which  # noqa: E402
 
 AGENT = os.path.join(HERE, "..", "..", "ra", "volume")
 OCF_ROOT = "/usr/lib/ocf"
@@ -119,11 +123,6 @@ def write(path, data):
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def no_sanitizer(chk, agent):
@@ -219,7 +218,7 @@ def case_states(env, chk):
     chk.ok(not vol.mounted(), "the dead mount is gone after stop")
     chk.eq(a("monitor")[0], NOT_RUNNING, "monitor after that stop")
     chk.eq(a("start")[0], SUCCESS, "start after the failure (replays the journal)")
-    chk.eq(read(os.path.join(vol.mnt, "before-kill")), b"fsynced before the daemon died\n",
+    chk.eq(read_file(os.path.join(vol.mnt, "before-kill")), b"fsynced before the daemon died\n",
            "fsynced data survived the kill")
     chk.eq(a("stop")[0], SUCCESS, "stop")
     vol.fsck(chk, "after the kill, replay and stop")
@@ -244,8 +243,8 @@ def case_states(env, chk):
     chk.ok(not vol.mounted(), "not mounted after the forced stop")
     vol.fsck(chk, "after the forced stop")
     chk.eq(a("start")[0], SUCCESS, "start after the forced stop")
-    chk.ok(len(read(os.path.join(vol.mnt, "busy"))) > 0, "what the busy user wrote is there")
-    chk.eq(read(os.path.join(vol.mnt, "before-kill")), b"fsynced before the daemon died\n",
+    chk.ok(len(read_file(os.path.join(vol.mnt, "busy"))) > 0, "what the busy user wrote is there")
+    chk.eq(read_file(os.path.join(vol.mnt, "before-kill")), b"fsynced before the daemon died\n",
            "older data still there")
     chk.eq(a("stop")[0], SUCCESS, "final stop")
     chk.ok(wait_for(lambda: not agent.daemon_pids()), "ocfs2d exited once idle")

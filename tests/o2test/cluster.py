@@ -1,0 +1,287 @@
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Clusters of the test's own: each node a private corosync in namespaces of
+its own (network, mount, IPC, UTS: its /run, /dev/shm and configuration are
+the test's, not the machine's), plugged into a bridge in a network namespace
+of its own, as TEST-CLUSTER.md describes.  Needs root, corosync, unshare,
+nsenter and ip (see need_cluster_tools).
+
+    cluster = Cluster(tmp, 3)              # three nodes, formed (quorate)
+    try:
+        p = cluster.nodes[0].spawn([...])  # a process inside node 1
+        cluster.cut(2); cluster.heal(2)    # a partition, healed
+        cluster.nodes[2].kill()            # node 3 loses power
+    finally:
+        cluster.stop()
+
+The helpers end the test on their own: fail() exits 1 saying FAIL, skip()
+exits 77 (meson's skip) saying SKIP.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+SUBNET = "192.168.77"  # exists only inside the test's namespaces
+
+COROSYNC_CONF = """totem {{
+	version: 2
+	cluster_name: ocfs2d-test
+	crypto_cipher: none
+	crypto_hash: none
+	token: 1000
+}}
+logging {{
+	to_stderr: yes
+	to_logfile: no
+	to_syslog: no
+}}
+quorum {{
+	provider: corosync_votequorum
+}}
+nodelist {{
+{nodes}
+}}
+system {{
+	move_to_root_cgroup: no
+}}
+"""
+
+NODE_CONF = """	node {{
+		name: n{i}
+		nodeid: {i}
+		ring0_addr: {subnet}.{addr}
+	}}"""
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+def fail(why):
+    print(f"FAIL: {why}")
+    sys.exit(1)
+
+
+def sh(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        fail(f"{' '.join(cmd)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def wait_unshared(pid, what):
+    """Wait until process pid is in namespaces of its own (one unshare(2) makes
+    them all): until then, entering it would mean entering ours."""
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            if os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net"):
+                return
+        except OSError:
+            fail(f"{what} ended early")
+        time.sleep(0.02)
+    fail(f"{what} did not get a namespace of its own")
+
+
+class Node:
+    """One corosync in namespaces of its own (network, mount, IPC, UTS), and a
+    way to run commands there.  Its eth0 is one end of a veth pair whose other
+    end the cluster plugs into its bridge; corosync starts once it is there."""
+
+    def __init__(self, top, nodeid, conf, extra=""):
+        """extra: shell commands run in the node's namespaces before corosync."""
+        self.top, self.nodeid = top, nodeid
+        for d in ("etc", "lib", "log"):
+            os.makedirs(os.path.join(top, d), exist_ok=True)
+        with open(os.path.join(top, "etc", "corosync.conf"), "w") as f:
+            f.write(conf)
+        script = (
+            "set -e; while ! ip link show eth0 >/dev/null 2>&1; do sleep 0.05; done; "
+            f"ip addr add {SUBNET}.{10 + nodeid}/24 dev eth0; ip link set eth0 up; ip link set lo up; "
+            "mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /dev/shm; "
+            f"mount --bind {top}/etc /etc/corosync; mount --bind {top}/lib /var/lib/corosync; "
+            f"mkdir -p /var/log/corosync; mount --bind {top}/log /var/log/corosync; "
+            f"{extra}"
+            "exec corosync -f")
+        self.log = open(os.path.join(top, "corosync.out"), "w")
+        self.proc = subprocess.Popen(
+            ["unshare", "--net", "--mount", "--uts", "--ipc", "--propagation", "private",
+             "sh", "-c", script], stdout=self.log, stderr=subprocess.STDOUT)
+        self.pid = self.proc.pid  # unshare execs sh, which execs corosync: one process
+        wait_unshared(self.pid, f"node {nodeid}")
+
+    def ready(self, members):
+        """corosync answers and sees members nodes."""
+        if self.proc.poll() is not None:
+            fail(f"corosync of node {self.nodeid} exited ({self.proc.returncode}): {self.output()}")
+        r = self.run(["corosync-quorumtool", "-s"])
+        return r.returncode == 0 and f"Nodes:            {members}" in r.stdout
+
+    def output(self):
+        self.log.flush()
+        with open(os.path.join(self.top, "corosync.out")) as f:
+            return f.read()[-2000:]
+
+    def enter(self):
+        return ["nsenter", "-t", str(self.pid), "-m", "-n", "-i", "-u", "--"]
+
+    def run(self, cmd, check=False):
+        """cmd in the node's namespaces: its CompletedProcess (text).  check:
+        fail() unless it exits 0."""
+        r = subprocess.run(self.enter() + cmd, capture_output=True, text=True, timeout=30)
+        if check and r.returncode != 0:
+            fail(f"n{self.nodeid}: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()} {r.stdout.strip()}")
+        return r
+
+    def spawn(self, cmd):
+        return subprocess.Popen(self.enter() + cmd, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+    def kill(self):
+        """Power off: corosync dies at once (the others see NODEDOWN)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.log.close()
+
+
+class Cluster:
+    """n nodes on a bridge in a network namespace of its own (no uplink)."""
+
+    def __init__(self, top, n, extra=None):
+        """extra(top, nodeid): shell commands for each node (see Node)."""
+        self.bridge = subprocess.Popen(["unshare", "--net", "sleep", "infinity"])
+        self.nodes = []
+        wait_unshared(self.bridge.pid, "the bridge")
+        try:
+            br = ["nsenter", "-t", str(self.bridge.pid), "-n", "--"]
+            sh(br + ["ip", "link", "add", "br0", "type", "bridge"])
+            sh(br + ["ip", "link", "set", "br0", "up"])
+            conf = COROSYNC_CONF.format(nodes="\n".join(
+                NODE_CONF.format(i=i, subnet=SUBNET, addr=10 + i) for i in range(1, n + 1)))
+            for i in range(1, n + 1):
+                ntop = os.path.join(top, f"n{i}")
+                node = Node(ntop, i, conf, extra(ntop, i) if extra else "")
+                self.nodes.append(node)
+                sh(br + ["ip", "link", "add", f"v{i}", "type", "veth", "peer", "name", "eth0",
+                         "netns", str(node.pid)])
+                sh(br + ["ip", "link", "set", f"v{i}", "master", "br0", "up"])
+            deadline = time.time() + 40
+            while not all(nd.ready(n) for nd in self.nodes):
+                if time.time() > deadline:
+                    fail("corosync did not form the cluster: " + self.nodes[0].output())
+                time.sleep(0.2)
+        except BaseException:
+            self.stop()
+            raise
+
+    def port(self, nodeid, state):
+        sh(["nsenter", "-t", str(self.bridge.pid), "-n", "--", "bridge", "link", "set", "dev",
+            f"v{nodeid}", "state", str(state)])
+
+    def cut(self, nodeid):
+        """The node's bridge port stops forwarding: a partition."""
+        self.port(nodeid, 0)
+
+    def heal(self, nodeid):
+        self.port(nodeid, 3)
+
+    def stop(self):
+        for nd in self.nodes:
+            nd.stop()
+        self.bridge.kill()
+        self.bridge.wait()
+
+
+def wait_line(p, want, timeout):
+    """Read p's stdout until a line equal to want (the process must not end first)."""
+    deadline = time.time() + timeout
+    fd = p.stdout.fileno()
+    os.set_blocking(fd, False)
+    buf = b""
+    while time.time() < deadline:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            chunk = None
+        if chunk:
+            buf += chunk
+            if want in buf.decode(errors="replace").splitlines():
+                os.set_blocking(fd, True)
+                return
+        elif p.poll() is not None:
+            fail(f"client ended ({p.returncode}) before '{want}': {p.stderr.read()}")
+        else:
+            time.sleep(0.05)
+    fail(f"no '{want}' from a client within {timeout} s")
+
+
+def finish(p, what, timeout=120):
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        fail(f"{what} did not finish")
+    if p.returncode != 0:
+        fail(f"{what} exited {p.returncode}: {err.strip()}")
+    return out
+
+
+def wait_for(what, cond, timeout, interval=0.5):
+    """Poll cond() until it returns something true, which wait_for returns;
+    fail() after timeout seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(interval)
+    fail(f"{what}: not within {timeout} s")
+
+
+CLUSTER_TOOLS = ("corosync", "corosync-quorumtool", "unshare", "nsenter", "ip")
+
+
+def need_cluster_tools(why, tools=CLUSTER_TOOLS, path=None):
+    """skip() unless root and every one of tools is found (in path, default
+    $PATH); why: what root is needed for."""
+    if os.geteuid() != 0:
+        skip(f"needs root ({why})")
+    for tool in tools:
+        if not shutil.which(tool, path=path):
+            skip(f"{tool} is not installed")
+
+
+# ---- what runs in a node ----
+
+def mounted_in(node, mnt):
+    """Whether an ocfs2d (fuse.ocfs2) mount is on mnt in node's mount namespace."""
+    r = node.run(["awk", "-v", "m=" + mnt, "$5 == m { print }", "/proc/self/mountinfo"])
+    return "fuse.ocfs2" in r.stdout
+
+
+def daemons_in(node, daemon):
+    """The pids of the processes running daemon (an executable) in node's mount namespace."""
+    ns = os.readlink(f"/proc/{node.pid}/ns/mnt")
+    pids = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{pid}/ns/mnt") != ns:
+                continue
+            if os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(daemon):
+                pids.append(int(pid))
+        except OSError:
+            pass
+    return pids

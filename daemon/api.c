@@ -511,7 +511,7 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 	}
 	uint64_t ino = 0;
 	g_autofree char *msg = NULL;
-	int r = fuseops_reflink(v, req.source, req.destination, &ino, &msg);
+	int r = reflink_by_path(v, req.source, req.destination, &ino, &msg);
 
 	volume_unref(v);
 	if (r < 0)

@@ -35,7 +35,7 @@ struct volume {
 	bool acl;		/* POSIX ACLs on: the kernel enforces them, we keep them */
 	bool use_uring;		/* serve through io_uring queues (uring.c) */
 	bool killpriv;		/* FUSE_HANDLE_KILLPRIV_V2 agreed: set-ID bits are ours to drop */
-	/* the INIT request, seen by fuseops_saw_request until its reply goes */
+	/* the INIT request, seen by session_saw_request until its reply goes */
 	uint64_t init_unique, init_offered;
 	bool init_pending;
 
@@ -62,8 +62,10 @@ struct volume {
 };
 
 /*
- * Log what fscore said about a failed call named op, if it is more than an
- * ordinary errno answer (with v->lock held); returns r.
+ * note.c: log what fscore said about a failed call named op, if it is more
+ * than an ordinary errno answer (with v->lock held): damage, an I/O error,
+ * and (once) the volume turning read-only, which also calls v->turned_ro.
+ * Returns r.
  */
 int volume_note_locked(struct volume *v, const char *op, int r);
 
@@ -96,27 +98,57 @@ bool uring_wanted(struct volume *v);
 /* Serve the mounted session (on its FUSE thread) until it ends. */
 int uring_serve(struct volume *v);
 
-/* fuseops.c */
-struct fuse_session *fuseops_session_new(struct volume *v, GError **err);
 /*
- * Hooks on a mounted session's reads and writes (0 or -errno), for what
- * libfuse does not pass on; a loop that hands requests to libfuse itself
- * tells fuseops_saw_request about each first, and fuseops_patch_init about
- * the INIT reply (iov[0] its header, iov[1] its body; true if changed).
+ * session.c: a volume's FUSE sessions and their wire, for both the
+ * classic loops (volume.c) and the io_uring loop (uring.c).
+ *
+ * session_new: a session of v's with the operations ops (fuseops_table's)
+ * and v's mount options, not yet mounted; NULL and *err on failure.
  */
-int fuseops_session_hook(struct fuse_session *se);
+struct fuse_lowlevel_ops;
+struct fuse_session *session_new(struct volume *v, const struct fuse_lowlevel_ops *ops,
+				 GError **err);
+/*
+ * For what libfuse does not pass on (FUSE_HANDLE_KILLPRIV_V2), something
+ * must see each raw request before libfuse runs it, and the INIT reply
+ * before it goes.  session_hook does that on a mounted session's own
+ * reads and writes (0 or -errno).  A loop that hands requests to libfuse
+ * itself instead tells session_saw_request about each request (on the
+ * thread that then runs it), and session_patch_init about each reply
+ * (iov[0] its header, iov[1] its body): true if it added the flag to INIT's.
+ */
+int session_hook(struct fuse_session *se);
 struct iovec;
-void fuseops_saw_request(struct volume *v, const void *req, size_t len);
-bool fuseops_patch_init(struct volume *v, const struct iovec *iov, int count);
-/* Drop every lookup reference the kernel still holds (session end). */
-void fuseops_forget_all(struct volume *v);
+void session_saw_request(struct volume *v, const void *req, size_t len);
+bool session_patch_init(struct volume *v, const struct iovec *iov, int count);
+/* The write_flags of the FUSE_WRITE this thread is running (0 for others). */
+uint32_t session_write_flags(void);
+
 /*
- * A reflink on the mounted volume (paths inside it, absolute): dst may be
- * an existing directory (the copy takes src's name there).  The kernel's
- * view of the new name is refreshed.  0 and *ret_ino, or -errno and
- * *ret_msg (g_free it).
+ * fuseops.c: the FUSE low-level operations.  fuseops_table fills ret with
+ * the table for v (without the xattr operations under noxattr).
  */
-int fuseops_reflink(struct volume *v, const char *src, const char *dst, uint64_t *ret_ino,
+void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret);
+/* Drop every lookup reference the kernel still holds (session end; v->lock held). */
+void fuseops_forget_all(struct volume *v);
+
+/*
+ * The FUSE node id of inode blk as fuseops hands them out: the root
+ * directory is FUSE's node 1 (FUSE_ROOT_ID), every other inode its own
+ * number, which is never 1.
+ */
+static inline uint64_t volume_node_id(const struct volume *v, uint64_t blk)
+{
+	return blk == v->root ? 1 : blk;
+}
+
+/*
+ * reflink.c: a reflink on the mounted volume (paths inside it, absolute):
+ * dst may be an existing directory (the copy takes src's name there).  The
+ * kernel's view of the new name is refreshed.  0 and *ret_ino, or -errno
+ * and *ret_msg (g_free it).  Takes v->lock itself.
+ */
+int reflink_by_path(struct volume *v, const char *src, const char *dst, uint64_t *ret_ino,
 		    char **ret_msg);
 
 /*

@@ -2,13 +2,32 @@
 /*
  * ocfs2d: the daemon's shared declarations.
  *
+ * Modules, each calling only those below it (no file calls back up; check
+ * with nm: a file's undefined symbols name the files it calls):
+ *
+ *   main.c         options, detaching, signals; owns the D-Bus server or,
+ *                  in single-volume mode, the one volume
+ *   dbus_server.c  the D-Bus API: skeletons per connection, method handlers
+ *   registry.c     the server's table of mounted volumes (registry.h)
+ *   volume.c       a volume's life: opening it (check_unused, open_fs),
+ *                  mounting, its FUSE and ticker threads, closing it
+ *   uring.c        serving a session through io_uring queues
+ *   reflink.c      reflinks by path, for the API
+ *   session.c      making and hooking FUSE sessions, the wire peeks and
+ *                  the INIT patch, for the classic and io_uring loops alike
+ *   fuseops.c      the FUSE operations table and lookup counts
+ *   note.c         logging what a volume's failures mean (volume_note_locked)
+ *
  * Threads.  The GLib main loop (main.c) only dispatches: signals and, in
- * server mode, the D-Bus API (api.c).  Each mounted volume has a FUSE session
- * served by libfuse's worker threads (fuse_session_loop_mt) on a thread of
- * its own, and a ticker thread that commits the running transaction on the
- * commit interval.  fscore is not thread-safe: every call on a volume's
- * o2_fs runs under that volume's lock (struct volume.lock), so filesystem
- * work never runs on the main loop and never concurrently on one volume.
+ * server mode, the D-Bus API (dbus_server.c), whose method handlers run on
+ * GDBus worker threads.  Each mounted volume has a FUSE session served on
+ * a thread of its own (volume.c: one loop, libfuse's worker threads with
+ * fuse_session_loop_mt, or uring.c's thread per CPU queue), and a ticker
+ * thread that commits the running transaction on the commit interval.
+ * fscore is not thread-safe: every call on a volume's o2_fs runs under
+ * that volume's lock (struct volume.lock), so filesystem work never runs
+ * on the main loop and never concurrently on one volume.  The registry
+ * has a mutex of its own, taken inside a volume's lock (never around it).
  */
 #ifndef OCFS2D_H
 #define OCFS2D_H
@@ -152,15 +171,19 @@ int reflink_by_path(struct volume *v, const char *src, const char *dst, uint64_t
 		    char **ret_msg);
 
 /*
- * api.c: the D-Bus API (server mode; dbus/org.ocfs2d.Daemon1.xml), served
- * peer-to-peer on the control socket at path and, if system_bus, as
- * org.ocfs2d.Daemon1 on the system bus.
+ * dbus_server.c: the D-Bus API (server mode; dbus/org.ocfs2d.Daemon1.xml),
+ * served peer-to-peer on the control socket at path and, if system_bus, as
+ * org.ocfs2d.Daemon1 on the system bus.  The server owns the registry of
+ * the volumes it mounted (registry.h).  NULL and *err if the socket cannot
+ * be served (another daemon answers on it, say).
  */
-bool api_start(const char *path, bool system_bus, GError **err);
-void api_stop(void);
+struct dbus_server;
+struct dbus_server *dbus_server_start(const char *path, bool system_bus, GError **err);
+/* Stop serving and free s (after the main loop has stopped). */
+void dbus_server_stop(struct dbus_server *s);
 /* Unmount every volume (SIGTERM): forced, then wait for them to close. */
-void api_unmount_all(void);
+void dbus_server_unmount_all(struct dbus_server *s);
 /* Quit loop once the last volume is unmounted (a daemon ocfs2ctl started). */
-void api_exit_when_idle(GMainLoop *loop);
+void dbus_server_exit_when_idle(struct dbus_server *s, GMainLoop *loop);
 
 #endif

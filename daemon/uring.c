@@ -13,8 +13,8 @@
  * encodes replies for us: each serving thread has a FUSE session of its own
  * (a "codec") whose device is a memory file.  A request from a ring entry is laid
  * out as /dev/fuse would deliver it, the codec processes it (our fuseops
- * run, as for any session; session.c makes and hooks it), and the reply it writes into its file is moved
- * into the ring entry and committed.  In this mode the /dev/fuse thread
+ * run, as for any session; session.c makes and hooks it), and the reply
+ * it writes into its file is moved into the ring entry and committed.  In this mode the /dev/fuse thread
  * goes through a codec too, since it must add FUSE_OVER_IO_URING to the
  * INIT reply; after that /dev/fuse carries only forgets and interrupts.
  *

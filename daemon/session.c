@@ -67,7 +67,7 @@ struct fuse_session *session_new(struct volume *v, const struct fuse_lowlevel_op
 	struct fuse_args args = FUSE_ARGS_INIT((int)argv->len, (char **)argv->pdata);
 
 	se = fuse_session_new(&args, ops, sizeof(*ops), v);
-	/* libfuse may have copied the arguments; ours stay in argv */
+	/* frees only what libfuse allocated for args; the strings are argv's */
 	fuse_opt_free_args(&args);
 	if (!se)
 		g_set_error(err, G_IO_ERROR, G_IO_ERROR_FAILED,

@@ -13,9 +13,11 @@
  *                  mounting, its FUSE and ticker threads, closing it
  *   uring.c        serving a session through io_uring queues
  *   reflink.c      reflinks by path, for the API
+ *   fuseops.c      the FUSE operations table and lookup counts
  *   session.c      making and hooking FUSE sessions, the wire peeks and
  *                  the INIT patch, for the classic and io_uring loops alike
- *   fuseops.c      the FUSE operations table and lookup counts
+ *                  (it is handed fuseops_table's table, so it never calls
+ *                  fuseops.c; the operations ask it for a write's flags)
  *   note.c         logging what a volume's failures mean (volume_note_locked)
  *
  * Threads.  The GLib main loop (main.c) only dispatches: signals and, in
@@ -179,7 +181,11 @@ int reflink_by_path(struct volume *v, const char *src, const char *dst, uint64_t
  */
 struct dbus_server;
 struct dbus_server *dbus_server_start(const char *path, bool system_bus, GError **err);
-/* Stop serving and free s (after the main loop has stopped). */
+/*
+ * Stop serving and free s (after the main loop has stopped).  If a method
+ * call is still running on a GDBus thread (a Mount when SIGTERM came), s
+ * is left allocated for it until the process exits.
+ */
 void dbus_server_stop(struct dbus_server *s);
 /* Unmount every volume (SIGTERM): forced, then wait for them to close. */
 void dbus_server_unmount_all(struct dbus_server *s);

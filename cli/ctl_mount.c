@@ -8,7 +8,10 @@
  *
  * They talk to a running ocfs2d through its D-Bus API
  * (dbus/org.ocfs2d.Daemon1.xml), peer-to-peer on its control socket, so
- * they work with or without a system bus.  mount starts a daemon when none is
+ * they work with or without a system bus.  The calls go through the
+ * proxies gdbus-codegen makes from the interface XML (ocfs2d-generated.h),
+ * the same code the daemon's skeletons come from, so a method's name and
+ * signature are checked by the compiler on both sides.  mount starts a daemon when none is
  * running (one that exits after its last volume is unmounted); with
  * --foreground it runs ocfs2d for this one volume in the foreground
  * instead.  umount of a volume served by a foreground ocfs2d unmounts it
@@ -36,6 +39,7 @@
 #include "api.h"
 #include "ctl.h"
 #include "json.h"
+#include "ocfs2d-generated.h"
 
 #define CALL_TIMEOUT G_MAXINT /* mounting replays journals, unmounting waits for them */
 
@@ -89,39 +93,31 @@ static const char *message_of(GError *err)
 	return err->message;
 }
 
-static GVariant *call(GDBusConnection *c, const char *path, const char *iface, const char *method,
-		      GVariant *args, const char *reply_type, GError **err)
+/*
+ * Proxies wait for the daemon's answer as long as it takes, not GDBus's
+ * default 25 s: mounting replays journals, unmounting waits for them.
+ */
+static void wait_for_answers(gpointer proxy)
 {
-	return g_dbus_connection_call_sync(c, NULL, path, iface, method, args,
-					   reply_type ? G_VARIANT_TYPE(reply_type) : NULL,
-					   G_DBUS_CALL_FLAGS_NONE, CALL_TIMEOUT, NULL, err);
+	g_dbus_proxy_set_default_timeout(G_DBUS_PROXY(proxy), CALL_TIMEOUT);
 }
 
-/* A string property of an object of the daemon, or NULL. */
-static char *get_string(GDBusConnection *c, const char *path, const char *iface, const char *name)
-{
-	g_autoptr(GVariant) r = call(c, path, "org.freedesktop.DBus.Properties", "Get",
-				     g_variant_new("(ss)", iface, name), "(v)", NULL);
-	g_autoptr(GVariant) v = NULL;
+/* Proxies of ours only call and read once: no signals to follow. */
+#define PROXY_FLAGS G_DBUS_PROXY_FLAGS_DO_NOT_CONNECT_SIGNALS
 
-	if (!r)
-		return NULL;
-	g_variant_get(r, "(v)", &v);
-	return g_variant_is_of_type(v, G_VARIANT_TYPE_STRING) ? g_variant_dup_string(v, NULL)
-							       : NULL;
-}
-
-/* The daemon's volumes: GetManagedObjects's answer, or NULL with *err set. */
-static GVariant *managed_objects(GDBusConnection *c, GError **err)
+/*
+ * The daemon's Volume object at path, its properties read once, or NULL
+ * with *err set.  On a peer-to-peer connection the name is NULL.  If no
+ * object is there the proxy still comes, with no properties: callers tell
+ * by a NULL Device.
+ */
+static O2dVolume *volume_proxy(GDBusConnection *c, const char *path, GError **err)
 {
-	return call(c, O2D_ROOT_PATH, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects",
-		    NULL, "(a{oa{sa{sv}}})", err);
-}
+	O2dVolume *vol = o2d_volume_proxy_new_sync(c, PROXY_FLAGS, NULL, path, NULL, err);
 
-/* A Volume's properties in a GetManagedObjects answer: the a{sv}, or NULL. */
-static GVariant *volume_props(GVariant *ifaces)
-{
-	return g_variant_lookup_value(ifaces, O2D_VOLUME_IFACE, G_VARIANT_TYPE("a{sv}"));
+	if (vol)
+		wait_for_answers(vol);
+	return vol;
 }
 
 /* Where ocfs2d is: $OCFS2D, next to us (installed or in the build tree), or PATH. */
@@ -222,12 +218,13 @@ static int do_mount(bool json, const char *opts, bool foreground, const char *de
 {
 	g_autoptr(GError) err = NULL;
 	g_autoptr(GDBusConnection) c = NULL;
-	g_autoptr(GVariant) r = NULL;
+	g_autoptr(O2dManager) manager = NULL;
+	g_autoptr(O2dVolume) vol = NULL;
+	g_autofree char *path = NULL;
 	g_autofree char *daemon = find_daemon();
 	g_autofree char *absdev = g_canonicalize_filename(device, NULL);
 	g_autofree char *absmnt = g_canonicalize_filename(mnt, NULL);
 	GVariantBuilder ob;
-	const char *path;
 	bool absent;
 
 	if (foreground) {
@@ -256,13 +253,20 @@ static int do_mount(bool json, const char *opts, bool foreground, const char *de
 	g_variant_builder_init(&ob, G_VARIANT_TYPE_VARDICT);
 	if (*opts)
 		g_variant_builder_add(&ob, "{sv}", "options", g_variant_new_string(opts));
-	r = call(c, O2D_MANAGER_PATH, O2D_MANAGER_IFACE, "Mount",
-		 g_variant_new("(ssa{sv})", absdev, absmnt, &ob), "(o)", &err);
-	if (!r)
+	manager = o2d_manager_proxy_new_sync(c, PROXY_FLAGS | G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES,
+					     NULL, O2D_MANAGER_PATH, NULL, &err);
+	if (!manager) {
+		g_variant_builder_clear(&ob);
 		return fail("mount", "%s", message_of(err));
-	g_variant_get(r, "(&o)", &path);
-	g_autofree char *dev = get_string(c, path, O2D_VOLUME_IFACE, "Device");
-	g_autofree char *where = get_string(c, path, O2D_VOLUME_IFACE, "MountPoint");
+	}
+	wait_for_answers(manager);
+	if (!o2d_manager_call_mount_sync(manager, absdev, absmnt, g_variant_builder_end(&ob), &path,
+					 NULL, &err))
+		return fail("mount", "%s", message_of(err));
+	/* the paths as the daemon resolved them; ours if it cannot say */
+	vol = volume_proxy(c, path, NULL);
+	g_autofree char *dev = vol ? o2d_volume_dup_device(vol) : NULL;
+	g_autofree char *where = vol ? o2d_volume_dup_mount_point(vol) : NULL;
 	g_autofree char *msg = g_strdup_printf("%s mounted on %s", dev ? dev : absdev,
 					       where ? where : absmnt);
 
@@ -331,7 +335,7 @@ static int do_umount(bool json, bool force, const char *mnt_arg)
 {
 	g_autoptr(GError) err = NULL;
 	g_autoptr(GDBusConnection) c = NULL;
-	g_autoptr(GVariant) r = NULL;
+	g_autoptr(O2dVolume) vol = NULL;
 	char mnt[PATH_MAX];
 	GVariantBuilder ob;
 	bool absent;
@@ -342,52 +346,60 @@ static int do_umount(bool json, bool force, const char *mnt_arg)
 	if (!c)
 		return umount_direct(mnt, force); /* no server: a foreground daemon's, if any */
 	g_autofree char *path = o2d_volume_path(mnt);
-	g_autofree char *dev = get_string(c, path, O2D_VOLUME_IFACE, "Device");
+
+	vol = volume_proxy(c, path, NULL);
+	g_autofree char *dev = vol ? o2d_volume_dup_device(vol) : NULL;
 
 	if (!dev)
 		return umount_direct(mnt, force); /* not the server's: a foreground daemon's */
 	g_variant_builder_init(&ob, G_VARIANT_TYPE_VARDICT);
 	if (force)
 		g_variant_builder_add(&ob, "{sv}", "force", g_variant_new_boolean(TRUE));
-	r = call(c, path, O2D_VOLUME_IFACE, "Unmount", g_variant_new("(a{sv})", &ob), "()", &err);
-	if (!r)
+	if (!o2d_volume_call_unmount_sync(vol, g_variant_builder_end(&ob), NULL, &err))
 		return fail("umount", "%s", message_of(err));
 	g_autofree char *msg = g_strdup_printf("%s unmounted cleanly", dev);
 
 	return print_result(json, NULL, mnt, msg);
 }
 
-/* Compare volumes by mount point, for a stable listing. */
-static int by_mountpoint(gconstpointer a, gconstpointer b)
+/* A string property as the listing shows it: one the daemon did not send is empty. */
+static const char *or_empty(const char *s)
 {
-	const char *x = NULL, *y = NULL;
-
-	g_variant_lookup(*(GVariant *const *)a, "MountPoint", "&s", &x);
-	g_variant_lookup(*(GVariant *const *)b, "MountPoint", "&s", &y);
-	return g_strcmp0(x, y);
+	return s ? s : "";
 }
 
-/* The Volume property sets of the daemon's volumes (g_ptr_array_unref), or NULL. */
+/* Compare volumes (O2dVolume **) by mount point, for a stable listing. */
+static int by_mountpoint(gconstpointer a, gconstpointer b)
+{
+	return g_strcmp0(o2d_volume_get_mount_point(*(O2dVolume *const *)a),
+			 o2d_volume_get_mount_point(*(O2dVolume *const *)b));
+}
+
+/*
+ * The daemon's volumes, as proxies with their properties (from one
+ * GetManagedObjects, through the generated object manager client),
+ * sorted by mount point: g_ptr_array_unref it.  NULL with *err set.
+ */
 static GPtrArray *list_volumes(GDBusConnection *c, GError **err)
 {
-	g_autoptr(GVariant) r = managed_objects(c, err);
-	g_autoptr(GVariant) objs = NULL;
+	g_autoptr(GDBusObjectManager) om = o2d_object_manager_client_new_sync(
+		c, G_DBUS_OBJECT_MANAGER_CLIENT_FLAGS_NONE, NULL, O2D_ROOT_PATH, NULL, err);
 	GPtrArray *vols;
-	GVariantIter it;
-	GVariant *ifaces;
+	GList *objs;
 
-	if (!r)
+	if (!om)
 		return NULL;
-	vols = g_ptr_array_new_with_free_func((GDestroyNotify)g_variant_unref);
-	objs = g_variant_get_child_value(r, 0);
-	g_variant_iter_init(&it, objs);
-	while (g_variant_iter_next(&it, "{&o@a{sa{sv}}}", NULL, &ifaces)) {
-		GVariant *props = volume_props(ifaces);
+	vols = g_ptr_array_new_with_free_func(g_object_unref);
+	objs = g_dbus_object_manager_get_objects(om);
+	for (GList *l = objs; l; l = l->next) {
+		O2dVolume *vol = o2d_object_get_volume(O2D_OBJECT(l->data));
 
-		if (props)
-			g_ptr_array_add(vols, props);
-		g_variant_unref(ifaces);
+		if (vol) {
+			wait_for_answers(vol);
+			g_ptr_array_add(vols, vol);
+		}
 	}
+	g_list_free_full(objs, g_object_unref);
 	g_ptr_array_sort(vols, by_mountpoint);
 	return vols;
 }
@@ -413,18 +425,14 @@ static int do_mounts(bool json)
 		json_array_begin(&j, NULL);
 	}
 	for (guint i = 0; vols && i < vols->len; i++) {
-		GVariant *p = vols->pdata[i];
-		const char *dev = "", *mnt = "", *state = "", *uuid = "", *label = "";
-		gboolean ro = FALSE;
-		guint32 slot = 0;
-
-		g_variant_lookup(p, "Device", "&s", &dev);
-		g_variant_lookup(p, "MountPoint", "&s", &mnt);
-		g_variant_lookup(p, "ReadOnly", "b", &ro);
-		g_variant_lookup(p, "State", "&s", &state);
-		g_variant_lookup(p, "UUID", "&s", &uuid);
-		g_variant_lookup(p, "Label", "&s", &label);
-		g_variant_lookup(p, "Slot", "u", &slot);
+		O2dVolume *p = vols->pdata[i];
+		const char *dev = or_empty(o2d_volume_get_device(p));
+		const char *mnt = or_empty(o2d_volume_get_mount_point(p));
+		const char *state = or_empty(o2d_volume_get_state(p));
+		const char *uuid = or_empty(o2d_volume_get_uuid(p));
+		const char *label = or_empty(o2d_volume_get_label(p));
+		gboolean ro = o2d_volume_get_read_only(p);
+		guint32 slot = o2d_volume_get_slot(p);
 		if (json) {
 			json_object_begin(&j, NULL);
 			json_string(&j, "device", dev);
@@ -456,9 +464,9 @@ int ctl_daemon_reflink(const char *image, const char *src, const char *dst, uint
 	g_autoptr(GError) err = NULL;
 	g_autoptr(GDBusConnection) c = NULL;
 	g_autoptr(GPtrArray) vols = NULL;
-	g_autoptr(GVariant) r = NULL;
 	g_autofree char *abs = realpath(image, NULL);
-	const char *mnt = NULL;
+	O2dVolume *vol = NULL;
+	guint64 ino;
 	bool absent;
 
 	msg[0] = '\0';
@@ -468,33 +476,23 @@ int ctl_daemon_reflink(const char *image, const char *src, const char *dst, uint
 	if (!c)
 		return 1; /* no daemon: nothing of it is mounted */
 	vols = list_volumes(c, &err);
-	for (guint i = 0; vols && i < vols->len && !mnt; i++) {
-		const char *dev = NULL;
-
-		if (g_variant_lookup(vols->pdata[i], "Device", "&s", &dev) && !strcmp(dev, abs))
-			g_variant_lookup(vols->pdata[i], "MountPoint", "&s", &mnt);
-	}
-	if (!mnt)
+	for (guint i = 0; vols && i < vols->len && !vol; i++)
+		if (!g_strcmp0(o2d_volume_get_device(vols->pdata[i]), abs))
+			vol = vols->pdata[i];
+	if (!vol)
 		return 1; /* the daemon does not serve this image */
 	if (!g_utf8_validate(src, -1, NULL) || !g_utf8_validate(dst, -1, NULL)) {
 		snprintf(msg, msglen, "paths must be UTF-8 to travel over D-Bus");
 		return -EINVAL;
 	}
-	g_autofree char *path = o2d_volume_path(mnt);
-
-	r = call(c, path, O2D_VOLUME_IFACE, "Reflink",
-		 g_variant_new("(ss@a{sv})", src, dst,
-			       g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0)),
-		 "(t)", &err);
-	if (!r) {
+	if (!o2d_volume_call_reflink_sync(vol, src, dst,
+					  g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0), &ino,
+					  NULL, &err)) {
 		int e = o2d_error_to_errno(err);
 
 		snprintf(msg, msglen, "%s", message_of(err));
 		return -e;
 	}
-	guint64 ino;
-
-	g_variant_get(r, "(t)", &ino);
 	*ret_ino = ino;
 	return 0;
 }

@@ -19,6 +19,11 @@
  *
  * Every fscore call runs under the volume lock; replies are sent after it
  * is released.
+ *
+ * This file is the operations table and nothing else: the sessions that
+ * run it and what they read off the wire are session.c's, and requests
+ * that come from the control channel rather than the kernel (reflink.c)
+ * work on the volume directly.
  */
 
 #include <errno.h>
@@ -28,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,7 +59,7 @@ static uint64_t to_blk(const struct volume *v, fuse_ino_t ino)
 
 static fuse_ino_t to_fuse(const struct volume *v, uint64_t blk)
 {
-	return blk == v->root ? FUSE_ROOT_ID : (fuse_ino_t)blk;
+	return (fuse_ino_t)volume_node_id(v, blk);
 }
 
 static void lock(struct volume *v)
@@ -253,93 +257,6 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	}
 }
 
-/*
- * Set-ID bits and file capabilities on write (FUSE_HANDLE_KILLPRIV_V2).
- *
- * Without it the kernel asks us for security.capability before every
- * write(2), to see whether the write must drop it: a round trip per write.
- * With it the kernel leaves that to us and asks only when it has not yet
- * seen the file's privileges gone since its attributes were last fetched
- * (SB_NOSEC); in return we drop, as Linux does, S_ISUID and (with group
- * execute) S_ISGID on a write or truncate by a caller without CAP_FSETID
- * (the kernel marks those requests), on any chown, and security.capability
- * on every write.
- *
- * libfuse 3.14 knows neither the INIT flag nor the write's flag, so the
- * session's reads and writes pass through hooks that see the raw messages:
- * the INIT reply gains the flag if the kernel offered it, and each request's
- * write flags are kept for the thread that runs it.
- */
-static __thread uint32_t req_write_flags;
-
-void fuseops_saw_request(struct volume *v, const void *req, size_t len)
-{
-	const struct fuse_in_header *ih = req;
-	const uint8_t *arg = (const uint8_t *)req + sizeof(*ih);
-
-	req_write_flags = 0;
-	if (len < sizeof(*ih))
-		return;
-	if (ih->opcode == FUSE_WRITE && len >= sizeof(*ih) + sizeof(struct fuse_write_in)) {
-		req_write_flags = ((const struct fuse_write_in *)arg)->write_flags;
-	} else if (ih->opcode == FUSE_INIT) {
-		/* flags (and flags2) as far as this kernel's request has them */
-		uint32_t flags = 0, flags2 = 0;
-
-		if (len >= sizeof(*ih) + offsetof(struct fuse_init_in, flags) + 4)
-			memcpy(&flags, arg + offsetof(struct fuse_init_in, flags), 4);
-		if ((flags & FUSE_INIT_EXT) &&
-		    len >= sizeof(*ih) + offsetof(struct fuse_init_in, flags2) + 4)
-			memcpy(&flags2, arg + offsetof(struct fuse_init_in, flags2), 4);
-		v->init_unique = ih->unique;
-		v->init_offered = flags | (uint64_t)flags2 << 32;
-		v->init_pending = true;
-	}
-}
-
-bool fuseops_patch_init(struct volume *v, const struct iovec *iov, int count)
-{
-	const struct fuse_out_header *oh;
-	uint32_t flags;
-
-	if (!v->init_pending || count < 2 || iov[0].iov_len < sizeof(*oh))
-		return false;
-	oh = iov[0].iov_base;
-	if (oh->unique != v->init_unique)
-		return false;
-	v->init_pending = false;
-	if (oh->error || !(v->init_offered & FUSE_HANDLE_KILLPRIV_V2) ||
-	    iov[1].iov_len < offsetof(struct fuse_init_out, flags) + 4)
-		return false;
-	memcpy(&flags, (uint8_t *)iov[1].iov_base + offsetof(struct fuse_init_out, flags), 4);
-	flags |= FUSE_HANDLE_KILLPRIV_V2;
-	memcpy((uint8_t *)iov[1].iov_base + offsetof(struct fuse_init_out, flags), &flags, 4);
-	v->killpriv = true;
-	return true;
-}
-
-static ssize_t hook_read(int fd, void *buf, size_t len, void *userdata)
-{
-	ssize_t n = read(fd, buf, len);
-
-	if (n > 0)
-		fuseops_saw_request(userdata, buf, (size_t)n);
-	return n;
-}
-
-static ssize_t hook_writev(int fd, struct iovec *iov, int count, void *userdata)
-{
-	fuseops_patch_init(userdata, iov, count);
-	return writev(fd, iov, count);
-}
-
-int fuseops_session_hook(struct fuse_session *se)
-{
-	static const struct fuse_custom_io io = { .read = hook_read, .writev = hook_writev };
-
-	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
-}
-
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct volume *v = vol_of(req);
@@ -419,6 +336,20 @@ static struct o2_timespec to_ts(const struct timespec *t)
 {
 	return (struct o2_timespec){ t->tv_sec, (uint32_t)t->tv_nsec };
 }
+
+/*
+ * Set-ID bits and file capabilities on write (FUSE_HANDLE_KILLPRIV_V2).
+ *
+ * Without it the kernel asks us for security.capability before every
+ * write(2), to see whether the write must drop it: a round trip per write.
+ * With it the kernel leaves that to us and asks only when it has not yet
+ * seen the file's privileges gone since its attributes were last fetched
+ * (SB_NOSEC); in return we drop, as Linux does, S_ISUID and (with group
+ * execute) S_ISGID on a write or truncate by a caller without CAP_FSETID
+ * (the kernel marks those requests), on any chown, and security.capability
+ * on every write.  The flag is agreed, and each write's own flags are
+ * read, on the wire, which libfuse does not show us: see session.c.
+ */
 
 /* A mode without what a write or chown drops: S_ISUID, and S_ISGID with
  * group execute (without it the bit marks mandatory locking, not privilege). */
@@ -854,7 +785,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	lock(v);
-	n = kill_privs(v, to_blk(v, ino), req_write_flags & FUSE_WRITE_KILL_SUIDGID, &killed);
+	n = kill_privs(v, to_blk(v, ino), session_write_flags() & FUSE_WRITE_KILL_SUIDGID, &killed);
 	if (n == 0)
 		n = o2_write(v->fs, to_blk(v, ino), (uint64_t)off, buf, size);
 	unlock(v);
@@ -1398,124 +1329,12 @@ static const struct fuse_lowlevel_ops ops = {
 	.removexattr = op_removexattr,
 };
 
-struct fuse_session *fuseops_session_new(struct volume *v, GError **err)
+void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret)
 {
-	g_autofree char *fsname = g_strdup_printf("fsname=%s", v->device);
-	GPtrArray *argv = g_ptr_array_new();
-	struct fuse_session *se;
-
-	g_ptr_array_add(argv, (char *)"ocfs2d");
-	g_ptr_array_add(argv, (char *)"-o");
-	g_ptr_array_add(argv, (char *)"default_permissions,subtype=ocfs2");
-	g_ptr_array_add(argv, (char *)"-o");
-	g_ptr_array_add(argv, fsname);
-	if (v->opts.allow_other) {
-		g_ptr_array_add(argv, (char *)"-o");
-		g_ptr_array_add(argv, (char *)"allow_other");
-	}
-	if (v->opts.ro) {
-		g_ptr_array_add(argv, (char *)"-o");
-		g_ptr_array_add(argv, (char *)"ro");
-	}
-	if (v->opts.debug)
-		g_ptr_array_add(argv, (char *)"-d");
-	struct fuse_args args = FUSE_ARGS_INIT((int)argv->len, (char **)argv->pdata);
-
+	*ret = ops;
 	/* noxattr: libfuse answers ENOSYS and the kernel stops asking - above
 	 * all for security.capability before every write() */
-	struct fuse_lowlevel_ops o = ops;
-
 	if (v->opts.noxattr)
-		o.setxattr = NULL, o.getxattr = NULL, o.listxattr = NULL, o.removexattr = NULL;
-	se = fuse_session_new(&args, &o, sizeof(o), v);
-	fuse_opt_free_args(&args);
-	g_ptr_array_free(argv, TRUE);
-	if (!se)
-		g_set_error(err, G_IO_ERROR, G_IO_ERROR_FAILED,
-			    "%s: cannot start a FUSE session (libfuse said why above)", v->device);
-	return se;
-}
-
-/* ---- requests from the control channel ---- */
-
-/*
- * Resolve a path inside the volume (absolute, from its root) under v->lock:
- * its inode, and when want_parent its parent directory and last component
- * instead (name points into path).
- */
-static int resolve_locked(struct volume *v, const char *path, uint64_t *ret, const char **ret_name)
-{
-	const char *slash = strrchr(path, '/');
-
-	if (path[0] != '/')
-		return -EINVAL;
-	if (!ret_name)
-		return o2_path_lookup(v->fs, path, ret);
-	g_autofree char *parent = g_strndup(path, (gsize)(slash - path));
-
-	*ret_name = slash + 1;
-	return o2_path_lookup(v->fs, parent[0] ? parent : "/", ret);
-}
-
-int fuseops_reflink(struct volume *v, const char *src, const char *dst, uint64_t *ret_ino,
-		    char **ret_msg)
-{
-	struct o2_inode *in;
-	uint64_t sino = 0, pino = 0, ino = 0;
-	const char *name = NULL;
-	int r;
-
-	*ret_msg = NULL;
-	if (v->opts.ro)
-		return -EROFS;
-	lock(v);
-	r = resolve_locked(v, src, &sino, NULL);
-	if (r == 0)
-		r = o2_inode_get(v->fs, sino, &in);
-	if (r < 0) {
-		*ret_msg = g_strdup_printf("%s: %s", src, g_strerror(-r));
-		goto out;
-	}
-	const struct o2_inode_info *info = o2_inode_info(in);
-	struct o2_new_inode ni = { .mode = info->mode, .uid = info->uid, .gid = info->gid };
-
-	o2_inode_unref(in);
-	if (!S_ISREG(ni.mode)) {
-		r = S_ISDIR(ni.mode) ? -EISDIR : -EINVAL;
-		*ret_msg = g_strdup_printf("%s: %s", src, S_ISDIR(ni.mode) ? "is a directory" :
-							   "not a regular file");
-		goto out;
-	}
-	/* an existing directory takes the source's name, as cp does */
-	uint64_t d;
-
-	if (resolve_locked(v, dst, &d, NULL) == 0 && o2_inode_get(v->fs, d, &in) == 0) {
-		bool dir = S_ISDIR(o2_inode_info(in)->mode);
-
-		o2_inode_unref(in);
-		if (dir) {
-			pino = d;
-			name = strrchr(src, '/') + 1;
-		}
-	}
-	if (!name)
-		r = resolve_locked(v, dst, &pino, &name);
-	if (r == 0)
-		r = o2_reflink(v->fs, sino, pino, name, strlen(name), &ni, &ino);
-	if (r == 0)
-		r = o2_fs_sync(v->fs);
-	if (r < 0)
-		*ret_msg = g_strdup_printf("%s: %s", dst, r == -EOPNOTSUPP || r == -EUCLEAN ?
-						  o2_fs_error(v->fs) : g_strerror(-r));
-	volume_note_locked(v, "reflink", r);
-out:
-	unlock(v);
-	if (r == 0) {
-		/* the kernel may hold a negative entry for the name, and the
-		 * directory's size and times changed */
-		fuse_lowlevel_notify_inval_entry(v->se, to_fuse(v, pino), name, strlen(name));
-		fuse_lowlevel_notify_inval_inode(v->se, to_fuse(v, pino), -1, 0);
-		*ret_ino = ino;
-	}
-	return r;
+		ret->setxattr = NULL, ret->getxattr = NULL, ret->listxattr = NULL,
+		ret->removexattr = NULL;
 }

@@ -5,7 +5,7 @@
  *   ocfs2d [-f] [-o OPTIONS] DEVICE MOUNTPOINT   one volume; exits when it is unmounted
  *   ocfs2d [-f] --server [--control PATH] [--no-system-bus]
  *                                                mount and unmount on request,
- *                                                through the D-Bus API (api.c)
+ *                                                through the D-Bus API (dbus_server.c)
  *
  * Without -f the daemon detaches once the volume is mounted (or the control
  * socket listens), so that the caller knows the outcome.  SIGTERM and
@@ -30,6 +30,7 @@
 
 static GMainLoop *loop;
 static struct volume *single;
+static struct dbus_server *server; /* server mode: ours, started and stopped here */
 static int exit_status;
 
 static gboolean on_signal(gpointer data)
@@ -42,7 +43,7 @@ static gboolean on_signal(gpointer data)
 			g_warning("%s", err->message);
 		/* the volume's thread reports gone(): that quits the loop */
 	} else {
-		api_unmount_all();
+		dbus_server_unmount_all(server);
 		g_main_loop_quit(loop);
 	}
 	return G_SOURCE_CONTINUE;
@@ -117,7 +118,7 @@ static void report_ready(bool ok)
 
 int main(int argc, char **argv)
 {
-	gboolean foreground = FALSE, server = FALSE, idle_exit = FALSE, version = FALSE;
+	gboolean foreground = FALSE, server_mode = FALSE, idle_exit = FALSE, version = FALSE;
 	gboolean no_bus = FALSE;
 	g_autofree char *opts_str = NULL, *control = NULL;
 	g_autoptr(GError) err = NULL;
@@ -129,7 +130,7 @@ int main(int argc, char **argv)
 		  "user_xattr (default), nouser_xattr, acl, noacl (default), noxattr, uring (FUSE over "
 		  "io_uring, Linux 6.14+), debug",
 		  "OPTS" },
-		{ "server", 's', 0, G_OPTION_ARG_NONE, &server,
+		{ "server", 's', 0, G_OPTION_ARG_NONE, &server_mode,
 		  "serve the D-Bus API: mount and unmount on request", NULL },
 		{ "control", 'c', 0, G_OPTION_ARG_FILENAME, &control,
 		  "control socket, the API peer-to-peer (default " O2D_CONTROL_DEFAULT ")", "PATH" },
@@ -153,14 +154,14 @@ int main(int argc, char **argv)
 		printf("ocfs2d %s\n", OCFS2D_VERSION);
 		return 0;
 	}
-	if (server ? argc != 1 : argc != 3) {
+	if (server_mode ? argc != 1 : argc != 3) {
 		fprintf(stderr, "ocfs2d: %s (see ocfs2d --help)\n",
-			server ? "--server takes no DEVICE or MOUNTPOINT"
+			server_mode ? "--server takes no DEVICE or MOUNTPOINT"
 			       : "give a DEVICE and a MOUNTPOINT, or --server");
 		return 2;
 	}
 	mount_opts_default(&mo);
-	if (!server && !mount_opts_parse(opts_str, &mo, &err)) {
+	if (!server_mode && !mount_opts_parse(opts_str, &mo, &err)) {
 		fprintf(stderr, "ocfs2d: %s\n", err->message);
 		return 2;
 	}
@@ -179,14 +180,15 @@ int main(int argc, char **argv)
 	g_unix_signal_add(SIGINT, on_signal, (gpointer) "SIGINT");
 	g_unix_signal_add(SIGHUP, on_signal, (gpointer) "SIGHUP");
 
-	if (server) {
-		if (!api_start(control, !no_bus, &err)) {
+	if (server_mode) {
+		server = dbus_server_start(control, !no_bus, &err);
+		if (!server) {
 			fprintf(stderr, "ocfs2d: %s\n", err->message);
 			report_ready(false);
 			return 1;
 		}
 		if (idle_exit)
-			api_exit_when_idle(loop);
+			dbus_server_exit_when_idle(server, loop);
 		g_message("serving the D-Bus API on %s", control);
 	} else if (!volume_mount(argv[1], argv[2], &mo, single_gone, NULL, &single, &err)) {
 		fprintf(stderr, "ocfs2d: %s\n", err->message);
@@ -196,7 +198,7 @@ int main(int argc, char **argv)
 	report_ready(true);
 	g_main_loop_run(loop);
 	if (server)
-		api_stop();
+		dbus_server_stop(server);
 	if (single)
 		volume_unref(single);
 	g_main_loop_unref(loop);

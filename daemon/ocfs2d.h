@@ -2,13 +2,34 @@
 /*
  * ocfs2d: the daemon's shared declarations.
  *
+ * Modules, each calling only those below it (no file calls back up; check
+ * with nm: a file's undefined symbols name the files it calls):
+ *
+ *   main.c         options, detaching, signals; owns the D-Bus server or,
+ *                  in single-volume mode, the one volume
+ *   dbus_server.c  the D-Bus API: skeletons per connection, method handlers
+ *   registry.c     the server's table of mounted volumes (registry.h)
+ *   volume.c       a volume's life: opening it (check_unused, open_fs),
+ *                  mounting, its FUSE and ticker threads, closing it
+ *   uring.c        serving a session through io_uring queues
+ *   reflink.c      reflinks by path, for the API
+ *   fuseops.c      the FUSE operations table and lookup counts
+ *   session.c      making and hooking FUSE sessions, the wire peeks and
+ *                  the INIT patch, for the classic and io_uring loops alike
+ *                  (it is handed fuseops_table's table, so it never calls
+ *                  fuseops.c; the operations ask it for a write's flags)
+ *   note.c         logging what a volume's failures mean (volume_note_locked)
+ *
  * Threads.  The GLib main loop (main.c) only dispatches: signals and, in
- * server mode, the D-Bus API (api.c).  Each mounted volume has a FUSE session
- * served by libfuse's worker threads (fuse_session_loop_mt) on a thread of
- * its own, and a ticker thread that commits the running transaction on the
- * commit interval.  fscore is not thread-safe: every call on a volume's
- * o2_fs runs under that volume's lock (struct volume.lock), so filesystem
- * work never runs on the main loop and never concurrently on one volume.
+ * server mode, the D-Bus API (dbus_server.c), whose method handlers run on
+ * GDBus worker threads.  Each mounted volume has a FUSE session served on
+ * a thread of its own (volume.c: one loop, libfuse's worker threads with
+ * fuse_session_loop_mt, or uring.c's thread per CPU queue), and a ticker
+ * thread that commits the running transaction on the commit interval.
+ * fscore is not thread-safe: every call on a volume's o2_fs runs under
+ * that volume's lock (struct volume.lock), so filesystem work never runs
+ * on the main loop and never concurrently on one volume.  The registry
+ * has a mutex of its own, taken inside a volume's lock (never around it).
  */
 #ifndef OCFS2D_H
 #define OCFS2D_H
@@ -39,7 +60,7 @@ struct volume {
 	bool acl;		/* POSIX ACLs on: the kernel enforces them, we keep them */
 	bool use_uring;		/* serve through io_uring queues (uring.c) */
 	bool killpriv;		/* FUSE_HANDLE_KILLPRIV_V2 agreed: set-ID bits are ours to drop */
-	/* the INIT request, seen by fuseops_saw_request until its reply goes */
+	/* the INIT request, seen by session_saw_request until its reply goes */
 	uint64_t init_unique, init_offered;
 	bool init_pending;
 
@@ -66,8 +87,10 @@ struct volume {
 };
 
 /*
- * Log what fscore said about a failed call named op, if it is more than an
- * ordinary errno answer (with v->lock held); returns r.
+ * note.c: log what fscore said about a failed call named op, if it is more
+ * than an ordinary errno answer (with v->lock held): damage, an I/O error,
+ * and (once) the volume turning read-only, which also calls v->turned_ro.
+ * Returns r.
  */
 int volume_note_locked(struct volume *v, const char *op, int r);
 
@@ -107,39 +130,77 @@ bool uring_wanted(struct volume *v);
 /* Serve the mounted session (on its FUSE thread) until it ends. */
 int uring_serve(struct volume *v);
 
-/* fuseops.c */
-struct fuse_session *fuseops_session_new(struct volume *v, GError **err);
 /*
- * Hooks on a mounted session's reads and writes (0 or -errno), for what
- * libfuse does not pass on; a loop that hands requests to libfuse itself
- * tells fuseops_saw_request about each first, and fuseops_patch_init about
- * the INIT reply (iov[0] its header, iov[1] its body; true if changed).
+ * session.c: a volume's FUSE sessions and their wire, for both the
+ * classic loops (volume.c) and the io_uring loop (uring.c).
+ *
+ * session_new: a session of v's with the operations ops (fuseops_table's)
+ * and v's mount options, not yet mounted; NULL and *err on failure.
  */
-int fuseops_session_hook(struct fuse_session *se);
+struct fuse_lowlevel_ops;
+struct fuse_session *session_new(struct volume *v, const struct fuse_lowlevel_ops *ops,
+				 GError **err);
+/*
+ * For what libfuse does not pass on (FUSE_HANDLE_KILLPRIV_V2), something
+ * must see each raw request before libfuse runs it, and the INIT reply
+ * before it goes.  session_hook does that on a mounted session's own
+ * reads and writes (0 or -errno).  A loop that hands requests to libfuse
+ * itself instead tells session_saw_request about each request (on the
+ * thread that then runs it), and session_patch_init about each reply
+ * (iov[0] its header, iov[1] its body): true if it added the flag to INIT's.
+ */
+int session_hook(struct fuse_session *se);
 struct iovec;
-void fuseops_saw_request(struct volume *v, const void *req, size_t len);
-bool fuseops_patch_init(struct volume *v, const struct iovec *iov, int count);
-/* Drop every lookup reference the kernel still holds (session end). */
-void fuseops_forget_all(struct volume *v);
+void session_saw_request(struct volume *v, const void *req, size_t len);
+bool session_patch_init(struct volume *v, const struct iovec *iov, int count);
+/* The write_flags of the FUSE_WRITE this thread is running (0 for others). */
+uint32_t session_write_flags(void);
+
 /*
- * A reflink on the mounted volume (paths inside it, absolute): dst may be
- * an existing directory (the copy takes src's name there).  The kernel's
- * view of the new name is refreshed.  0 and *ret_ino, or -errno and
- * *ret_msg (g_free it).
+ * fuseops.c: the FUSE low-level operations.  fuseops_table fills ret with
+ * the table for v (without the xattr operations under noxattr).
  */
-int fuseops_reflink(struct volume *v, const char *src, const char *dst, uint64_t *ret_ino,
+void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret);
+/* Drop every lookup reference the kernel still holds (session end; v->lock held). */
+void fuseops_forget_all(struct volume *v);
+
+/*
+ * The FUSE node id of inode blk as fuseops hands them out: the root
+ * directory is FUSE's node 1 (FUSE_ROOT_ID), every other inode its own
+ * number, which is never 1.
+ */
+static inline uint64_t volume_node_id(const struct volume *v, uint64_t blk)
+{
+	return blk == v->root ? 1 : blk;
+}
+
+/*
+ * reflink.c: a reflink on the mounted volume (paths inside it, absolute):
+ * dst may be an existing directory (the copy takes src's name there).  The
+ * kernel's view of the new name is refreshed.  0 and *ret_ino, or -errno
+ * and *ret_msg (g_free it).  Takes v->lock itself.
+ */
+int reflink_by_path(struct volume *v, const char *src, const char *dst, uint64_t *ret_ino,
 		    char **ret_msg);
 
 /*
- * api.c: the D-Bus API (server mode; dbus/org.ocfs2d.Daemon1.xml), served
- * peer-to-peer on the control socket at path and, if system_bus, as
- * org.ocfs2d.Daemon1 on the system bus.
+ * dbus_server.c: the D-Bus API (server mode; dbus/org.ocfs2d.Daemon1.xml),
+ * served peer-to-peer on the control socket at path and, if system_bus, as
+ * org.ocfs2d.Daemon1 on the system bus.  The server owns the registry of
+ * the volumes it mounted (registry.h).  NULL and *err if the socket cannot
+ * be served (another daemon answers on it, say).
  */
-bool api_start(const char *path, bool system_bus, GError **err);
-void api_stop(void);
+struct dbus_server;
+struct dbus_server *dbus_server_start(const char *path, bool system_bus, GError **err);
+/*
+ * Stop serving and free s (after the main loop has stopped).  If a method
+ * call is still running on a GDBus thread (a Mount when SIGTERM came), s
+ * is left allocated for it until the process exits.
+ */
+void dbus_server_stop(struct dbus_server *s);
 /* Unmount every volume (SIGTERM): forced, then wait for them to close. */
-void api_unmount_all(void);
+void dbus_server_unmount_all(struct dbus_server *s);
 /* Quit loop once the last volume is unmounted (a daemon ocfs2ctl started). */
-void api_exit_when_idle(GMainLoop *loop);
+void dbus_server_exit_when_idle(struct dbus_server *s, GMainLoop *loop);
 
 #endif

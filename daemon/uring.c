@@ -13,8 +13,8 @@
  * encodes replies for us: each serving thread has a FUSE session of its own
  * (a "codec") whose device is a memory file.  A request from a ring entry is laid
  * out as /dev/fuse would deliver it, the codec processes it (our fuseops
- * run, as for any session), and the reply it writes into its file is moved
- * into the ring entry and committed.  In this mode the /dev/fuse thread
+ * run, as for any session; session.c makes and hooks it), and the reply
+ * it writes into its file is moved into the ring entry and committed.  In this mode the /dev/fuse thread
  * goes through a codec too, since it must add FUSE_OVER_IO_URING to the
  * INIT reply; after that /dev/fuse carries only forgets and interrupts.
  *
@@ -152,7 +152,12 @@ static bool codec_open(struct volume *v, struct codec *c, GError **err)
 			    g_strerror(errno));
 		goto fail;
 	}
-	c->se = fuseops_session_new(v, err);
+	struct fuse_lowlevel_ops ops;
+
+	/* the same operations as the mounted session's: a codec is one more
+	 * way in to the same volume */
+	fuseops_table(v, &ops);
+	c->se = session_new(v, &ops, err);
 	if (!c->se) {
 		close(w);
 		goto fail;
@@ -165,7 +170,7 @@ static bool codec_open(struct volume *v, struct codec *c, GError **err)
 		goto fail;
 	}
 	/* the INIT reply it writes must say what the main session's would */
-	w = fuseops_session_hook(c->se);
+	w = session_hook(c->se);
 	if (w < 0) {
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-w), "hooking a codec: %s",
 			    g_strerror(-w));
@@ -206,7 +211,7 @@ static ssize_t codec_run(struct codec *c, void *req, size_t len, const struct io
 	int k;
 
 	g_assert(iovcnt <= 2);
-	fuseops_saw_request(c->v, req, len);
+	session_saw_request(c->v, req, len);
 	fuse_session_process_buf(c->se, &fb);
 	end = lseek(c->fd, 0, SEEK_CUR);
 	if (end <= 0)

@@ -393,35 +393,6 @@ static bool open_fs(struct volume *v, GError **err)
 	return true;
 }
 
-/*
- * Log what fscore said about a failure that is not an ordinary errno
- * answer (under the lock): a damaged block or an I/O error, and - once,
- * whichever errno the call that caused it returns (ENOMEM too) - the
- * volume turning read-only.  Later EROFS answers need no word.
- */
-int volume_note_locked(struct volume *v, const char *op, int r)
-{
-	if (r >= 0 || !v->fs)
-		return r;
-	if (o2_fs_readonly_reason(v->fs)) {
-		if (!v->ro_reported) {
-			v->ro_reported = true;
-			g_warning("%s: %s: %s", v->device, op, o2_fs_error(v->fs));
-			if (v->turned_ro)
-				v->turned_ro(v, v->gone_arg);
-			return r;
-		}
-		if (r == -EROFS)
-			return r;
-	}
-	if (r == -EUCLEAN || r == -EIO) {
-		const char *msg = o2_fs_error(v->fs);
-
-		g_warning("%s: %s: %s", v->device, op, msg[0] ? msg : g_strerror(-r));
-	}
-	return r;
-}
-
 /* ---- threads ---- */
 
 /* Commit the running transaction on the commit interval. */
@@ -660,7 +631,10 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 
 	if (!prepare_mountpoint(v->mountpoint, err) || !open_fs(v, err))
 		goto fail;
-	v->se = fuseops_session_new(v, err);
+	struct fuse_lowlevel_ops ops;
+
+	fuseops_table(v, &ops);
+	v->se = session_new(v, &ops, err);
 	if (!v->se)
 		goto fail;
 	v->use_uring = uring_wanted(v);
@@ -670,7 +644,7 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 			    v->device, v->mountpoint);
 		goto fail;
 	}
-	int r = fuseops_session_hook(v->se);
+	int r = session_hook(v->se);
 
 	if (r < 0) {
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),

@@ -2,7 +2,7 @@
 /*
  * The ocfs2d D-Bus API (org.ocfs2d.Daemon1.xml): names, errors, and the
  * parsers that turn each method's arguments into a checked request.  The
- * daemon's handlers (daemon/api.c) act only on what these return, and the
+ * daemon's handlers (daemon/dbus_server.c) act only on what these return, and the
  * fuzz target fuzz_dbus feeds them hostile messages; nothing here does I/O.
  */
 #ifndef OCFS2D_API_H

@@ -7,7 +7,8 @@
  * bus), and the name org.ocfs2d.Daemon1 on the system bus when there is
  * one (management UIs; only root may call the methods that change state,
  * anyone allowed by the bus policy may read).  Each connection gets its own
- * object manager and skeletons, built from one registry of mounted volumes.
+ * object manager and skeletons, built from one registry of mounted volumes
+ * (registry.c), which the server object owns.
  *
  * Threads: the skeletons run their method handlers on GDBus worker threads
  * (mounting replays journals, unmounting waits for the volume to close),
@@ -27,37 +28,41 @@
 #include "api.h"
 #include "ocfs2d-generated.h"
 #include "ocfs2d.h"
-
-/* A mounted volume as the API shows it; fields fixed once registered but state. */
-struct mounted {
-	struct volume *v; /* a reference */
-	char *path;	  /* its object path */
-	char *uuid, *label, *stack, *options;
-	unsigned slot, max_slots, block_size, cluster_size;
-	guint64 size;
-	bool ro;	   /* mounted read-only, or turned so */
-	bool turned_ro;	   /* an error turned it read-only (State "read-only") */
-	bool unmounting;
-};
+#include "registry.h"
 
 /* One connection the API is exported on. */
 struct export {
+	struct dbus_server *s;
 	GDBusConnection *conn;
 	GDBusObjectManagerServer *om;
 	O2dManager *manager;
+	gulong closed_id; /* our "closed" handler on a peer connection, or 0 */
 };
 
-static GMutex reg_lock;
-static GCond reg_cond;
-static GHashTable *registry;	/* mountpoint -> struct mounted *, under reg_lock */
-static GHashTable *gone_early;	/* volumes gone before they were registered */
-static GHashTable *mounting;	/* mount points a Mount in progress has claimed */
-static gint busy;		/* method calls in progress */
-static GPtrArray *exports;	/* struct export *, main loop only */
-static GDBusServer *server;
-static char *socket_path;
-static guint bus_owner;
-static GMainLoop *idle_loop;
+struct dbus_server {
+	struct registry *reg;
+	gint busy;		/* method calls in progress */
+	GPtrArray *exports;	/* struct export *, main loop only */
+	GDBusServer *server;
+	char *socket_path;
+	guint bus_owner;
+	GMainLoop *idle_loop;	/* quit once idle, or NULL */
+};
+
+/* Main-loop work about one entry, queued from another thread. */
+struct entry_work {
+	struct dbus_server *s;
+	struct mounted *m;
+};
+
+static void queue_entry_work(GSourceFunc fn, struct dbus_server *s, struct mounted *m)
+{
+	struct entry_work *w = g_new(struct entry_work, 1);
+
+	w->s = s;
+	w->m = m;
+	g_idle_add(fn, w);
+}
 
 static gboolean handle_unmount(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
 			       gpointer data);
@@ -66,15 +71,12 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 
 /* ---- the main loop side: exports and skeletons ---- */
 
-static const char *state_of(const struct mounted *m)
-{
-	return m->unmounting ? "unmounting" : m->turned_ro ? "read-only" : "mounted";
-}
-
 static void export_volume(struct export *x, struct mounted *m)
 {
 	g_autoptr(O2dObjectSkeleton) obj = o2d_object_skeleton_new(m->path);
 	g_autoptr(O2dVolume) vol = o2d_volume_skeleton_new();
+	const char *state;
+	bool ro;
 
 	g_dbus_interface_skeleton_set_flags(
 		G_DBUS_INTERFACE_SKELETON(vol),
@@ -90,86 +92,90 @@ static void export_volume(struct export *x, struct mounted *m)
 	o2d_volume_set_cluster_size(vol, m->cluster_size);
 	o2d_volume_set_size(vol, m->size);
 	o2d_volume_set_options(vol, m->options);
-	g_mutex_lock(&reg_lock);
-	o2d_volume_set_read_only(vol, m->ro);
-	o2d_volume_set_state(vol, state_of(m));
-	g_mutex_unlock(&reg_lock);
-	g_signal_connect(vol, "handle-unmount", G_CALLBACK(handle_unmount), NULL);
-	g_signal_connect(vol, "handle-reflink", G_CALLBACK(handle_reflink), NULL);
+	registry_read_state(x->s->reg, m, &ro, &state);
+	o2d_volume_set_read_only(vol, ro);
+	o2d_volume_set_state(vol, state);
+	g_signal_connect(vol, "handle-unmount", G_CALLBACK(handle_unmount), x->s);
+	g_signal_connect(vol, "handle-reflink", G_CALLBACK(handle_reflink), x->s);
 	o2d_object_skeleton_set_volume(obj, vol);
 	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
 }
 
 static void set_mounts(struct export *x)
 {
-	g_mutex_lock(&reg_lock);
-	unsigned n = g_hash_table_size(registry);
-	g_mutex_unlock(&reg_lock);
-	o2d_manager_set_mounts(x->manager, n);
+	o2d_manager_set_mounts(x->manager, registry_count(x->s->reg));
 }
 
 /* Refresh a volume's changing properties on every export. */
-static void update_volume(struct mounted *m)
+static void update_volume(struct dbus_server *s, struct mounted *m)
 {
-	for (guint i = 0; i < exports->len; i++) {
-		struct export *x = exports->pdata[i];
+	for (guint i = 0; i < s->exports->len; i++) {
+		struct export *x = s->exports->pdata[i];
 		g_autoptr(GDBusInterface) iface = g_dbus_object_manager_get_interface(
 			G_DBUS_OBJECT_MANAGER(x->om), m->path, O2D_VOLUME_IFACE);
+		const char *state;
+		bool ro;
 
 		if (!iface)
 			continue;
-		g_mutex_lock(&reg_lock);
-		o2d_volume_set_read_only(O2D_VOLUME(iface), m->ro);
-		o2d_volume_set_state(O2D_VOLUME(iface), state_of(m));
-		g_mutex_unlock(&reg_lock);
+		registry_read_state(s->reg, m, &ro, &state);
+		o2d_volume_set_read_only(O2D_VOLUME(iface), ro);
+		o2d_volume_set_state(O2D_VOLUME(iface), state);
 	}
 }
 
-static void mounted_free(struct mounted *m)
-{
-	volume_unref(m->v);
-	g_free(m->path);
-	g_free(m->uuid);
-	g_free(m->label);
-	g_free(m->stack);
-	g_free(m->options);
-	g_free(m);
-}
-
+/* Quit the idle loop if one is set, nothing is mounted and no call is running. */
 static gboolean exit_if_idle(gpointer arg)
 {
-	g_mutex_lock(&reg_lock);
-	bool idle = g_hash_table_size(registry) == 0 && !g_atomic_int_get(&busy);
-	g_mutex_unlock(&reg_lock);
-	if (idle && idle_loop && g_main_loop_is_running(idle_loop)) {
+	struct dbus_server *s = arg;
+	bool idle = registry_count(s->reg) == 0 && !g_atomic_int_get(&s->busy);
+
+	if (idle && s->idle_loop && g_main_loop_is_running(s->idle_loop)) {
 		g_message("no volume mounted: exiting");
-		g_main_loop_quit(idle_loop);
+		g_main_loop_quit(s->idle_loop);
 	}
 	return G_SOURCE_REMOVE;
 }
 
+/* A method call is over: an idle daemon may exit now (from any thread). */
+static void call_done(struct dbus_server *s)
+{
+	if (g_atomic_int_dec_and_test(&s->busy))
+		g_idle_add(exit_if_idle, s);
+}
+
+/* An entry registry_remove handed over: its objects go, then it does. */
 static gboolean volume_gone_idle(gpointer arg)
 {
-	struct mounted *m = arg;
+	g_autofree struct entry_work *w = arg;
 
-	for (guint i = 0; i < exports->len; i++) {
-		struct export *x = exports->pdata[i];
+	for (guint i = 0; i < w->s->exports->len; i++) {
+		struct export *x = w->s->exports->pdata[i];
 
-		g_dbus_object_manager_server_unexport(x->om, m->path);
+		g_dbus_object_manager_server_unexport(x->om, w->m->path);
 		set_mounts(x);
 	}
-	mounted_free(m);
-	return exit_if_idle(NULL);
+	mounted_free(w->m);
+	return exit_if_idle(w->s);
 }
 
 static gboolean volume_changed_idle(gpointer arg)
 {
-	update_volume(arg);
+	g_autofree struct entry_work *w = arg;
+
+	update_volume(w->s, w->m);
 	return G_SOURCE_REMOVE;
+}
+
+/* A registry callback: the entry's state changed; show it on the main loop. */
+static void queue_changed(struct mounted *m, void *arg)
+{
+	queue_entry_work(volume_changed_idle, arg, m);
 }
 
 /* A Mount that worked: show the volume everywhere, then answer. */
 struct mount_done {
+	struct dbus_server *s;
 	struct mounted *m;
 	O2dManager *manager;
 	GDBusMethodInvocation *inv;
@@ -179,8 +185,8 @@ static gboolean mount_done_idle(gpointer arg)
 {
 	struct mount_done *d = arg;
 
-	for (guint i = 0; i < exports->len; i++) {
-		struct export *x = exports->pdata[i];
+	for (guint i = 0; i < d->s->exports->len; i++) {
+		struct export *x = d->s->exports->pdata[i];
 
 		export_volume(x, d->m);
 		set_mounts(x);
@@ -191,37 +197,44 @@ static gboolean mount_done_idle(gpointer arg)
 	return G_SOURCE_REMOVE;
 }
 
+/* A registry callback: m is registered; queue its showing (d, in arg). */
+static void queue_mount_done(struct mounted *m, void *arg)
+{
+	g_idle_add(mount_done_idle, arg);
+}
+
 /* ---- the volume side (other threads) ---- */
+
+/* A registry callback: hand the removed entry to the main loop. */
+static void queue_gone(struct mounted *m, void *arg)
+{
+	queue_entry_work(volume_gone_idle, arg, m);
+}
 
 /* On the volume's FUSE thread, once it is closed. */
 static void volume_gone(struct volume *v, void *arg)
 {
-	g_mutex_lock(&reg_lock);
-	struct mounted *m = g_hash_table_lookup(registry, v->mountpoint);
+	struct dbus_server *s = arg;
 
-	/* queued before an Unmount waiting below can queue its answer (after it) */
-	if (m && m->v == v) {
-		g_hash_table_remove(registry, v->mountpoint);
-		g_idle_add(volume_gone_idle, m);
-	} else {
-		g_hash_table_add(gone_early, v);
-	}
-	g_cond_broadcast(&reg_cond);
-	g_mutex_unlock(&reg_lock);
+	/* queued (under the registry's lock) before an Unmount waiting for
+	 * the volume to go can queue its answer, so the answer comes after */
+	registry_remove(s->reg, v, queue_gone, s);
+}
+
+/* A registry callback: an error turned the entry read-only. */
+static void mark_turned_ro(struct mounted *m, void *arg)
+{
+	m->ro = true;
+	m->turned_ro = true;
+	queue_changed(m, arg);
 }
 
 /* Under v->lock: an error turned the volume read-only. */
 static void volume_turned_ro(struct volume *v, void *arg)
 {
-	g_mutex_lock(&reg_lock);
-	struct mounted *m = g_hash_table_lookup(registry, v->mountpoint);
+	struct dbus_server *s = arg;
 
-	if (m && m->v == v) {
-		m->ro = true;
-		m->turned_ro = true;
-		g_idle_add(volume_changed_idle, m);
-	}
-	g_mutex_unlock(&reg_lock);
+	registry_update(s->reg, v, mark_turned_ro, s);
 }
 
 /* ---- method handlers (GDBus worker threads) ---- */
@@ -287,22 +300,15 @@ static bool authorized(GDBusMethodInvocation *inv, const char *what)
 }
 
 /* The registered volume an invocation's object stands for, referenced; or NULL. */
-static struct mounted *lookup_target(GDBusMethodInvocation *inv, struct volume **ret_v)
+static struct volume *lookup_target(struct dbus_server *s, GDBusMethodInvocation *inv)
 {
 	g_autofree char *mnt = o2d_volume_mountpoint(g_dbus_method_invocation_get_object_path(inv));
-	struct mounted *m = NULL;
 
-	*ret_v = NULL;
-	g_mutex_lock(&reg_lock);
-	if (mnt)
-		m = g_hash_table_lookup(registry, mnt);
-	if (m)
-		*ret_v = volume_ref(m->v);
-	g_mutex_unlock(&reg_lock);
-	return m;
+	return mnt ? registry_find(s->reg, mnt) : NULL;
 }
 
-static struct mounted *describe(struct volume *v)
+/* The API's view of a volume just mounted (owning the mounter's reference). */
+static struct mounted *describe(struct dbus_server *s, struct volume *v)
 {
 	struct mounted *m = g_new0(struct mounted, 1);
 
@@ -326,6 +332,8 @@ static struct mounted *describe(struct volume *v)
 	m->size = (guint64)si->total_clusters * si->cluster_size;
 	m->ro = m->ro || v->ro_reported;
 	m->turned_ro = v->ro_reported;
+	/* from now on a turn to read-only reaches the registry; it gets
+	 * gone_arg, which volume_mount was given: s */
 	v->turned_ro = volume_turned_ro;
 	g_mutex_unlock(&v->lock);
 	return m;
@@ -334,6 +342,7 @@ static struct mounted *describe(struct volume *v)
 static gboolean handle_mount(O2dManager *manager, GDBusMethodInvocation *inv, const char *device,
 			     const char *mountpoint, GVariant *options, gpointer data)
 {
+	struct dbus_server *s = data;
 	struct o2d_mount_req req;
 	g_autoptr(GError) err = NULL;
 	struct volume *v;
@@ -346,56 +355,43 @@ static gboolean handle_mount(O2dManager *manager, GDBusMethodInvocation *inv, co
 		o2d_mount_req_clear(&req);
 		return TRUE;
 	}
-	g_atomic_int_inc(&busy);
+	g_atomic_int_inc(&s->busy);
 	char *real = realpath(req.mountpoint, NULL);
 	g_autofree char *abs = g_strdup(real ? real : req.mountpoint);
 
 	free(real);
-	g_mutex_lock(&reg_lock);
-	/* two Mounts at once on one mount point: the second waits for nothing, it fails */
-	bool taken = g_hash_table_contains(registry, abs) || g_hash_table_contains(mounting, abs);
-
-	if (!taken)
-		g_hash_table_add(mounting, abs);
-	g_mutex_unlock(&reg_lock);
-	if (taken) {
+	if (!registry_claim(s->reg, abs)) {
 		g_dbus_method_invocation_return_error(inv, O2D_ERROR, O2D_ERROR_ALREADY_MOUNTED,
 						      "%s: a volume is mounted there already", abs);
-	} else if (!volume_mount(req.device, req.mountpoint, &req.opts, volume_gone, NULL, &v,
+	} else if (!volume_mount(req.device, req.mountpoint, &req.opts, volume_gone, s, &v,
 				 &err)) {
-		g_mutex_lock(&reg_lock);
-		g_hash_table_remove(mounting, abs);
-		g_mutex_unlock(&reg_lock);
+		registry_unclaim(s->reg, abs);
 		return_errno(inv, errno_of(err), err->message);
 	} else {
-		struct mounted *m = describe(v);
+		struct mounted *m = describe(s, v);
+		struct mount_done *d = g_new0(struct mount_done, 1);
 
-		g_mutex_lock(&reg_lock);
-		g_hash_table_remove(mounting, abs);
-		bool early = g_hash_table_remove(gone_early, v);
-		if (!early)
-			g_hash_table_insert(registry, v->mountpoint, m);
-		g_mutex_unlock(&reg_lock);
-		if (early) {
+		d->s = s;
+		d->m = m;
+		d->manager = g_object_ref(manager);
+		d->inv = inv;
+		/* queued under the registry's lock: before the volume's going,
+		 * should it go at once, can free m */
+		if (!registry_add(s->reg, abs, m, queue_mount_done, d)) {
+			g_object_unref(d->manager);
+			g_free(d);
 			return_errno(inv, EIO, "the volume was unmounted as soon as it was mounted");
 			mounted_free(m);
-		} else {
-			struct mount_done *d = g_new0(struct mount_done, 1);
-
-			d->m = m;
-			d->manager = g_object_ref(manager);
-			d->inv = inv;
-			g_idle_add(mount_done_idle, d);
 		}
 	}
 	o2d_mount_req_clear(&req);
-	if (g_atomic_int_dec_and_test(&busy))
-		g_idle_add(exit_if_idle, NULL);
+	call_done(s);
 	return TRUE;
 }
 
 /* An Unmount whose volume has closed: its answer, sent from the main loop. */
 struct unmount_done {
+	struct dbus_server *s;
 	O2dVolume *vol;
 	GDBusMethodInvocation *inv;
 	int result;
@@ -405,6 +401,7 @@ struct unmount_done {
 static gboolean unmount_done_idle(gpointer arg)
 {
 	struct unmount_done *d = arg;
+	struct dbus_server *s = d->s;
 
 	if (d->result < 0) {
 		g_autofree char *msg = g_strdup_printf(
@@ -418,26 +415,31 @@ static gboolean unmount_done_idle(gpointer arg)
 	g_object_unref(d->vol);
 	g_free(d->device);
 	g_free(d);
-	if (g_atomic_int_dec_and_test(&busy))
-		exit_if_idle(NULL);
+	if (g_atomic_int_dec_and_test(&s->busy))
+		exit_if_idle(s);
 	return G_SOURCE_REMOVE;
 }
 
-/* Whether v is still the registered volume on its mount point (under reg_lock). */
-static bool registered_locked(struct volume *v)
+/* Registry callbacks: an Unmount begins, or failed and the volume stays. */
+static void mark_unmounting(struct mounted *m, void *arg)
 {
-	struct mounted *m = g_hash_table_lookup(registry, v->mountpoint);
+	m->unmounting = true;
+	queue_changed(m, arg);
+}
 
-	return m && m->v == v;
+static void mark_mounted(struct mounted *m, void *arg)
+{
+	m->unmounting = false;
+	queue_changed(m, arg);
 }
 
 static gboolean handle_unmount(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
 			       gpointer data)
 {
+	struct dbus_server *s = data;
 	struct o2d_unmount_req req;
 	g_autoptr(GError) err = NULL;
 	struct volume *v;
-	struct mounted *m;
 
 	if (!o2d_parse_unmount(g_dbus_method_invocation_get_parameters(inv), &req, &err)) {
 		return_error(inv, err);
@@ -445,35 +447,25 @@ static gboolean handle_unmount(O2dVolume *vol, GDBusMethodInvocation *inv, GVari
 	}
 	if (!authorized(inv, "unmount volumes"))
 		return TRUE;
-	m = lookup_target(inv, &v);
-	if (!m) {
+	v = lookup_target(s, inv);
+	if (!v) {
 		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
 							      "that volume is no longer mounted");
 		return TRUE;
 	}
-	g_atomic_int_inc(&busy);
-	g_mutex_lock(&reg_lock);
-	m->unmounting = true;
-	g_idle_add(volume_changed_idle, m);
-	g_mutex_unlock(&reg_lock);
+	g_atomic_int_inc(&s->busy);
+	registry_update(s->reg, v, mark_unmounting, s);
 	if (!volume_unmount(v, req.force, &err)) {
-		g_mutex_lock(&reg_lock);
-		if (registered_locked(v)) {
-			m->unmounting = false;
-			g_idle_add(volume_changed_idle, m);
-		}
-		g_mutex_unlock(&reg_lock);
+		registry_update(s->reg, v, mark_mounted, s);
 		return_errno(inv, errno_of(err), err->message);
 	} else {
-		g_mutex_lock(&reg_lock);
-		while (registered_locked(v))
-			g_cond_wait(&reg_cond, &reg_lock);
-		g_mutex_unlock(&reg_lock);
+		registry_wait_gone(s->reg, v);
 		/* answer on the main loop, after the volume's object is gone
 		 * (volume_gone queued that first); busy stays up until then, so
 		 * an idle daemon does not exit before the answer is out */
 		struct unmount_done *d = g_new0(struct unmount_done, 1);
 
+		d->s = s;
 		d->vol = g_object_ref(vol);
 		d->inv = inv;
 		d->result = v->close_result;
@@ -483,14 +475,14 @@ static gboolean handle_unmount(O2dVolume *vol, GDBusMethodInvocation *inv, GVari
 		return TRUE;
 	}
 	volume_unref(v);
-	if (g_atomic_int_dec_and_test(&busy))
-		g_idle_add(exit_if_idle, NULL);
+	call_done(s);
 	return TRUE;
 }
 
 static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const char *source,
 			       const char *destination, GVariant *options, gpointer data)
 {
+	struct dbus_server *s = data;
 	struct o2d_reflink_req req;
 	g_autoptr(GError) err = NULL;
 	struct volume *v;
@@ -503,7 +495,8 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 		o2d_reflink_req_clear(&req);
 		return TRUE;
 	}
-	if (!lookup_target(inv, &v)) {
+	v = lookup_target(s, inv);
+	if (!v) {
 		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
 							      "that volume is no longer mounted");
 		o2d_reflink_req_clear(&req);
@@ -511,7 +504,7 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 	}
 	uint64_t ino = 0;
 	g_autofree char *msg = NULL;
-	int r = fuseops_reflink(v, req.source, req.destination, &ino, &msg);
+	int r = reflink_by_path(v, req.source, req.destination, &ino, &msg);
 
 	volume_unref(v);
 	if (r < 0)
@@ -526,6 +519,8 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 
 static void export_free(struct export *x)
 {
+	if (x->closed_id)
+		g_signal_handler_disconnect(x->conn, x->closed_id);
 	g_dbus_object_manager_server_set_connection(x->om, NULL);
 	g_object_unref(x->om);
 	g_object_unref(x->manager);
@@ -533,13 +528,19 @@ static void export_free(struct export *x)
 	g_free(x);
 }
 
-static void export_on(GDBusConnection *conn)
+/* A registry callback: collect the entries (in a GPtrArray). */
+static void collect_entry(struct mounted *m, void *arg)
+{
+	g_ptr_array_add(arg, m);
+}
+
+static struct export *export_on(struct dbus_server *s, GDBusConnection *conn)
 {
 	struct export *x = g_new0(struct export, 1);
 	g_autoptr(O2dObjectSkeleton) obj = o2d_object_skeleton_new(O2D_MANAGER_PATH);
-	GHashTableIter it;
-	gpointer val;
+	g_autoptr(GPtrArray) list = g_ptr_array_new();
 
+	x->s = s;
 	x->conn = g_object_ref(conn);
 	x->om = g_dbus_object_manager_server_new(O2D_ROOT_PATH);
 	x->manager = o2d_manager_skeleton_new();
@@ -547,32 +548,27 @@ static void export_on(GDBusConnection *conn)
 		G_DBUS_INTERFACE_SKELETON(x->manager),
 		G_DBUS_INTERFACE_SKELETON_FLAGS_HANDLE_METHOD_INVOCATIONS_IN_THREAD);
 	o2d_manager_set_version(x->manager, OCFS2D_VERSION);
-	g_signal_connect(x->manager, "handle-mount", G_CALLBACK(handle_mount), NULL);
+	g_signal_connect(x->manager, "handle-mount", G_CALLBACK(handle_mount), s);
 	o2d_object_skeleton_set_manager(obj, x->manager);
 	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
-	g_mutex_lock(&reg_lock);
-	GPtrArray *list = g_ptr_array_new();
-
-	g_hash_table_iter_init(&it, registry);
-	while (g_hash_table_iter_next(&it, NULL, &val))
-		g_ptr_array_add(list, val);
-	g_mutex_unlock(&reg_lock);
-	/* the registry only loses entries on the main loop (volume_gone_idle) */
+	registry_foreach(s->reg, collect_entry, list);
+	/* entries are freed on the main loop only (volume_gone_idle), so the
+	 * list stays good here, outside the registry's lock */
 	for (guint i = 0; i < list->len; i++)
 		export_volume(x, list->pdata[i]);
-	g_ptr_array_free(list, TRUE);
 	set_mounts(x);
 	g_dbus_object_manager_server_set_connection(x->om, conn);
-	g_ptr_array_add(exports, x);
+	g_ptr_array_add(s->exports, x);
+	return x;
 }
 
-static void unexport_from(GDBusConnection *conn)
+static void unexport_from(struct dbus_server *s, GDBusConnection *conn)
 {
-	for (guint i = 0; i < exports->len; i++) {
-		struct export *x = exports->pdata[i];
+	for (guint i = 0; i < s->exports->len; i++) {
+		struct export *x = s->exports->pdata[i];
 
 		if (x->conn == conn) {
-			g_ptr_array_remove_index_fast(exports, i);
+			g_ptr_array_remove_index_fast(s->exports, i);
 			export_free(x);
 			return;
 		}
@@ -582,13 +578,14 @@ static void unexport_from(GDBusConnection *conn)
 static void on_peer_closed(GDBusConnection *conn, gboolean remote_vanished, GError *error,
 			   gpointer data)
 {
-	unexport_from(conn);
+	unexport_from(data, conn);
 }
 
 static gboolean on_new_connection(GDBusServer *srv, GDBusConnection *conn, gpointer data)
 {
-	export_on(conn);
-	g_signal_connect(conn, "closed", G_CALLBACK(on_peer_closed), NULL);
+	struct export *x = export_on(data, conn);
+
+	x->closed_id = g_signal_connect(conn, "closed", G_CALLBACK(on_peer_closed), data);
 	return TRUE;
 }
 
@@ -609,7 +606,7 @@ static gboolean on_allow_mechanism(GDBusAuthObserver *obs, const char *mechanism
 
 static void on_bus_acquired(GDBusConnection *conn, const char *name, gpointer data)
 {
-	export_on(conn);
+	export_on(data, conn);
 }
 
 static void on_name_acquired(GDBusConnection *conn, const char *name, gpointer data)
@@ -626,14 +623,14 @@ static void on_name_lost(GDBusConnection *conn, const char *name, gpointer data)
 			  "allowing it): the D-Bus API is on the control socket only",
 			  name);
 	if (conn)
-		unexport_from(conn);
+		unexport_from(data, conn);
 }
 
 /* ---- start and stop ---- */
 
-void api_exit_when_idle(GMainLoop *loop)
+void dbus_server_exit_when_idle(struct dbus_server *s, GMainLoop *loop)
 {
-	idle_loop = loop;
+	s->idle_loop = loop;
 }
 
 /* Whether a live daemon answers on path. */
@@ -648,93 +645,113 @@ static bool daemon_answers(const char *path)
 	return c != NULL;
 }
 
-bool api_start(const char *path, bool system_bus, GError **err)
+/* Free what s holds and s (nothing may use it any more). */
+static void server_free(struct dbus_server *s)
+{
+	registry_free(s->reg);
+	g_ptr_array_unref(s->exports);
+	g_free(s->socket_path);
+	g_free(s);
+}
+
+struct dbus_server *dbus_server_start(const char *path, bool system_bus, GError **err)
 {
 	g_autofree char *dir = g_path_get_dirname(path);
 	g_autofree char *addr = NULL;
 	g_autofree char *guid = g_dbus_generate_guid();
 	g_autoptr(GDBusAuthObserver) obs = g_dbus_auth_observer_new();
+	struct dbus_server *s;
 	struct stat st;
 
 	(void)o2d_error_quark(); /* the error names, registered before any call */
-	registry = g_hash_table_new(g_str_hash, g_str_equal);
-	gone_early = g_hash_table_new(NULL, NULL);
-	mounting = g_hash_table_new(g_str_hash, g_str_equal);
-	exports = g_ptr_array_new();
 	if (g_mkdir_with_parents(dir, 0755) < 0) {
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(errno), "%s: %s", dir,
 			    g_strerror(errno));
-		return false;
+		return NULL;
 	}
 	if (lstat(path, &st) == 0) {
 		/* a live daemon answers; a dead one left its socket behind */
 		if (daemon_answers(path)) {
 			g_set_error(err, G_IO_ERROR, G_IO_ERROR_ADDRESS_IN_USE,
 				    "another ocfs2d is running (it answers on %s)", path);
-			return false;
+			return NULL;
 		}
 		unlink(path);
 	}
+	s = g_new0(struct dbus_server, 1);
+	s->reg = registry_new();
+	s->exports = g_ptr_array_new();
 	g_signal_connect(obs, "authorize-authenticated-peer", G_CALLBACK(on_authorize_peer), NULL);
 	g_signal_connect(obs, "allow-mechanism", G_CALLBACK(on_allow_mechanism), NULL);
 	addr = g_strconcat("unix:path=", path, NULL);
 	mode_t old = umask(077);
-	server = g_dbus_server_new_sync(addr, G_DBUS_SERVER_FLAGS_NONE, guid, obs, NULL, err);
+	s->server = g_dbus_server_new_sync(addr, G_DBUS_SERVER_FLAGS_NONE, guid, obs, NULL, err);
 	umask(old);
-	if (!server)
-		return false;
-	socket_path = g_strdup(path);
-	g_signal_connect(server, "new-connection", G_CALLBACK(on_new_connection), NULL);
-	g_dbus_server_start(server);
+	if (!s->server) {
+		server_free(s);
+		return NULL;
+	}
+	s->socket_path = g_strdup(path);
+	g_signal_connect(s->server, "new-connection", G_CALLBACK(on_new_connection), s);
+	g_dbus_server_start(s->server);
 	if (system_bus)
-		bus_owner = g_bus_own_name(G_BUS_TYPE_SYSTEM, O2D_BUS_NAME,
-					   G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, on_bus_acquired,
-					   on_name_acquired, on_name_lost, NULL, NULL);
-	return true;
+		s->bus_owner = g_bus_own_name(G_BUS_TYPE_SYSTEM, O2D_BUS_NAME,
+					      G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE, on_bus_acquired,
+					      on_name_acquired, on_name_lost, s, NULL);
+	return s;
 }
 
-void api_stop(void)
+void dbus_server_stop(struct dbus_server *s)
 {
 	/* what the loop left queued: objects to remove, answers to send */
 	while (g_main_context_iteration(NULL, FALSE))
 		;
-	if (bus_owner)
-		g_bus_unown_name(bus_owner);
-	bus_owner = 0;
-	if (server) {
-		g_dbus_server_stop(server);
-		g_clear_object(&server);
-	}
-	while (exports && exports->len) {
-		struct export *x = g_ptr_array_steal_index_fast(exports, exports->len - 1);
+	if (s->bus_owner)
+		g_bus_unown_name(s->bus_owner);
+	s->bus_owner = 0;
+	g_dbus_server_stop(s->server);
+	g_clear_object(&s->server);
+	while (s->exports->len) {
+		struct export *x = g_ptr_array_steal_index_fast(s->exports, s->exports->len - 1);
 
 		/* the last answers (an Unmount that made us idle) go out first */
 		g_dbus_connection_flush_sync(x->conn, NULL, NULL);
 		export_free(x);
 	}
-	if (socket_path)
-		unlink(socket_path);
-	g_clear_pointer(&socket_path, g_free);
+	unlink(s->socket_path);
+	/*
+	 * A method call still running (a Mount replaying a journal when a
+	 * signal came) goes on using s on its worker thread: then s is left
+	 * to the process's exit rather than freed under it.
+	 */
+	if (!g_atomic_int_get(&s->busy))
+		server_free(s);
 }
 
-void api_unmount_all(void)
+/* A registry callback: reference each volume not asked to go yet (asked, list in arg). */
+struct to_unmount {
+	GHashTable *asked;
+	GPtrArray *list;
+};
+
+static void collect_unasked(struct mounted *m, void *arg)
 {
-	if (!registry)
-		return;
-	g_mutex_lock(&reg_lock);
+	struct to_unmount *t = arg;
+
+	if (g_hash_table_add(t->asked, m->v))
+		g_ptr_array_add(t->list, volume_ref(m->v));
+}
+
+void dbus_server_unmount_all(struct dbus_server *s)
+{
 	/* a Mount finishing meanwhile registers one more: ask until none is left */
-	GHashTable *asked = g_hash_table_new(NULL, NULL);
+	g_autoptr(GHashTable) asked = g_hash_table_new(NULL, NULL);
 
-	while (g_hash_table_size(registry)) {
-		GHashTableIter it;
-		gpointer val;
-		GPtrArray *list = g_ptr_array_new();
+	while (registry_count(s->reg)) {
+		g_autoptr(GPtrArray) list = g_ptr_array_new();
+		struct to_unmount t = { asked, list };
 
-		g_hash_table_iter_init(&it, registry);
-		while (g_hash_table_iter_next(&it, NULL, &val))
-			if (g_hash_table_add(asked, ((struct mounted *)val)->v))
-				g_ptr_array_add(list, volume_ref(((struct mounted *)val)->v));
-		g_mutex_unlock(&reg_lock);
+		registry_foreach(s->reg, collect_unasked, &t);
 		for (guint i = 0; i < list->len; i++) {
 			g_autoptr(GError) err = NULL;
 
@@ -742,11 +759,6 @@ void api_unmount_all(void)
 				g_warning("%s", err->message);
 			volume_unref(list->pdata[i]);
 		}
-		g_ptr_array_free(list, TRUE);
-		g_mutex_lock(&reg_lock);
-		if (g_hash_table_size(registry))
-			g_cond_wait(&reg_cond, &reg_lock);
+		registry_wait_removal(s->reg);
 	}
-	g_mutex_unlock(&reg_lock);
-	g_hash_table_destroy(asked);
 }

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * A volume's FUSE sessions and what passes over their wire.
+ *
+ * Both ways of serving a volume use this: the classic loops (volume.c) run
+ * the mounted session libfuse reads /dev/fuse for; the io_uring loop
+ * (uring.c) makes further sessions, its codecs, that only decode requests
+ * and encode replies.  Every session is made the same way (session_new)
+ * with the operations table fuseops.c fills, and every one is hooked
+ * (session_hook) or told by hand (session_saw_request, session_patch_init)
+ * about the raw messages, for what libfuse 3.14 does not pass on.
+ *
+ * That is FUSE_HANDLE_KILLPRIV_V2 (see fuseops.c, kill_privs, for what it
+ * asks of us): libfuse knows neither the INIT flag nor the write request's
+ * FUSE_WRITE_KILL_SUIDGID.  So the INIT request's offer is noted and its
+ * reply gains the flag if the kernel offered it, and each request's write
+ * flags are kept for the thread that runs it, where the operation asks for
+ * them (session_write_flags).  Nothing here calls back into the rest of
+ * the daemon: it only reads and writes the volume's INIT fields.
+ */
+
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <linux/fuse.h>
+
+#define FUSE_USE_VERSION 314
+#include <fuse_lowlevel.h>
+
+#include "ocfs2d.h"
+
+/*
+ * The write flags of the request this thread is running.  A thread runs
+ * one request at a time, from its peek (session_saw_request) through the
+ * operation, so a thread-local value is the request's own.
+ */
+static __thread uint32_t req_write_flags;
+
+struct fuse_session *session_new(struct volume *v, const struct fuse_lowlevel_ops *ops,
+				 GError **err)
+{
+	g_autofree char *fsname = g_strdup_printf("fsname=%s", v->device);
+	g_autoptr(GPtrArray) argv = g_ptr_array_new();
+	struct fuse_session *se;
+
+	/* the kernel checks permissions (we keep no credentials of our own),
+	 * and mount(8) and df show an ocfs2 filesystem of this device */
+	g_ptr_array_add(argv, (char *)"ocfs2d");
+	g_ptr_array_add(argv, (char *)"-o");
+	g_ptr_array_add(argv, (char *)"default_permissions,subtype=ocfs2");
+	g_ptr_array_add(argv, (char *)"-o");
+	g_ptr_array_add(argv, fsname);
+	if (v->opts.allow_other) {
+		g_ptr_array_add(argv, (char *)"-o");
+		g_ptr_array_add(argv, (char *)"allow_other");
+	}
+	if (v->opts.ro) {
+		g_ptr_array_add(argv, (char *)"-o");
+		g_ptr_array_add(argv, (char *)"ro");
+	}
+	if (v->opts.debug)
+		g_ptr_array_add(argv, (char *)"-d");
+
+	struct fuse_args args = FUSE_ARGS_INIT((int)argv->len, (char **)argv->pdata);
+
+	se = fuse_session_new(&args, ops, sizeof(*ops), v);
+	/* frees only what libfuse allocated for args; the strings are argv's */
+	fuse_opt_free_args(&args);
+	if (!se)
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_FAILED,
+			    "%s: cannot start a FUSE session (libfuse said why above)", v->device);
+	return se;
+}
+
+uint32_t session_write_flags(void)
+{
+	return req_write_flags;
+}
+
+void session_saw_request(struct volume *v, const void *req, size_t len)
+{
+	const struct fuse_in_header *ih = req;
+	const uint8_t *arg = (const uint8_t *)req + sizeof(*ih);
+
+	/* a request that is not a write leaves no flags from the last one */
+	req_write_flags = 0;
+	if (len < sizeof(*ih))
+		return;
+	if (ih->opcode == FUSE_WRITE) {
+		if (len >= sizeof(*ih) + sizeof(struct fuse_write_in))
+			req_write_flags = ((const struct fuse_write_in *)arg)->write_flags;
+		return;
+	}
+	if (ih->opcode != FUSE_INIT)
+		return;
+	/* an older kernel sends a shorter fuse_init_in: read only what is there */
+	uint32_t lo = 0, hi = 0;
+
+	if (len >= sizeof(*ih) + offsetof(struct fuse_init_in, flags) + sizeof(lo))
+		memcpy(&lo, arg + offsetof(struct fuse_init_in, flags), sizeof(lo));
+	if ((lo & FUSE_INIT_EXT) &&
+	    len >= sizeof(*ih) + offsetof(struct fuse_init_in, flags2) + sizeof(hi))
+		memcpy(&hi, arg + offsetof(struct fuse_init_in, flags2), sizeof(hi));
+	v->init_unique = ih->unique;
+	v->init_offered = lo | (uint64_t)hi << 32;
+	v->init_pending = true;
+}
+
+bool session_patch_init(struct volume *v, const struct iovec *iov, int count)
+{
+	const struct fuse_out_header *oh;
+	const size_t at = offsetof(struct fuse_init_out, flags);
+	uint32_t flags;
+
+	if (!v->init_pending || count < 2 || iov[0].iov_len < sizeof(*oh))
+		return false;
+	oh = iov[0].iov_base;
+	if (oh->unique != v->init_unique)
+		return false;
+	/* INIT's reply has gone by: later replies are not looked into */
+	v->init_pending = false;
+	if (oh->error || !(v->init_offered & FUSE_HANDLE_KILLPRIV_V2) ||
+	    iov[1].iov_len < at + sizeof(flags))
+		return false;
+	memcpy(&flags, (const uint8_t *)iov[1].iov_base + at, sizeof(flags));
+	flags |= FUSE_HANDLE_KILLPRIV_V2;
+	memcpy((uint8_t *)iov[1].iov_base + at, &flags, sizeof(flags));
+	v->killpriv = true;
+	return true;
+}
+
+/* libfuse's reads of a hooked session: each request is peeked at first. */
+static ssize_t hooked_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+
+	if (n > 0)
+		session_saw_request(userdata, buf, (size_t)n);
+	return n;
+}
+
+/* libfuse's writes of a hooked session: INIT's reply may be changed first. */
+static ssize_t hooked_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	session_patch_init(userdata, iov, count);
+	return writev(fd, iov, count);
+}
+
+int session_hook(struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = { .read = hooked_read, .writev = hooked_writev };
+
+	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}

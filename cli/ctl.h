@@ -100,4 +100,11 @@ int ctl_mount_main(int argc, char **argv, bool json);
 int ctl_daemon_reflink(const char *image, const char *src, const char *dst, uint64_t *ret_ino,
 		       char *msg, size_t msglen);
 
+/*
+ * `ocfs2ctl slots MOUNTPOINT`: the cluster of the volume a running ocfs2d
+ * serves there (its lock group's members, the slot map now, the lock
+ * cache's counters), asked of the daemon.  An exit status.
+ */
+int ctl_daemon_cluster_state(const char *mountpoint, bool json);
+
 #endif

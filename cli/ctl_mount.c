@@ -433,6 +433,9 @@ static int do_mounts(bool json)
 		const char *label = or_empty(o2d_volume_get_label(p));
 		gboolean ro = o2d_volume_get_read_only(p);
 		guint32 slot = o2d_volume_get_slot(p);
+		const char *cluster = or_empty(o2d_volume_get_cluster_name(p));
+		guint32 node = o2d_volume_get_node_id(p);
+
 		if (json) {
 			json_object_begin(&j, NULL);
 			json_string(&j, "device", dev);
@@ -442,11 +445,18 @@ static int do_mounts(bool json)
 			json_string(&j, "uuid", uuid);
 			json_string(&j, "label", label);
 			json_uint(&j, "slot", slot);
+			json_string(&j, "cluster", cluster);
+			json_uint(&j, "node", node);
 			json_object_end(&j);
 		} else {
-			printf("%s on %s (%s%s%s)\n", dev, mnt, ro ? "ro" : "rw",
+			g_autofree char *where =
+				cluster[0] ? g_strdup_printf(", cluster %s, node %u, slot %u", cluster,
+							     node, slot)
+					   : g_strdup("");
+
+			printf("%s on %s (%s%s%s%s)\n", dev, mnt, ro ? "ro" : "rw",
 			       strcmp(state, "mounted") ? ", " : "",
-			       strcmp(state, "mounted") ? state : "");
+			       strcmp(state, "mounted") ? state : "", where);
 		}
 	}
 	if (json) {
@@ -495,6 +505,109 @@ int ctl_daemon_reflink(const char *image, const char *src, const char *dst, uint
 	}
 	*ret_ino = ino;
 	return 0;
+}
+
+static void print_cluster_state(GVariant *st, const char *mnt, bool json)
+{
+	const char *group = "";
+	g_autoptr(GVariant) members = g_variant_lookup_value(st, "members", G_VARIANT_TYPE("a(uus)"));
+	g_autoptr(GVariant) slots = g_variant_lookup_value(st, "slots", G_VARIANT_TYPE("a(uu)"));
+	g_autoptr(GVariant) locks = g_variant_lookup_value(st, "locks", G_VARIANT_TYPE("a{st}"));
+	GVariantIter it;
+	guint32 a, b;
+	const char *str;
+	guint64 n;
+	struct json_writer j;
+
+	g_variant_lookup(st, "group", "&s", &group);
+	if (json) {
+		json_init(&j, stdout);
+		json_object_begin(&j, NULL);
+		json_string(&j, "mountpoint", mnt);
+		json_string(&j, "group", group);
+		json_array_begin(&j, "members");
+		if (members) {
+			g_variant_iter_init(&it, members);
+			while (g_variant_iter_next(&it, "(uu&s)", &a, &b, &str)) {
+				json_object_begin(&j, NULL);
+				json_uint(&j, "node", a);
+				json_uint(&j, "pid", b);
+				json_string(&j, "state", str);
+				json_object_end(&j);
+			}
+		}
+		json_array_end(&j);
+		json_array_begin(&j, "slots");
+		if (slots) {
+			g_variant_iter_init(&it, slots);
+			while (g_variant_iter_next(&it, "(uu)", &a, &b)) {
+				json_object_begin(&j, NULL);
+				json_uint(&j, "slot", a);
+				json_uint(&j, "node", b);
+				json_object_end(&j);
+			}
+		}
+		json_array_end(&j);
+		json_object_begin(&j, "locks");
+		if (locks) {
+			g_variant_iter_init(&it, locks);
+			while (g_variant_iter_next(&it, "{&st}", &str, &n))
+				json_uint(&j, str, n);
+		}
+		json_object_end(&j);
+		json_object_end(&j);
+		json_finish(&j);
+		return;
+	}
+	printf("Lock group %s\n", group);
+	printf("%-8s %-8s %s\n", "Node#", "Pid", "State");
+	if (members) {
+		g_variant_iter_init(&it, members);
+		while (g_variant_iter_next(&it, "(uu&s)", &a, &b, &str))
+			printf("%-8u %-8u %s\n", a, b, str);
+	}
+	printf("Slots in use (the slot map on disk now):\n%5s   %s\n", "Slot#", "Node#");
+	if (slots) {
+		g_variant_iter_init(&it, slots);
+		while (g_variant_iter_next(&it, "(uu)", &a, &b))
+			printf("%5u   %u\n", a, b);
+	}
+	if (locks) {
+		printf("Lock cache:");
+		g_variant_iter_init(&it, locks);
+		while (g_variant_iter_next(&it, "{&st}", &str, &n))
+			printf(" %s %" G_GUINT64_FORMAT, str, n);
+		printf("\n");
+	}
+}
+
+int ctl_daemon_cluster_state(const char *mountpoint, bool json)
+{
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GDBusConnection) c = NULL;
+	g_autoptr(GPtrArray) vols = NULL;
+	g_autofree char *abs = realpath(mountpoint, NULL);
+	g_autoptr(GVariant) st = NULL;
+	O2dVolume *vol = NULL;
+	bool absent;
+
+	if (!abs)
+		return fail("slots", "%s: %s", mountpoint, g_strerror(errno));
+	c = connect_daemon(&absent, &err);
+	if (!c)
+		return fail("slots", "%s: ocfs2d is not running (%s)", abs,
+			    absent ? "no control socket" : err->message);
+	vols = list_volumes(c, &err);
+	for (guint i = 0; vols && i < vols->len && !vol; i++)
+		if (!g_strcmp0(o2d_volume_get_mount_point(vols->pdata[i]), abs))
+			vol = vols->pdata[i];
+	if (!vol)
+		return fail("slots", "%s: ocfs2d serves no volume mounted there", abs);
+	if (!o2d_volume_call_cluster_state_sync(vol, g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0),
+						&st, NULL, &err))
+		return fail("slots", "%s: %s", abs, message_of(err));
+	print_cluster_state(st, abs, json);
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
 
 int ctl_mount_main(int argc, char **argv, bool json)

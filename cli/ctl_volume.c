@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 
 #include "ctl.h"
@@ -228,9 +229,13 @@ out_free_journals:
 int verb_slots(struct ctl *c, int argc, char **argv)
 {
 	struct o2_slotmap_info *map;
+	struct stat st;
 	int status;
 	int ret;
 
+	/* a mount point: the live cluster, from the daemon that serves it */
+	if (stat(c->image, &st) == 0 && S_ISDIR(st.st_mode))
+		return ctl_daemon_cluster_state(c->image, c->json);
 	status = ctl_open(c);
 	if (status)
 		return status;

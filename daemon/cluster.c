@@ -310,6 +310,25 @@ const char *cluster_name(const struct cluster *c)
 	return c->name;
 }
 
+const char *cluster_group(const struct cluster *c)
+{
+	return c->group;
+}
+
+size_t cluster_members(struct cluster *c, struct o2lt_member_info **ret)
+{
+	struct members ms;
+
+	call_on_service(c, get_members, &ms);
+	*ret = ms.m;
+	return ms.n;
+}
+
+void cluster_lock_stats(struct cluster *c, struct o2lc_stats *ret)
+{
+	o2lc_stats(c->lc, ret);
+}
+
 /* ---- locks ---- */
 
 /* Take r in mode for one local user; nothing is cached under these locks. */
@@ -330,7 +349,7 @@ static char *dead_members(struct cluster *c)
 	struct members ms;
 	GString *s = g_string_new(NULL);
 
-	call_on_service(c, get_members, &ms);
+	ms.n = cluster_members(c, &ms.m);
 	for (size_t i = 0; i < ms.n; i++)
 		if (ms.m[i].state == O2LT_MEMBER_DEAD || ms.m[i].state == O2LT_MEMBER_FENCED)
 			g_string_append_printf(s, "%s%u", s->len ? ", " : "", ms.m[i].id.nodeid);
@@ -536,7 +555,7 @@ bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_
 		fs_error(c, fs, r, "reading the slot map", 0, err);
 		return false;
 	}
-	call_on_service(c, get_members, &ms);
+	ms.n = cluster_members(c, &ms.m);
 	for (unsigned i = 0; i < sm->nslots; i++) {
 		bool mine, stale;
 

@@ -32,6 +32,8 @@
 
 struct cluster;
 struct mount_opts;
+struct o2lt_member_info;
+struct o2lc_stats;
 
 /*
  * Join the lockspace of the volume described by si (read from device,
@@ -76,5 +78,14 @@ void cluster_leave(struct cluster *c);
 
 uint32_t cluster_nodeid(const struct cluster *c);
 const char *cluster_name(const struct cluster *c);
+/* The volume's CPG lock group. */
+const char *cluster_group(const struct cluster *c);
+
+/*
+ * The members the lock table knows now (g_free *ret), and the lock
+ * cache's counters.  Any thread but the service side.
+ */
+size_t cluster_members(struct cluster *c, struct o2lt_member_info **ret);
+void cluster_lock_stats(struct cluster *c, struct o2lc_stats *ret);
 
 #endif

@@ -27,6 +27,8 @@
 
 #include "api.h"
 #include "ocfs2d-generated.h"
+#include "cluster.h"
+#include "lockcache.h"
 #include "ocfs2d.h"
 #include "registry.h"
 
@@ -68,6 +70,8 @@ static gboolean handle_unmount(O2dVolume *vol, GDBusMethodInvocation *inv, GVari
 			       gpointer data);
 static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const char *source,
 			       const char *destination, GVariant *options, gpointer data);
+static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+				     gpointer data);
 
 /* ---- the main loop side: exports and skeletons ---- */
 
@@ -92,11 +96,14 @@ static void export_volume(struct export *x, struct mounted *m)
 	o2d_volume_set_cluster_size(vol, m->cluster_size);
 	o2d_volume_set_size(vol, m->size);
 	o2d_volume_set_options(vol, m->options);
+	o2d_volume_set_cluster_name(vol, m->cluster_name);
+	o2d_volume_set_node_id(vol, m->node_id);
 	registry_read_state(x->s->reg, m, &ro, &state);
 	o2d_volume_set_read_only(vol, ro);
 	o2d_volume_set_state(vol, state);
 	g_signal_connect(vol, "handle-unmount", G_CALLBACK(handle_unmount), x->s);
 	g_signal_connect(vol, "handle-reflink", G_CALLBACK(handle_reflink), x->s);
+	g_signal_connect(vol, "handle-cluster-state", G_CALLBACK(handle_cluster_state), x->s);
 	o2d_object_skeleton_set_volume(obj, vol);
 	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
 }
@@ -318,6 +325,8 @@ static struct mounted *describe(struct dbus_server *s, struct volume *v)
 	m->slot = v->slot;
 	m->ro = v->opts.ro;
 	g_mutex_lock(&v->lock);
+	m->cluster_name = g_strdup(v->cluster ? cluster_name(v->cluster) : "");
+	m->node_id = v->cluster ? cluster_nodeid(v->cluster) : 0;
 	const struct o2_super_info *si = o2_fs_super(v->fs);
 	char uuid[33];
 
@@ -512,6 +521,94 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 	else
 		o2d_volume_complete_reflink(vol, inv, ino);
 	o2d_reflink_req_clear(&req);
+	return TRUE;
+}
+
+static const char *member_state_name(enum o2lt_member_state st)
+{
+	switch (st) {
+	case O2LT_MEMBER_LIVE: return "live";
+	case O2LT_MEMBER_DEAD: return "dead";
+	case O2LT_MEMBER_FENCED: return "fenced";
+	case O2LT_MEMBER_STALE: return "stale";
+	}
+	return "unknown";
+}
+
+/*
+ * The cluster as this node sees it: under the volume's lock, so that the
+ * cluster is not left (close_fs) meanwhile; asking the service side for
+ * the members needs nothing the lock guards.
+ */
+static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+				     gpointer data)
+{
+	struct dbus_server *s = data;
+	g_autoptr(GError) err = NULL;
+	g_autofree struct o2lt_member_info *members = NULL;
+	g_autofree struct o2_slotmap_info *sm = g_new0(struct o2_slotmap_info, 1);
+	struct o2lc_stats st;
+	struct volume *v;
+	size_t n;
+	int r;
+
+	if (!o2d_parse_cluster_state(g_dbus_method_invocation_get_parameters(inv), &err)) {
+		return_error(inv, err);
+		return TRUE;
+	}
+	v = lookup_target(s, inv);
+	if (!v) {
+		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
+							      "that volume is no longer mounted");
+		return TRUE;
+	}
+	g_mutex_lock(&v->lock);
+	if (!v->cluster || !v->fs) {
+		g_mutex_unlock(&v->lock);
+		volume_unref(v);
+		return_errno(inv, ENOENT, "the volume is not mounted through a cluster");
+		return TRUE;
+	}
+	GVariantBuilder b, mb, sb, lb;
+
+	g_variant_builder_init(&b, G_VARIANT_TYPE("a{sv}"));
+	g_variant_builder_add(&b, "{sv}", "group", g_variant_new_string(cluster_group(v->cluster)));
+	n = cluster_members(v->cluster, &members);
+	g_variant_builder_init(&mb, G_VARIANT_TYPE("a(uus)"));
+	for (size_t i = 0; i < n; i++)
+		g_variant_builder_add(&mb, "(uus)", members[i].id.nodeid, members[i].id.pid,
+				      member_state_name(members[i].state));
+	g_variant_builder_add(&b, "{sv}", "members", g_variant_builder_end(&mb));
+	r = o2_slotmap_read(v->fs, sm);
+	if (r < 0) {
+		g_autofree char *msg = g_strdup_printf("reading the slot map: %s",
+						       o2_fs_error(v->fs)[0] ? o2_fs_error(v->fs)
+									     : g_strerror(-r));
+
+		g_mutex_unlock(&v->lock);
+		volume_unref(v);
+		g_variant_builder_clear(&b);
+		return_errno(inv, -r, msg);
+		return TRUE;
+	}
+	g_variant_builder_init(&sb, G_VARIANT_TYPE("a(uu)"));
+	for (unsigned i = 0; i < sm->nslots; i++)
+		if (sm->slots[i].valid)
+			g_variant_builder_add(&sb, "(uu)", i, sm->slots[i].node);
+	g_variant_builder_add(&b, "{sv}", "slots", g_variant_builder_end(&sb));
+	cluster_lock_stats(v->cluster, &st);
+	g_mutex_unlock(&v->lock);
+	volume_unref(v);
+	g_variant_builder_init(&lb, G_VARIANT_TYPE("a{st}"));
+	g_variant_builder_add(&lb, "{st}", "taken", (guint64)st.locks);
+	g_variant_builder_add(&lb, "{st}", "requests", (guint64)st.requests);
+	g_variant_builder_add(&lb, "{st}", "downconverts", (guint64)st.downconverts);
+	g_variant_builder_add(&lb, "{st}", "cancels", (guint64)st.cancels);
+	g_variant_builder_add(&lb, "{st}", "blocking", (guint64)st.blocking);
+	g_variant_builder_add(&lb, "{st}", "messages",
+			      (guint64)(st.requests + st.downconverts + st.cancels));
+	g_variant_builder_add(&b, "{sv}", "locks", g_variant_builder_end(&lb));
+	o2d_volume_complete_cluster_state(vol, inv, g_variant_builder_end(&b));
 	return TRUE;
 }
 

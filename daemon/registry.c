@@ -28,6 +28,7 @@ void mounted_free(struct mounted *m)
 	g_free(m->label);
 	g_free(m->stack);
 	g_free(m->options);
+	g_free(m->cluster_name);
 	g_free(m);
 }
 

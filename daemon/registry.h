@@ -27,6 +27,8 @@ struct mounted {
 	char *path;	  /* its object path */
 	/* fixed once registered */
 	char *uuid, *label, *stack, *options;
+	char *cluster_name; /* "" unless mounted through a cluster */
+	uint32_t node_id;
 	unsigned slot, max_slots, block_size, cluster_size;
 	guint64 size;
 	/* state: changed only by registry_update's callback (under the

@@ -452,11 +452,11 @@ static int close_fs(struct volume *v)
 				  "next mount to replay", v->device, why);
 		v->fs = NULL;
 	}
+	struct cluster *c = v->cluster;
+
+	v->cluster = NULL; /* under the lock: the D-Bus API reads it so */
 	g_mutex_unlock(&v->lock);
-	if (v->cluster) {
-		cluster_leave(v->cluster);
-		v->cluster = NULL;
-	}
+	cluster_leave(c);
 	if (v->dev) {
 		o2_blockdev_free(v->dev);
 		v->dev = NULL;

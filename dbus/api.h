@@ -72,6 +72,8 @@ bool o2d_parse_mount(GVariant *params, struct o2d_mount_req *req, GError **err);
 void o2d_mount_req_clear(struct o2d_mount_req *req);
 bool o2d_parse_unmount(GVariant *params, struct o2d_unmount_req *req, GError **err);
 bool o2d_parse_reflink(GVariant *params, struct o2d_reflink_req *req, GError **err);
+/* Volume.ClusterState(a{sv} options): no options yet beyond auth.* */
+bool o2d_parse_cluster_state(GVariant *params, GError **err);
 void o2d_reflink_req_clear(struct o2d_reflink_req *req);
 
 /*

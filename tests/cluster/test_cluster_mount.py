@@ -154,7 +154,18 @@ def main():
         if n1.slot() != 0 or slot_map(ctl, img) != {0: 1}:
             fail(f"n1 mounted on slot {n1.slot()}, slot map {slot_map(ctl, img)}")
         n1.sh(f"echo 'written on n1' > {mnt}/hello && sync {mnt}/hello")
-        print(f"1. n1 mounted {loops[0]} on slot 0 (slot map {slot_map(ctl, img)}) and wrote a file")
+        live = json.loads(n1.node.run([ctl, "--json", "slots", mnt], check=True).stdout)
+        if ([(m["node"], m["state"]) for m in live["members"]] != [(1, "live")] or
+                live["slots"] != [{"slot": 0, "node": 1}] or live["locks"]["messages"] < 2):
+            fail(f"`ocfs2ctl slots {mnt}` on n1: {live}")
+        listed = json.loads(n1.node.run([ctl, "--json", "mounts"], check=True).stdout)
+        if (listed[0]["cluster"], listed[0]["node"]) != (CLUSTER_NAME, 1):
+            fail(f"`ocfs2ctl mounts` on n1: {listed}")
+        print(f"1. n1 mounted {loops[0]} on slot 0 (slot map {slot_map(ctl, img)}) and wrote a file; "
+              f"its daemon shows the group {live['group']}, node 1 live, "
+              f"{live['locks']['messages']} lock messages sent")
+        print("   " + n1.node.run([ctl, "mounts"], check=True).stdout.strip())
+        print("   " + n1.node.run([ctl, "slots", mnt], check=True).stdout.strip().replace("\n", "\n   "))
 
         n2.refused("n1 has the volume", ["node 1", "slot 0"])
         n3.refused("n1 has the volume", ["node 1", "slot 0"])

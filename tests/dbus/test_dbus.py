@@ -1005,7 +1005,8 @@ def case_bus(env, chk):
            "InterfacesAdded comes from the object manager, with the Volume interface: %r" % added)
     props = ctx.get_all(path_a, VOL)
     want = tools_view(a.img)
-    want.update({"MountPoint": os.path.realpath(a.mnt), "Slot": 0, "ReadOnly": False, "State": "mounted"})
+    want.update({"MountPoint": os.path.realpath(a.mnt), "Slot": 0, "ReadOnly": False, "State": "mounted",
+                 "ClusterName": "", "NodeId": 0})
     chk.eq(want["Label"], "ocfs2d dbus", "tunefs.ocfs2 reads the label mkfs.ocfs2 wrote")
     chk.eq((want["BlockSize"], want["ClusterSize"], want["MaxSlots"], want["Stack"]),
            (2048, 16384, 1, "local"), "the tools read the geometry mkfs.ocfs2 was given")
@@ -1015,8 +1016,12 @@ def case_bus(env, chk):
     for o in ("rw", "commit=7", "attr_timeout=2.5", "acl", "slot=0"):
         chk.ok(o in opts, "Options %r has %s" % (props.get("Options"), o))
     chk.eq(sorted(props), sorted(["Device", "MountPoint", "UUID", "Label", "Stack", "Slot", "MaxSlots",
-                                  "BlockSize", "ClusterSize", "Size", "Options", "ReadOnly", "State"]),
+                                  "BlockSize", "ClusterSize", "Size", "Options", "ReadOnly", "State",
+                                  "ClusterName", "NodeId"]),
            "the Volume's properties are those of the API")
+    r = ctx.call(path_a, "ClusterState", {})
+    chk.ok(not r.ok and r.error == E + "NotFound",
+           "ClusterState of a local volume: NotFound (%r)" % r)
     chk.eq(ctx.get(MANAGER, MGR, "Mounts"), 1, "Manager.Mounts after a mount")
     chk.ok(mon.wait("PropertiesChanged", "'Mounts': <uint32 1>"), "PropertiesChanged for Mounts=1")
     objs = ctx.objects()

@@ -215,7 +215,20 @@ START_TEST(test_other_args)
 	g_clear_error(&err);
 	ck_assert(!o2d_parse_reflink(p6, &r, &err));
 	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_OPTION_NOT_PERMITTED));
+	g_clear_error(&err);
 	ck_assert(!o2d_parse_reflink(NULL, &r, NULL));
+	/* ClusterState: options only, none but auth.* known */
+	g_autoptr(GVariant) p7 = params("(@a{sv} {},)");
+	g_autoptr(GVariant) p8 = params("({'auth.no_user_interaction': <true>},)");
+
+	ck_assert(o2d_parse_cluster_state(p7, NULL));
+	ck_assert(o2d_parse_cluster_state(p8, NULL));
+	ck_assert(!o2d_parse_cluster_state(p1, &err));
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_OPTION_NOT_PERMITTED));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_cluster_state(p4, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	ck_assert(!o2d_parse_cluster_state(NULL, NULL));
 }
 END_TEST
 

@@ -4,9 +4,9 @@
 
 Each node is a private corosync in namespaces of its own (network, mount,
 IPC, UTS: its /run, /dev/shm and configuration are the test's, not the
-machine's), plugged into a bridge in a network namespace of its own, as
-TEST-CLUSTER.md describes; lockclient processes join one CPG group through
-them, each with its own lock table.  Cases:
+machine's), plugged into a bridge in a network namespace of its own
+(docs/ARCHITECTURE.md, "Several nodes on one machine"); lockclient
+processes join one CPG group through them, each with its own lock table.  Cases:
 
   counter  four members increment a shared counter file under an EX lock, a
            window open in each critical section; one joins while the others

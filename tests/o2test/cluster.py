@@ -2,7 +2,7 @@
 """Clusters of the test's own: each node a private corosync in namespaces of
 its own (network, mount, IPC, UTS: its /run, /dev/shm and configuration are
 the test's, not the machine's), plugged into a bridge in a network namespace
-of its own, as TEST-CLUSTER.md describes.  Needs root, corosync, unshare,
+of its own (docs/ARCHITECTURE.md, "Several nodes on one machine").  Needs root, corosync, unshare,
 nsenter and ip (see need_cluster_tools).
 
     cluster = Cluster(tmp, 3)              # three nodes, formed (quorate)

@@ -63,7 +63,7 @@
 	ck_assert_msg(sizeof(ours) == sizeof(theirs), "sizeof(%s) = %zu, sizeof(%s) = %zu",     \
 		      #ours, sizeof(ours), #theirs, sizeof(theirs))
 
-/* The offset must also match what format.h's comment and OCFS2-FORMAT.md say. */
+/* The offset must also match what format.h's comment on the field says. */
 #define AT(ours, ofield, off)                                                                   \
 	ck_assert_msg(offsetof(ours, ofield) == (off), "%s.%s at %zu, expected 0x%x", #ours,    \
 		      #ofield, (size_t)offsetof(ours, ofield), (unsigned)(off))
@@ -620,7 +620,7 @@ START_TEST(test_derived_counts)
 				 ocfs2_group_bitmap_size(bs, 0, 0));
 	}
 
-	/* The well-known 4 KiB values (OCFS2-FORMAT.md). */
+	/* The well-known 4 KiB values, as mkfs.ocfs2's volumes have them. */
 	ck_assert_uint_eq(o2_extent_recs_per_inode(4096), 243);
 	ck_assert_uint_eq(o2_extent_recs_per_eb(4096), 252);
 	ck_assert_uint_eq(o2_chain_recs_per_inode(4096), 243);

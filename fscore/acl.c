@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "error.h"
 #include "internal.h"
 #include "journal.h"
 #include "write.h"

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "error.h"
 #include "internal.h"
+#include "meta.h"
 
 bool o2_dir_has_trailer(const struct o2_fs *fs, const struct o2_inode *dir)
 {

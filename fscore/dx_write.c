@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "dx_write.h"
+#include "error.h"
 #include "journal.h"
 #include "write.h"
 

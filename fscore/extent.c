@@ -11,7 +11,9 @@
  */
 #include <stdlib.h>
 
+#include "error.h"
 #include "internal.h"
+#include "meta.h"
 
 int o2_check_extent_block(struct o2_fs *fs, uint64_t blkno, const void *buf)
 {

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "error.h"
 #include "extent_write.h"
 #include "journal.h"
 #include "write.h"

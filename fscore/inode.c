@@ -5,7 +5,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "error.h"
 #include "internal.h"
+#include "meta.h"
 
 #define O2_MAX_TREE_DEPTH 5
 

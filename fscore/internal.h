@@ -63,50 +63,12 @@ static inline bool o2_has_incompat(const struct o2_fs *fs, uint32_t bit)
 	return (fs->info.feature_incompat & bit) != 0;
 }
 
-/* Record a message on the handle and return -EUCLEAN. */
-int o2_corrupt(struct o2_fs *fs, uint64_t blkno, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-/* Record a message without a block (the result code is err). */
-int o2_fail(struct o2_fs *fs, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int o2_inode_check_alloc_contents(struct o2_fs *fs, const struct o2_inode *ino);
-
-/* Read count blocks at blkno; a range outside the volume is -EUCLEAN. */
-int o2_read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf);
-
-/* Where a metadata block keeps its block check. */
-enum o2_meta_kind {
-	O2_META_INODE,
-	O2_META_EXTENT,
-	O2_META_GROUP,
-	O2_META_DX_ROOT,
-	O2_META_DX_LEAF,
-	O2_META_DIR_BLOCK, /* with a trailer */
-	O2_META_XATTR,
-	O2_META_REFCOUNT,
-	O2_META_PLAIN = 0xff, /* no block check */
-};
-
-/*
- * Copy one metadata block out of the cache (reading it if needed) and, on
- * metaecc volumes, verify (and where one bit is wrong, correct) its block
- * check.  O2_META_PLAIN (cache.h) reads a block that carries no check.
- */
-int o2_read_meta(struct o2_fs *fs, uint64_t blkno, enum o2_meta_kind kind, void *buf);
-/* Byte offset of the block check in a block of this kind. */
-size_t o2_meta_check_offset(const struct o2_fs *fs, enum o2_meta_kind kind);
 
 /* Validators: 0 or -EUCLEAN with a message. */
 int o2_check_extent_list(struct o2_fs *fs, uint64_t blkno, const struct o2_extent_list *el,
 			 unsigned max_recs, const char *what);
 int o2_check_extent_block(struct o2_fs *fs, uint64_t blkno, const void *buf);
-/*
- * The head a self-describing metadata block carries: its signature, its
- * own block number and the volume's generation (what names the kind in
- * the message: "extent block", "xattr block", ...).
- */
-int o2_check_meta_head(struct o2_fs *fs, uint64_t blkno, const char *what, const uint8_t *sig_field,
-		       const char *sig, uint64_t rec_blkno, uint32_t rec_generation);
-
 /*
  * Generic extent tree access, as the kernel does it: one B-tree, with the
  * root list held by an owner (inode, dx_root, xattr value, refcount).

@@ -2,6 +2,7 @@
 /* Loading a slot's journal geometry. */
 #include <stdlib.h>
 
+#include "error.h"
 #include "jmap.h"
 
 #define JBD2_KNOWN_INCOMPAT (JBD2_INCOMPAT_REVOKE | JBD2_INCOMPAT_64BIT)

@@ -32,8 +32,9 @@
 #include <time.h>
 
 #include "blockcheck.h"
-#include "journal.h"
+#include "error.h"
 #include "jmap.h"
+#include "journal.h"
 
 struct o2_journal {
 	struct o2_jmap map;

@@ -2,7 +2,9 @@
 /* The JBD2 superblock of a slot's journal, read and validated. */
 #include <stdlib.h>
 
+#include "error.h"
 #include "internal.h"
+#include "meta.h"
 
 int o2_journal_info(struct o2_fs *fs, unsigned slot, struct o2_journal_info *ret)
 {

@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "dx_write.h"
+#include "error.h"
 #include "extent_write.h"
 #include "journal.h"
 #include "write.h"

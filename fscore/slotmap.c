@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 
+#include "error.h"
 #include "internal.h"
 
 int o2_slotmap_read(struct o2_fs *fs, struct o2_slotmap_info *ret)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "error.h"
 #include "internal.h"
 
 /* ---- a small set of block numbers (open addressing) ---- */

@@ -27,8 +27,10 @@
 
 #include "alloc.h"
 #include "blockcheck.h"
+#include "error.h"
 #include "internal.h"
 #include "journal.h"
+#include "meta.h"
 #include "write.h"
 
 #define XATTR_INLINE_VALUE_MAX 80u /* OCFS2_XATTR_INLINE_SIZE */

@@ -29,8 +29,10 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "error.h"
 #include "internal.h"
 #include "journal.h"
+#include "meta.h"
 #include "write.h"
 
 #define ENTRY_BYTES sizeof(struct o2_xattr_entry)

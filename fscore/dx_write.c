@@ -25,6 +25,7 @@
 #include "dx_write.h"
 #include "error.h"
 #include "journal.h"
+#include "meta.h"
 #include "write.h"
 
 #define MIN_HOLE O2_DIR_REC_LEN(1)

@@ -61,3 +61,12 @@ const char *o2_fs_error(const struct o2_fs *fs)
 {
 	return fs->err;
 }
+
+int o2_fs_abort(struct o2_fs *fs, int err, const char *what)
+{
+	if (!fs->ro_reason) {
+		fs->ro_reason = err;
+		o2_fail(fs, err, "%s failed (%s); the volume is now read-only", what, strerror(-err));
+	}
+	return err;
+}

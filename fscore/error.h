@@ -28,4 +28,10 @@ int o2_fail(struct o2_fs *fs, int err, const char *fmt, ...) __attribute__((form
 int o2_errbuf_set(char *errbuf, size_t errlen, int err, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+/*
+ * Turn the volume read-only after an I/O error, recording why (the first
+ * reason stays); returns err.
+ */
+int o2_fs_abort(struct o2_fs *fs, int err, const char *what);
+
 #endif

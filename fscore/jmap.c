@@ -4,6 +4,7 @@
 
 #include "error.h"
 #include "jmap.h"
+#include "meta.h"
 
 #define JBD2_KNOWN_INCOMPAT (JBD2_INCOMPAT_REVOKE | JBD2_INCOMPAT_64BIT)
 
@@ -164,5 +165,30 @@ out:
 	free(buf);
 	o2_jmap_free(&m);
 	o2_inode_unref(ji);
+	return r;
+}
+
+int o2_journal_set_dirty(struct o2_fs *fs, uint64_t inode_blkno, bool dirty, bool bump_gen)
+{
+	struct o2_buf *b;
+	int r = o2_bread(fs, inode_blkno, O2_META_INODE, &b);
+
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = (struct o2_dinode *)b->data;
+	uint32_t flags = le32(di->id1.journal1.ij_flags);
+
+	flags = dirty ? flags | O2_JOURNAL_DIRTY : flags & ~(uint32_t)O2_JOURNAL_DIRTY;
+	di->id1.journal1.ij_flags = cpu_le32(flags);
+	if (bump_gen)
+		di->id1.journal1.ij_recovery_generation =
+			cpu_le32(le32(di->id1.journal1.ij_recovery_generation) + 1);
+	r = o2_write_meta_direct(fs, b);
+	if (r == 0) {
+		r = o2_blockdev_flush(fs->dev);
+		if (r < 0)
+			r = o2_fs_abort(fs, r, "flushing the journal inode");
+	}
+	o2_brelse(fs, b);
 	return r;
 }

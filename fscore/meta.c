@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "blockcheck.h"
 #include "error.h"
 #include "internal.h"
 #include "meta.h"
@@ -49,5 +50,20 @@ int o2_check_meta_head(struct o2_fs *fs, uint64_t blkno, const char *what, const
 	if (rec_generation != fs->info.fs_generation)
 		return o2_corrupt(fs, blkno, "%s fs generation 0x%x is not the volume's 0x%x", what,
 				  rec_generation, fs->info.fs_generation);
+	return 0;
+}
+
+int o2_write_meta_direct(struct o2_fs *fs, struct o2_buf *b)
+{
+	int r;
+
+	if (fs->ro_reason)
+		return -EROFS;
+	if (b->kind != O2_META_PLAIN && o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+		o2_blockcheck_compute(b->data, fs->bs,
+				      b->data + o2_meta_check_offset(fs, (enum o2_meta_kind)b->kind));
+	r = o2_blockdev_write(fs->dev, b->data, fs->bs, b->blkno << fs->bits);
+	if (r < 0)
+		return o2_fs_abort(fs, r, "writing a metadata block");
 	return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "cache.h"
 
+struct o2_buf;
 struct o2_fs;
 
 /* Read count blocks at blkno; a range outside the volume is -EUCLEAN. */
@@ -29,5 +30,10 @@ int o2_read_meta(struct o2_fs *fs, uint64_t blkno, enum o2_meta_kind kind, void 
  */
 int o2_check_meta_head(struct o2_fs *fs, uint64_t blkno, const char *what, const uint8_t *sig_field,
 		       const char *sig, uint64_t rec_blkno, uint32_t rec_generation);
+
+/* Write one block home (used by the journal and by direct writes such as
+ * the journal inode's flags).  Computes the block check first on metaecc
+ * volumes when kind carries one. */
+int o2_write_meta_direct(struct o2_fs *fs, struct o2_buf *b);
 
 #endif

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 
 #include "error.h"
+#include "inode_write.h"
 #include "internal.h"
 #include "journal.h"
 #include "write.h"

@@ -24,6 +24,7 @@
 #include "alloc.h"
 #include "dx_write.h"
 #include "error.h"
+#include "inode_write.h"
 #include "journal.h"
 #include "meta.h"
 #include "write.h"

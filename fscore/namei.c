@@ -21,6 +21,7 @@
 #include "dx_write.h"
 #include "error.h"
 #include "extent_write.h"
+#include "inode_write.h"
 #include "journal.h"
 #include "write.h"
 
@@ -526,16 +527,6 @@ static int dir_retarget(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib
 }
 
 /* ---- inodes ---- */
-
-uint32_t o2_new_generation(struct o2_fs *fs)
-{
-	uint64_t x = o2_now_ns(fs) ^ (fs->gen_counter++ * 0x9E3779B97F4A7C15ULL);
-
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 29;
-	return (uint32_t)x;
-}
 
 static int new_inode(struct o2_trans *t, struct o2_fs *fs, uint16_t mode, uint32_t uid,
 		     uint32_t gid, uint64_t rdev, struct o2_buf **ret)

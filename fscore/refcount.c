@@ -29,6 +29,7 @@
 
 #include "alloc.h"
 #include "error.h"
+#include "inode_write.h"
 #include "internal.h"
 #include "journal.h"
 #include "meta.h"

@@ -7,14 +7,6 @@
 #include "extent_write.h"
 #include "internal.h"
 
-/* The cached block of an in-use inode (validated); -ENOENT if not in use. */
-int o2_inode_buf(struct o2_fs *fs, uint64_t ino, struct o2_buf **ret);
-struct o2_dinode *o2_buf_dinode(struct o2_buf *b);
-void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o);
-/* A fresh generation number (inodes, refcount trees). */
-uint32_t o2_new_generation(struct o2_fs *fs);
-/* Set mtime and/or ctime to now (the caller has logged the block). */
-void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime);
 /* Credits of one o2_free_step (a refcount leaf changed with it). */
 #define O2_FREE_STEP_CREDITS (O2_TREE_CREDITS * 2 + 64 + O2_REFCOUNT_CREDITS)
 /*
@@ -27,23 +19,6 @@ int o2_free_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32
 /* The same until done, one transaction per step. */
 int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end, uint64_t size);
 int o2_sum_clusters(const struct o2_extent *ext, uint64_t eb_blkno, void *arg);
-/*
- * Write len bytes of src at the start of clusters new clusters from blkno,
- * zeros after them: data written before the transaction mapping them ends
- * (a failed write aborts the volume, as file data does).
- */
-int o2_data_fill(struct o2_fs *fs, uint64_t blkno, uint32_t clusters, const void *src, size_t len);
-/* Bytes the inline xattr area takes at the end of the inode block (0: none). */
-unsigned o2_inode_xattr_room(const struct o2_dinode *di);
-/* Turn id2 into an empty extent list (inline data gone), keeping the inline xattr area. */
-void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di);
-/*
- * -EOPNOTSUPP (with a message) for inodes whose change would need what the
- * write path lacks: when freed, xattrs in buckets or shared by a reflink
- * (and -EUCLEAN for a damaged refcount tree).
- */
-int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing);
-
 /*
  * Refcount trees (refcount.c).  Whether the tree's root is sound enough to
  * change (-EUCLEAN with a message if it is damaged).
@@ -83,6 +58,13 @@ int o2_refcount_attach(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, 
 /* Inside t: the inode in ib leaves its tree (freed with its last user). */
 int o2_refcount_detach(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib);
 #define O2_REFCOUNT_DETACH_CREDITS (O2_ALLOC_CREDITS + 2)
+
+/*
+ * -EOPNOTSUPP (with a message) for inodes whose change would need what the
+ * write path lacks: when freed, xattrs in buckets or shared by a reflink
+ * (and -EUCLEAN for a damaged refcount tree).
+ */
+int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing);
 
 /*
  * Freeing an inode's xattrs (xattr.c): 0 if o2_xattr_free_all can do it in

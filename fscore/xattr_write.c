@@ -29,7 +29,9 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "data.h"
 #include "error.h"
+#include "inode_write.h"
 #include "internal.h"
 #include "journal.h"
 #include "meta.h"

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "dir.h"
 #include "dx_write.h"
 #include "error.h"
 #include "inode_write.h"

@@ -99,13 +99,6 @@ int o2_xattr_store_walk(struct o2_fs *fs, uint64_t blkno, const uint8_t *h, size
 int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t key,
 		      struct o2_extent *ret);
 
-/* The dx index: read and validate its root and leaves. */
-int o2_dx_read_root(struct o2_fs *fs, struct o2_inode *dir, uint8_t *buf);
-int o2_dx_read_leaf(struct o2_fs *fs, uint64_t blk, uint8_t *buf);
-/* Block of the dx_leaf that holds a hash, per the format's placement rule. */
-int o2_dx_leaf_for_hash(struct o2_fs *fs, uint64_t dx_root, const uint8_t *root_buf,
-			uint32_t major, uint32_t minor, uint64_t *ret_blk);
-
 /*
  * Free the handle without writing anything, as if the machine stopped here
  * (tests use it to leave a dirty journal behind).
@@ -123,8 +116,5 @@ void o2_openrefs_free(struct o2_fs *fs);
 int o2_openrefs_close_all(struct o2_fs *fs);
 /* Free every orphan this slot's orphan directory holds. */
 int o2_orphans_process(struct o2_fs *fs);
-
-/* Directory trailer rules. */
-bool o2_dir_has_trailer(const struct o2_fs *fs, const struct o2_inode *dir);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "dir.h"
 #include "error.h"
 #include "internal.h"
 

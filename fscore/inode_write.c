@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "error.h"
 #include "inode_write.h"
@@ -93,4 +94,29 @@ uint32_t o2_new_generation(struct o2_fs *fs)
 	x *= 0xbf58476d1ce4e5b9ULL;
 	x ^= x >> 29;
 	return (uint32_t)x;
+}
+
+uint8_t o2_mode_ftype(uint16_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return O2_FT_REG;
+	case S_IFDIR: return O2_FT_DIR;
+	case S_IFCHR: return O2_FT_CHR;
+	case S_IFBLK: return O2_FT_BLK;
+	case S_IFIFO: return O2_FT_FIFO;
+	case S_IFSOCK: return O2_FT_SOCK;
+	case S_IFLNK: return O2_FT_LNK;
+	}
+	return O2_FT_UNKNOWN;
+}
+
+uint32_t o2_links_of(const struct o2_dinode *di)
+{
+	return (uint32_t)le16(di->i_links_count) | ((uint32_t)le16(di->i_links_count_hi) << 16);
+}
+
+void o2_set_links(struct o2_dinode *di, uint32_t n)
+{
+	di->i_links_count = cpu_le16((uint16_t)n);
+	di->i_links_count_hi = cpu_le16((uint16_t)(n >> 16));
 }

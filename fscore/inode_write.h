@@ -21,5 +21,10 @@ void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime);
 unsigned o2_inode_xattr_room(const struct o2_dinode *di);
 /* Turn id2 into an empty extent list (inline data gone), keeping the inline xattr area. */
 void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di);
+/* The directory-entry file type of an inode of this mode. */
+uint8_t o2_mode_ftype(uint16_t mode);
+/* The link count, both halves of it. */
+uint32_t o2_links_of(const struct o2_dinode *di);
+void o2_set_links(struct o2_dinode *di, uint32_t n);
 
 #endif

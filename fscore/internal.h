@@ -105,16 +105,4 @@ int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_
  */
 void o2_fs_abandon(struct o2_fs *fs);
 
-/* Open references (namei.c) and orphans. */
-struct o2_openref {
-	struct o2_openref *next;
-	uint64_t ino;
-	unsigned refs;
-};
-void o2_openrefs_free(struct o2_fs *fs);
-/* Drop every open reference, freeing the orphans they kept. */
-int o2_openrefs_close_all(struct o2_fs *fs);
-/* Free every orphan this slot's orphan directory holds. */
-int o2_orphans_process(struct o2_fs *fs);
-
 #endif

@@ -15,42 +15,16 @@
 #include "extent_write.h"
 #include "inode_write.h"
 #include "journal.h"
+#include "namei.h"
 #include "write.h"
 
-#define NAMEI_CREDITS (O2_TREE_CREDITS + 2 * O2_ALLOC_CREDITS + 16)
 /* an inode freed where its last name goes (its extents in the inode) */
 #define FREE_IN_PLACE_CREDITS (24 + O2_XATTR_FREE_CREDITS)
-#define UNLINK_CREDITS (NAMEI_CREDITS + FREE_IN_PLACE_CREDITS)
-
-static uint8_t type_of(uint16_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG: return O2_FT_REG;
-	case S_IFDIR: return O2_FT_DIR;
-	case S_IFCHR: return O2_FT_CHR;
-	case S_IFBLK: return O2_FT_BLK;
-	case S_IFIFO: return O2_FT_FIFO;
-	case S_IFSOCK: return O2_FT_SOCK;
-	case S_IFLNK: return O2_FT_LNK;
-	}
-	return O2_FT_UNKNOWN;
-}
-
-static uint32_t links_of(const struct o2_dinode *di)
-{
-	return (uint32_t)le16(di->i_links_count) | ((uint32_t)le16(di->i_links_count_hi) << 16);
-}
-
-static void set_links(struct o2_dinode *di, uint32_t n)
-{
-	di->i_links_count = cpu_le16((uint16_t)n);
-	di->i_links_count_hi = cpu_le16((uint16_t)(n >> 16));
-}
-
+#define UNLINK_CREDITS (O2_NAMEI_CREDITS + FREE_IN_PLACE_CREDITS)
 
 /* ---- inodes ---- */
 
-static int new_inode(struct o2_trans *t, struct o2_fs *fs, uint16_t mode, uint32_t uid,
+int o2_new_inode(struct o2_trans *t, struct o2_fs *fs, uint16_t mode, uint32_t uid,
 		     uint32_t gid, uint64_t rdev, struct o2_buf **ret)
 {
 	struct o2_suballoc_res res;
@@ -71,7 +45,7 @@ static int new_inode(struct o2_trans *t, struct o2_fs *fs, uint16_t mode, uint32
 	di->i_uid = cpu_le32(uid);
 	di->i_gid = cpu_le32(gid);
 	di->i_mode = cpu_le16(mode);
-	set_links(di, S_ISDIR(mode) ? 2 : 1);
+	o2_set_links(di, S_ISDIR(mode) ? 2 : 1);
 	di->i_flags = cpu_le32(O2_FL_VALID);
 	di->i_blkno = cpu_le64(res.blkno);
 	di->i_fs_generation = cpu_le32(fs->info.fs_generation);
@@ -106,7 +80,7 @@ static int free_inode_bit(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *i
 		return r;
 	di->i_flags = cpu_le32(le32(di->i_flags) & ~(uint32_t)(O2_FL_VALID | O2_FL_ORPHANED));
 	di->i_dtime = cpu_le64(o2_now_ns(fs) / 1000000000ull);
-	set_links(di, 0);
+	o2_set_links(di, 0);
 	return o2_suballoc_give_back(t, fs, O2_SYS_INODE_ALLOC, le16(di->i_suballoc_slot),
 				     le64(di->i_suballoc_loc), le16(di->i_suballoc_bit), ib->blkno);
 }
@@ -196,7 +170,7 @@ int o2_openrefs_close_all(struct o2_fs *fs)
 	return r;
 }
 
-static void orphan_name(uint64_t ino, char *buf)
+void o2_orphan_name(uint64_t ino, char *buf)
 {
 	snprintf(buf, 17, "%016llx", (unsigned long long)ino);
 }
@@ -208,7 +182,7 @@ static void orphan_name(uint64_t ino, char *buf)
  * reachable orphan or nothing.  An entry naming an inode no longer in use
  * just goes.
  */
-static int reap_orphan(struct o2_fs *fs, uint64_t ino)
+int o2_reap_orphan(struct o2_fs *fs, uint64_t ino)
 {
 	struct o2_trans *t;
 	struct o2_buf *ob = NULL, *ib = NULL;
@@ -229,7 +203,7 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 		return r;
 	ib = NULL;
 	if (indexed) {
-		r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
+		r = o2_trans_begin(fs, O2_NAMEI_CREDITS, &t);
 		if (r < 0)
 			return r;
 		r = o2_inode_buf(fs, ino, &ib);
@@ -248,11 +222,11 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
 	if (r < 0 && r != -ENOENT)
 		return r;
 	/* the xattrs go with the inode bit: their clusters into the truncate log */
-	r = o2_trans_begin_freeing(fs, NAMEI_CREDITS + O2_XATTR_FREE_CREDITS +
+	r = o2_trans_begin_freeing(fs, O2_NAMEI_CREDITS + O2_XATTR_FREE_CREDITS +
 				   O2_REFCOUNT_DETACH_CREDITS, &t);
 	if (r < 0)
 		return r;
-	orphan_name(ino, name);
+	o2_orphan_name(ino, name);
 	r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
 	if (r == 0)
 		r = o2_dir_find(fs, ob, name, 16, &f);
@@ -278,7 +252,7 @@ static int reap_orphan(struct o2_fs *fs, uint64_t ino)
  */
 static int reap_or_wait(struct o2_fs *fs, uint64_t ino)
 {
-	int r = reap_orphan(fs, ino);
+	int r = o2_reap_orphan(fs, ino);
 
 	return r == -EOPNOTSUPP ? 0 : r;
 }
@@ -355,11 +329,11 @@ static int drop_last_link(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *i
 		}
 		*ret_reap = true;
 	}
-	orphan_name(ib->blkno, name);
+	o2_orphan_name(ib->blkno, name);
 	r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
 	if (r < 0)
 		return r;
-	r = o2_dir_add(t, fs, ob, name, 16, ib->blkno, type_of(le16(di->i_mode)));
+	r = o2_dir_add(t, fs, ob, name, 16, ib->blkno, o2_mode_ftype(le16(di->i_mode)));
 	o2_brelse(fs, ob);
 	if (r == 0) {
 		r = o2_trans_add(t, ib);
@@ -414,7 +388,7 @@ int o2_orphans_process(struct o2_fs *fs)
 
 /* ---- operations ---- */
 
-static int check_name(const char *name, size_t len)
+int o2_check_name(const char *name, size_t len)
 {
 	if (len == 0)
 		return -ENOENT;
@@ -439,7 +413,7 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 
 	if (!fs->journal)
 		return -EROFS;
-	r = check_name(name, len);
+	r = o2_check_name(name, len);
 	if (r < 0)
 		return r;
 	if (target && (tlen == 0 || tlen >= 4096))
@@ -454,7 +428,7 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 		return r;
 	bool acls = acl.access || acl.deflt;
 
-	r = o2_trans_begin(fs, NAMEI_CREDITS + (acls ? 2 * O2_XATTR_SET_CREDITS : 0), &t);
+	r = o2_trans_begin(fs, O2_NAMEI_CREDITS + (acls ? 2 * O2_XATTR_SET_CREDITS : 0), &t);
 	if (r < 0) {
 		o2_acl_inherit_free(&acl);
 		return r;
@@ -465,7 +439,7 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 	r = o2_dir_check_changeable(fs, dib);
 	if (r < 0)
 		goto rel;
-	if (S_ISDIR(mode) && links_of(o2_buf_dinode(dib)) >= 32000 &&
+	if (S_ISDIR(mode) && o2_links_of(o2_buf_dinode(dib)) >= 32000 &&
 	    !o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INDEXED_DIRS)) {
 		r = -EMLINK;
 		goto rel;
@@ -475,7 +449,7 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 		r = -EEXIST;
 	if (r != -ENOENT)
 		goto rel;
-	r = new_inode(t, fs, mode, ni->uid, ni->gid, ni->rdev, &ib);
+	r = o2_new_inode(t, fs, mode, ni->uid, ni->gid, ni->rdev, &ib);
 	if (r < 0)
 		goto rel;
 	struct o2_dinode *di = o2_buf_dinode(ib);
@@ -516,13 +490,13 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 	if (r == 0 && acls)
 		r = o2_acl_inherit_apply(t, fs, ib, &acl);
 	if (r == 0)
-		r = o2_dir_add(t, fs, dib, name, len, ib->blkno, type_of(mode));
+		r = o2_dir_add(t, fs, dib, name, len, ib->blkno, o2_mode_ftype(mode));
 	if (r == 0) {
 		struct o2_dinode *pd = o2_buf_dinode(dib);
 
 		r = o2_trans_add(t, dib);
 		if (S_ISDIR(mode))
-			set_links(pd, links_of(pd) + 1);
+			o2_set_links(pd, o2_links_of(pd) + 1);
 		o2_touch(fs, pd, true, true);
 	}
 	if (r == 0)
@@ -570,7 +544,7 @@ int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size
 
 	if (!fs->journal)
 		return -EROFS;
-	r = check_name(name, len);
+	r = o2_check_name(name, len);
 	if (r < 0)
 		return r;
 	uint32_t spare;
@@ -578,7 +552,7 @@ int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size
 	r = o2_space_spare(fs, &spare);
 	if (r < 0)
 		return r;
-	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
+	r = o2_trans_begin(fs, O2_NAMEI_CREDITS, &t);
 	if (r < 0)
 		return r;
 	r = o2_inode_buf(fs, dir, &dib);
@@ -594,11 +568,11 @@ int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size
 	}
 	/* an inode whose last name went (an open orphan) takes no new one, as
 	 * Linux's vfs_link says: else its reaping would free a linked inode */
-	if (links_of(di) == 0 || (le32(di->i_flags) & O2_FL_ORPHANED)) {
+	if (o2_links_of(di) == 0 || (le32(di->i_flags) & O2_FL_ORPHANED)) {
 		r = -ENOENT;
 		goto rel;
 	}
-	if (links_of(di) >= 32000) {
+	if (o2_links_of(di) >= 32000) {
 		r = -EMLINK;
 		goto rel;
 	}
@@ -607,11 +581,11 @@ int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size
 		r = -EEXIST;
 	if (r != -ENOENT)
 		goto rel;
-	r = o2_dir_add(t, fs, dib, name, len, ino, type_of(le16(di->i_mode)));
+	r = o2_dir_add(t, fs, dib, name, len, ino, o2_mode_ftype(le16(di->i_mode)));
 	if (r == 0)
 		r = o2_trans_add(t, ib);
 	if (r == 0) {
-		set_links(di, links_of(di) + 1);
+		o2_set_links(di, o2_links_of(di) + 1);
 		o2_touch(fs, di, false, true);
 		r = o2_trans_add(t, dib);
 		o2_touch(fs, o2_buf_dinode(dib), true, true);
@@ -660,7 +634,7 @@ static int unlink_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, c
 	struct o2_dinode *di = o2_buf_dinode(ib);
 	bool isdir = S_ISDIR(le16(di->i_mode));
 
-	r = o2_check_writable(fs, di, isdir || links_of(di) <= 1);
+	r = o2_check_writable(fs, di, isdir || o2_links_of(di) <= 1);
 	if (r == 0)
 		r = o2_dir_remove(t, fs, dib, name, len, f);
 	if (r == 0)
@@ -669,15 +643,15 @@ static int unlink_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, c
 		r = o2_trans_add(t, dib);
 	if (r == 0) {
 		struct o2_dinode *pd = o2_buf_dinode(dib);
-		uint32_t links = links_of(di);
+		uint32_t links = o2_links_of(di);
 
 		if (isdir) {
-			set_links(pd, links_of(pd) - 1);
+			o2_set_links(pd, o2_links_of(pd) - 1);
 			links = 0;
 		} else if (links) {
 			links--;
 		}
-		set_links(di, links);
+		o2_set_links(di, links);
 		o2_touch(fs, di, false, true);
 		o2_touch(fs, pd, true, true);
 		if (!links)
@@ -795,7 +769,7 @@ static int adjust_links(struct o2_trans *t, struct o2_fs *fs, uint64_t ino, int 
 	if (r == 0) {
 		struct o2_dinode *di = o2_buf_dinode(b);
 
-		set_links(di, (uint32_t)((int64_t)links_of(di) + delta));
+		o2_set_links(di, (uint32_t)((int64_t)o2_links_of(di) + delta));
 		o2_touch(fs, di, delta != 0, true);
 	}
 	o2_brelse(fs, b);
@@ -815,14 +789,14 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 		return -EROFS;
 	if ((flags & O2_RENAME_NOREPLACE) && (flags & O2_RENAME_EXCHANGE))
 		return -EINVAL;
-	r = check_name(oldname, oldlen);
+	r = o2_check_name(oldname, oldlen);
 	if (r == 0)
-		r = check_name(newname, newlen);
+		r = o2_check_name(newname, newlen);
 	if (r == -EEXIST)
 		r = -EBUSY; /* "." or ".." */
 	if (r < 0)
 		return r;
-	r = o2_trans_begin_freeing(fs, 2 * NAMEI_CREDITS + FREE_IN_PLACE_CREDITS, &t);
+	r = o2_trans_begin_freeing(fs, 2 * O2_NAMEI_CREDITS + FREE_IN_PLACE_CREDITS, &t);
 	if (r < 0)
 		return r;
 	r = o2_inode_buf(fs, olddir, &odb);
@@ -911,7 +885,7 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 		r = o2_inode_buf(fs, nf.ino, &tb);
 		if (r == 0) {
 			r = o2_check_writable(fs, o2_buf_dinode(tb),
-					      ndir || links_of(o2_buf_dinode(tb)) <= 1);
+					      ndir || o2_links_of(o2_buf_dinode(tb)) <= 1);
 			o2_brelse(fs, tb);
 		}
 		if (r < 0)
@@ -924,16 +898,16 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 			r = o2_inode_buf(fs, gone.ino, &gb);
 			if (r == 0) {
 				struct o2_dinode *gd = o2_buf_dinode(gb);
-				uint32_t links = links_of(gd);
+				uint32_t links = o2_links_of(gd);
 
 				r = o2_trans_add(t, gb);
 				if (r == 0) {
 					links = ndir ? 0 : (links ? links - 1 : 0);
-					set_links(gd, links);
+					o2_set_links(gd, links);
 					o2_touch(fs, gd, false, true);
 					if (ndir)
-						set_links(o2_buf_dinode(ndb),
-							  links_of(o2_buf_dinode(ndb)) - 1);
+						o2_set_links(o2_buf_dinode(ndb),
+							  o2_links_of(o2_buf_dinode(ndb)) - 1);
 					if (!links)
 						r = drop_last_link(t, fs, gb, &del);
 				}
@@ -956,8 +930,8 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 		if (r == 0)
 			r = o2_trans_add(t, ndb);
 		if (r == 0) {
-			set_links(o2_buf_dinode(odb), links_of(o2_buf_dinode(odb)) - 1);
-			set_links(o2_buf_dinode(ndb), links_of(o2_buf_dinode(ndb)) + 1);
+			o2_set_links(o2_buf_dinode(odb), o2_links_of(o2_buf_dinode(odb)) - 1);
+			o2_set_links(o2_buf_dinode(ndb), o2_links_of(o2_buf_dinode(ndb)) + 1);
 		}
 	}
 	if (r == 0) {
@@ -980,251 +954,6 @@ rel:
 	if (r == 0 && del)
 		r = reap_or_wait(fs, nf.ino);
 	return r;
-}
-
-/* ---- reflinks ---- */
-
-/*
- * What one reflink step shares: one of the source's extents, or of a
- * shared one the clusters of one refcount record or gap (one leaf of the
- * tree); it logs the source's record, an insert in the copy's tree and
- * that leaf's change.  The smallest journals take 256 blocks at once.
- */
-#define REFLINK_STEP_CREDITS (2 * O2_TREE_CREDITS + O2_REFCOUNT_CREDITS + 8)
-
-/* One step: the next of src's clusters from *cpos shared with dst (*ret_done: none left). */
-static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, uint32_t *cpos, bool *ret_done)
-{
-	struct o2_trans *t;
-	struct o2_buf *sb = NULL, *db = NULL;
-	struct o2_tree_owner so, dso;
-	struct o2_extent ext;
-	int r, e;
-
-	*ret_done = false;
-	r = o2_trans_begin(fs, REFLINK_STEP_CREDITS, &t);
-	if (r < 0)
-		return r;
-	r = o2_inode_buf(fs, src, &sb);
-	if (r == 0)
-		r = o2_inode_buf(fs, dst, &db);
-	if (r < 0)
-		goto end;
-	struct o2_dinode *sd = o2_buf_dinode(sb), *dd = o2_buf_dinode(db);
-	uint64_t root = le64(sd->i_refcount_loc);
-
-	o2_inode_owner(sb, &so);
-	o2_inode_owner(db, &dso);
-	for (;;) {
-		r = o2_tree_map(fs, &(struct o2_tree_root){ src, so.el, le16(so.el->count) }, *cpos,
-				&ext);
-		if (r < 0 || ext.blkno)
-			break;
-		if ((uint64_t)*cpos + ext.clusters >= UINT32_MAX) {
-			*ret_done = true;
-			goto end;
-		}
-		*cpos += ext.clusters; /* a hole */
-	}
-	if (r < 0)
-		goto end;
-	bool fresh = !(ext.flags & O2_EXT_REFCOUNTED);
-	uint32_t p = (uint32_t)(ext.blkno >> fs->bpc_bits), count, run;
-
-	/* no more than one record or gap of the refcount tree: one leaf */
-	r = o2_refcount_lookup(fs, root, p, &count, &run, NULL);
-	if (r == 0 && (count == 0) != fresh)
-		r = o2_corrupt(fs, src, "cluster %u is %s", p, fresh ? "counted in the refcount "
-			       "tree but not marked shared" : "marked shared but not counted");
-	if (r < 0)
-		goto end;
-	uint32_t n = ext.clusters < run ? ext.clusters : run;
-
-	if (fresh)
-		r = o2_tree_set_flag(t, fs, &so, *cpos, n, O2_EXT_REFCOUNTED);
-	if (r == 0)
-		r = o2_refcount_share(t, fs, root, p, n, fresh);
-	if (r == 0)
-		r = o2_tree_insert(t, fs, &dso, &(struct o2_extent){
-			*cpos, n, ext.blkno, (uint8_t)(ext.flags | O2_EXT_REFCOUNTED) });
-	if (r == 0)
-		r = o2_trans_add(t, db);
-	if (r == 0)
-		dd->i_clusters = cpu_le32(le32(dd->i_clusters) + n);
-	*cpos += n;
-end:
-	o2_brelse(fs, sb);
-	o2_brelse(fs, db);
-	e = o2_trans_finish(t, r);
-	return r < 0 ? r : e;
-}
-
-/*
- * The reflink, done: dst leaves the orphan directory for its name in dir,
- * with src's size (a name taken meanwhile: -EEXIST, nothing changed).
- */
-static int reflink_finish(struct o2_fs *fs, uint64_t src, uint64_t dst, uint64_t dir,
-			  const char *name, size_t len)
-{
-	struct o2_trans *t;
-	struct o2_buf *sb = NULL, *db = NULL, *dib = NULL, *ob = NULL;
-	struct o2_dir_slot f;
-	char oname[17];
-	int r, e;
-
-	r = o2_trans_begin(fs, NAMEI_CREDITS, &t);
-	if (r < 0)
-		return r;
-	r = o2_inode_buf(fs, src, &sb);
-	if (r == 0)
-		r = o2_inode_buf(fs, dst, &db);
-	if (r == 0)
-		r = o2_inode_buf(fs, dir, &dib);
-	if (r == 0)
-		r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
-	if (r == 0)
-		r = o2_dir_check_changeable(fs, dib);
-	if (r == 0) {
-		r = o2_dir_find(fs, dib, name, len, &f);
-		r = r == 0 ? -EEXIST : r == -ENOENT ? 0 : r;
-	}
-	orphan_name(dst, oname);
-	if (r == 0)
-		r = o2_dir_find(fs, ob, oname, 16, &f);
-	if (r == 0)
-		r = o2_dir_remove(t, fs, ob, oname, 16, &f);
-	if (r == 0)
-		r = o2_dir_add(t, fs, dib, name, len, dst, type_of(S_IFREG));
-	if (r == 0)
-		r = o2_trans_add(t, db);
-	if (r == 0)
-		r = o2_trans_add(t, dib);
-	if (r == 0) {
-		struct o2_dinode *dd = o2_buf_dinode(db);
-
-		dd->i_size = o2_buf_dinode(sb)->i_size;
-		dd->i_flags = cpu_le32(le32(dd->i_flags) & ~(uint32_t)O2_FL_ORPHANED);
-		dd->i_orphaned_slot = cpu_le16(0);
-		set_links(dd, 1);
-		o2_touch(fs, dd, true, true);
-		o2_touch(fs, o2_buf_dinode(dib), true, true);
-	}
-	o2_brelse(fs, sb);
-	o2_brelse(fs, db);
-	o2_brelse(fs, dib);
-	o2_brelse(fs, ob);
-	e = o2_trans_finish(t, r);
-	return r < 0 ? r : e;
-}
-
-int o2_reflink(struct o2_fs *fs, uint64_t src, uint64_t dir, const char *name, size_t len,
-	       const struct o2_new_inode *ni, uint64_t *ret_ino)
-{
-	struct o2_trans *t;
-	struct o2_buf *sb = NULL, *dib = NULL, *ib = NULL, *ob = NULL;
-	struct o2_dir_slot f;
-	uint64_t dst = 0;
-	uint32_t spare;
-	bool inline_data = false;
-	char oname[17];
-	int r, e;
-
-	if (!fs->journal)
-		return -EROFS;
-	r = check_name(name, len);
-	if (r < 0)
-		return r;
-	if (!o2_has_incompat(fs, O2_FEATURE_INCOMPAT_REFCOUNT_TREE))
-		return o2_fail(fs, -EOPNOTSUPP, "the volume lacks the refcount feature "
-			       "(tunefs.ocfs2 --fs-features=refcount adds it)");
-	r = o2_space_spare(fs, &spare);
-	if (r < 0)
-		return r;
-	/* the new inode: in the orphan directory until every extent is shared */
-	r = o2_trans_begin(fs, NAMEI_CREDITS + O2_REFCOUNT_DETACH_CREDITS + 4, &t);
-	if (r < 0)
-		return r;
-	r = o2_inode_buf(fs, src, &sb);
-	if (r < 0)
-		goto rel;
-	struct o2_dinode *sd = o2_buf_dinode(sb);
-	uint16_t smode = le16(sd->i_mode);
-
-	if (!S_ISREG(smode)) {
-		r = S_ISDIR(smode) ? -EISDIR : -EINVAL;
-		goto rel;
-	}
-	r = o2_check_writable(fs, sd, false);
-	if (r == 0)
-		r = o2_inode_buf(fs, dir, &dib);
-	if (r == 0)
-		r = o2_dir_check_changeable(fs, dib);
-	if (r == 0) {
-		r = o2_dir_find(fs, dib, name, len, &f);
-		r = r == 0 ? -EEXIST : r == -ENOENT ? 0 : r;
-	}
-	if (r == 0)
-		r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
-	if (r < 0)
-		goto rel;
-	r = new_inode(t, fs, (uint16_t)(S_IFREG | (ni->mode & 07777)), ni->uid, ni->gid, 0, &ib);
-	if (r < 0)
-		goto rel;
-	struct o2_dinode *di = o2_buf_dinode(ib);
-
-	dst = ib->blkno;
-	inline_data = le16(sd->i_dyn_features) & O2_DYN_INLINE_DATA;
-	if (inline_data) {
-		/* nothing to share: the data is copied, the name given at once */
-		memcpy(di->id2.i_data.id_data, sd->id2.i_data.id_data, (size_t)le64(sd->i_size));
-		di->i_size = sd->i_size;
-		r = o2_dir_add(t, fs, dib, name, len, dst, type_of(S_IFREG));
-		if (r == 0)
-			r = o2_trans_add(t, dib);
-		if (r == 0)
-			o2_touch(fs, o2_buf_dinode(dib), true, true);
-		goto rel;
-	}
-	o2_inode_to_extent_list(fs, di);
-	set_links(di, 0);
-	di->i_flags = cpu_le32(le32(di->i_flags) | O2_FL_ORPHANED);
-	di->i_orphaned_slot = cpu_le16((uint16_t)fs->opts.slot);
-	orphan_name(dst, oname);
-	r = o2_dir_add(t, fs, ob, oname, 16, dst, type_of(S_IFREG));
-	if (r == 0 && !(le16(sd->i_dyn_features) & O2_DYN_HAS_REFCOUNT))
-		r = o2_refcount_attach(t, fs, sb, 0);
-	if (r == 0)
-		r = o2_refcount_attach(t, fs, ib, le64(sd->i_refcount_loc));
-rel:
-	o2_brelse(fs, sb);
-	o2_brelse(fs, dib);
-	o2_brelse(fs, ob);
-	o2_brelse(fs, ib);
-	e = o2_trans_finish(t, r);
-	if (r == 0)
-		r = e;
-	if (r < 0 || inline_data) {
-		if (r == 0)
-			*ret_ino = dst;
-		return r;
-	}
-	/* the extents, a few per transaction; a failure leaves an orphan to free */
-	for (uint32_t cpos = 0; r == 0;) {
-		bool done;
-
-		r = reflink_step(fs, src, dst, &cpos, &done);
-		if (r == 0 && done)
-			break;
-	}
-	if (r == 0)
-		r = reflink_finish(fs, src, dst, dir, name, len);
-	if (r < 0) {
-		if (!fs->ro_reason)
-			(void)reap_orphan(fs, dst);
-		return r;
-	}
-	*ret_ino = dst;
-	return 0;
 }
 
 int o2_statfs(struct o2_fs *fs, struct o2_statfs *ret)

@@ -16,6 +16,7 @@
 #include "error.h"
 #include "internal.h"
 #include "journal.h"
+#include "namei.h"
 
 /* What fscore implements.  Read-only access tolerates any ro-compat bit. */
 #define O2_SUPPORTED_COMPAT (O2_FEATURE_COMPAT_BACKUP_SB | O2_FEATURE_COMPAT_JBD2_SB)

@@ -260,8 +260,11 @@ static int check_top_dirs(struct o2_fs *fs)
 	return 0;
 }
 
-/* The global bitmap gives the volume's cluster count. */
-static int read_cluster_counts(struct o2_fs *fs)
+/*
+ * The one reader of the global bitmap's counts (open and statfs): the
+ * bitmap inode, checked to be a chain allocator.  The caller unrefs *ret.
+ */
+static int read_global_bitmap(struct o2_fs *fs, struct o2_inode **ret)
 {
 	struct o2_inode *bm;
 	uint64_t blkno;
@@ -276,6 +279,18 @@ static int read_cluster_counts(struct o2_fs *fs)
 		o2_inode_unref(bm);
 		return o2_corrupt(fs, blkno, "global bitmap is not a chain allocator");
 	}
+	*ret = bm;
+	return 0;
+}
+
+/* The global bitmap gives the volume's cluster count. */
+static int read_cluster_counts(struct o2_fs *fs)
+{
+	struct o2_inode *bm;
+	int r = read_global_bitmap(fs, &bm);
+
+	if (r < 0)
+		return r;
 	fs->info.total_clusters = bm->info.bitmap_total;
 	fs->info.used_clusters = bm->info.bitmap_used;
 	o2_inode_unref(bm);
@@ -489,4 +504,46 @@ const char *o2_fs_stack_name(const struct o2_fs *fs)
 	if (si->stack[0])
 		return si->stack;
 	return "o2cb";
+}
+
+/* Space and inodes, for statfs(2): the volume-wide counts, as open reads them. */
+int o2_statfs(struct o2_fs *fs, struct o2_statfs *ret)
+{
+	struct o2_inode *bm, *ia;
+	uint64_t blkno;
+	int r = read_global_bitmap(fs, &bm);
+
+	if (r < 0)
+		return r;
+	r = o2_sysfile_lookup(fs, O2_SYS_INODE_ALLOC, fs->opts.slot, &blkno);
+	if (r == 0)
+		r = o2_inode_get(fs, blkno, &ia);
+	if (r < 0) {
+		o2_inode_unref(bm);
+		return r;
+	}
+	uint64_t free_cl = bm->info.bitmap_total - bm->info.bitmap_used;
+	struct o2_inode *la;
+
+	/* the local alloc window's unused clusters are free too */
+	if (fs->sys.local_alloc && o2_inode_get(fs, fs->sys.local_alloc, &la) == 0) {
+		if (la->info.bitmap_used <= la->info.bitmap_total)
+			free_cl += la->info.bitmap_total - la->info.bitmap_used;
+		o2_inode_unref(la);
+	}
+	uint64_t inode_free = ia->info.bitmap_total - ia->info.bitmap_used;
+
+	*ret = (struct o2_statfs){
+		.block_size = fs->bs,
+		.cluster_size = fs->cs,
+		.total_clusters = bm->info.bitmap_total,
+		.free_clusters = free_cl,
+		/* each free cluster could become inodes */
+		.total_inodes = ia->info.bitmap_total + (free_cl << fs->bpc_bits),
+		.free_inodes = inode_free + (free_cl << fs->bpc_bits),
+		.max_name_len = O2_MAX_NAME_LEN,
+	};
+	o2_inode_unref(ia);
+	o2_inode_unref(bm);
+	return 0;
 }

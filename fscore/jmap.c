@@ -58,6 +58,25 @@ int o2_jmap_phys(const struct o2_jmap *m, uint32_t lblk, uint64_t *ret_phys)
 	return -ENOENT;
 }
 
+int o2_journal_inode_get(struct o2_fs *fs, unsigned slot, struct o2_inode **ret)
+{
+	struct o2_inode *ji;
+	uint64_t blkno;
+	int r = o2_sysfile_lookup(fs, O2_SYS_JOURNAL, slot, &blkno);
+
+	if (r < 0)
+		return r;
+	r = o2_inode_get(fs, blkno, &ji);
+	if (r < 0)
+		return r;
+	if (!(ji->info.flags & O2_FL_JOURNAL) || ji->info.kind != O2_ID2_EXTENTS) {
+		o2_inode_unref(ji);
+		return o2_corrupt(fs, blkno, "journal inode lacks the Journal flag or an extent list");
+	}
+	*ret = ji;
+	return 0;
+}
+
 void o2_jmap_free(struct o2_jmap *m)
 {
 	free(m->ext);
@@ -74,16 +93,10 @@ int o2_jmap_load(struct o2_fs *fs, unsigned slot, struct o2_jmap *ret)
 	uint64_t blkno;
 	int r;
 
-	r = o2_sysfile_lookup(fs, O2_SYS_JOURNAL, slot, &blkno);
+	r = o2_journal_inode_get(fs, slot, &ji);
 	if (r < 0)
 		return r;
-	r = o2_inode_get(fs, blkno, &ji);
-	if (r < 0)
-		return r;
-	if (!(ji->info.flags & O2_FL_JOURNAL) || ji->info.kind != O2_ID2_EXTENTS) {
-		r = o2_corrupt(fs, blkno, "journal inode lacks the Journal flag or an extent list");
-		goto out;
-	}
+	blkno = ji->info.blkno;
 	m.inode_blkno = blkno;
 	m.ij_flags = ji->info.journal_flags;
 	m.recovery_generation = ji->info.journal_recovery_generation;

@@ -21,15 +21,15 @@ import subprocess
 import sys
 
 # Cycles that are real and stay: each entry is the exact set of files one
-# strongly connected component may hold.
+# strongly connected component may hold.  Keep this minimal.
 #
-# alloc.c <-> journal.c: allocating a block must log the bitmap it changes
-# (alloc -> journal), and the journal frees what a transaction released at
-# commit (journal -> alloc: o2_trans_commit hands the truncate log and the
-# local alloc their due).  The kernel has the same pair.
-ALLOWED_CYCLES = [
-    frozenset({"alloc.c", "journal.c"}),
-]
+# The one expected candidate was the allocator <-> journal pair, but the
+# linker's view shows none: alloc.c calls journal.c (it logs the bitmaps it
+# changes) and journal.c never calls alloc.c (freed clusters reach the
+# global bitmap through the truncate log, which alloc.c flushes itself).
+# So nothing is allowed; if commit ever has to free space, add exactly
+# frozenset({"alloc.c", "journal.c"}) here, with the call that needs it.
+ALLOWED_CYCLES = []
 
 
 def module_of(member):
@@ -138,7 +138,17 @@ def report(graph, comps):
 
 
 def self_test():
-    """The detector must see a planted cycle and let the allowed one pass."""
+    """The detector must see a planted cycle and let an allowed one pass."""
+    global ALLOWED_CYCLES
+    saved = ALLOWED_CYCLES
+    ALLOWED_CYCLES = [frozenset({"alloc.c", "journal.c"})]
+    try:
+        return self_test_graph()
+    finally:
+        ALLOWED_CYCLES = saved
+
+
+def self_test_graph():
     graph = {
         "error.c": {},
         "meta.c": {"error.c": ["o2_corrupt"]},

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* fscore private declarations shared between its modules. */
+/*
+ * fscore private: the volume and inode handles every module shares, and
+ * the declarations of the read-side modules that have no header of their
+ * own, sectioned by the .c file that defines them.  Other modules declare
+ * theirs in their own header (error.h, meta.h, cache.h, dir.h, ...).
+ */
 #ifndef O2_INTERNAL_H
 #define O2_INTERNAL_H
 
@@ -63,7 +68,12 @@ static inline bool o2_has_incompat(const struct o2_fs *fs, uint32_t bit)
 	return (fs->info.feature_incompat & bit) != 0;
 }
 
+/* ---- inode.c ---- */
+
+/* An allocator inode's chain list or bitmap is sound (0 or -EUCLEAN). */
 int o2_inode_check_alloc_contents(struct o2_fs *fs, const struct o2_inode *ino);
+
+/* ---- extent.c: extent trees ---- */
 
 /* Validators: 0 or -EUCLEAN with a message. */
 int o2_check_extent_list(struct o2_fs *fs, uint64_t blkno, const struct o2_extent_list *el,
@@ -82,12 +92,20 @@ struct o2_tree_root {
 int o2_tree_map(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t cpos,
 		struct o2_extent *ret);
 int o2_tree_walk(struct o2_fs *fs, const struct o2_tree_root *root, o2_extent_fn fn, void *arg);
+/* Largest leaf record with cpos <= key (used by the dx index). */
+int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t key,
+		      struct o2_extent *ret);
 
-/* A refcount tree (refcount.c): every block and record checked, counted. */
+/* ---- refcount.c ---- */
+
+/* A refcount tree: every block and record checked, counted. */
 struct o2_refcount_stats {
 	uint64_t blocks, records;
 };
 int o2_refcount_tree_check(struct o2_fs *fs, uint64_t root, struct o2_refcount_stats *ret);
+
+/* ---- xattr.c ---- */
+
 /* o2_xattr_iterate, and tree_fn also sees each value tree's and bucket tree's
  * extents and extent blocks (as o2_inode_walk_extents calls fn). */
 int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg,
@@ -95,9 +113,8 @@ int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *
 /* Check one xattr store (header at h, len bytes) and call fn for each entry. */
 int o2_xattr_store_walk(struct o2_fs *fs, uint64_t blkno, const uint8_t *h, size_t len,
 			o2_xattr_fn fn, void *arg);
-/* Largest leaf record with cpos <= key (used by the dx index). */
-int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t key,
-		      struct o2_extent *ret);
+
+/* ---- super.c ---- */
 
 /*
  * Free the handle without writing anything, as if the machine stopped here

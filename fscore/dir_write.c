@@ -304,7 +304,7 @@ static int indexed_added(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *di
 }
 
 int o2_dir_add(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const char *name,
-		   size_t len, uint64_t ino, uint8_t type)
+	       size_t len, uint64_t ino, uint8_t type)
 {
 	struct o2_dinode *di = o2_buf_dinode(dib);
 	int r = o2_dir_check_changeable(fs, dib);
@@ -464,7 +464,7 @@ int o2_dir_find(struct o2_fs *fs, struct o2_buf *dib, const char *name, size_t l
 }
 
 int o2_dir_remove(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const char *name,
-		      size_t len, const struct o2_dir_slot *f)
+		  size_t len, const struct o2_dir_slot *f)
 {
 	int r = o2_dir_check_changeable(fs, dib);
 
@@ -495,7 +495,7 @@ int o2_dir_remove(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, cons
 
 /* Point an existing entry at another inode. */
 int o2_dir_retarget(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib,
-			const struct o2_dir_slot *f, uint64_t ino, uint8_t type)
+		    const struct o2_dir_slot *f, uint64_t ino, uint8_t type)
 {
 	struct o2_buf *b = NULL;
 	uint8_t *data;

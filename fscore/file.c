@@ -625,7 +625,7 @@ static int zero_in_cluster(struct o2_fs *fs, uint64_t ino, uint64_t from, uint64
 				    &(struct o2_fill){ from, (size_t)(to - from), z });
 	else
 		r = o2_data_write(fs, (ext.blkno << fs->bits) + (from & (fs->cs - 1)), z,
-			       (size_t)(to - from));
+				  (size_t)(to - from));
 	free(z);
 	return r;
 }

@@ -25,7 +25,7 @@
 /* ---- inodes ---- */
 
 int o2_new_inode(struct o2_trans *t, struct o2_fs *fs, uint16_t mode, uint32_t uid,
-		     uint32_t gid, uint64_t rdev, struct o2_buf **ret)
+		 uint32_t gid, uint64_t rdev, struct o2_buf **ret)
 {
 	struct o2_suballoc_res res;
 	struct o2_buf *b;
@@ -907,7 +907,7 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 					o2_touch(fs, gd, false, true);
 					if (ndir)
 						o2_set_links(o2_buf_dinode(ndb),
-							  o2_links_of(o2_buf_dinode(ndb)) - 1);
+							     o2_links_of(o2_buf_dinode(ndb)) - 1);
 					if (!links)
 						r = drop_last_link(t, fs, gb, &del);
 				}

@@ -88,7 +88,7 @@ static bool place_entry(uint8_t *data, unsigned size, uint64_t ino, const char *
 		unsigned rl = le16(de->rec_len);
 
 		if (rl < O2_DIR_REC_LEN(1) || rl > size - off)
-			return false; /* damaged; the read path reports it */
+			return false; /* damaged: o2_dir_add checked the block first */
 		if (!le64(de->inode) && rl >= need) {
 			put_entry(de, ino, name, len, type, rl);
 			return true;
@@ -312,10 +312,10 @@ int o2_dir_add(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const c
 	if (r < 0)
 		return r;
 	if (le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) {
-		r = o2_trans_add(t, dib);
-		if (r < 0)
-			return r;
+		/* checked before logging: a refused add leaves nothing to undo */
 		r = check_entries(fs, dib->blkno, di->id2.i_data.id_data, (unsigned)le64(di->i_size));
+		if (r == 0)
+			r = o2_trans_add(t, dib);
 		if (r < 0)
 			return r;
 		if (place_entry(di->id2.i_data.id_data, (unsigned)le64(di->i_size), ino, name, len, type))

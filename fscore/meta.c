@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Metadata block reads and the checks every self-describing block shares.
- * They used to live with the open/close code, which made every module
- * (the cache included) call up into it.
+ * Metadata block reads, the checks every self-describing block shares,
+ * and direct writes home.  The reads and checks used to live with the
+ * open/close code (and the write with the journal), which made every
+ * module call up into the code that orchestrates it.
  */
 #include <errno.h>
 #include <string.h>

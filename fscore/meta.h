@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * Reading and checking metadata blocks (meta.c): above the cache and
- * error reporting, below every module that reads the format.
+ * Metadata block I/O (meta.c): reading and checking blocks, and writing
+ * one home directly.  Above the cache and error reporting, below every
+ * module that reads or writes the format.
  */
 #ifndef O2_META_H
 #define O2_META_H

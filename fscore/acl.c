@@ -23,6 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "error.h"
+#include "inode_write.h"
 #include "internal.h"
 #include "journal.h"
 #include "write.h"

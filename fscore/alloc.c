@@ -32,6 +32,7 @@
 #include <stdlib.h>
 
 #include "alloc.h"
+#include "error.h"
 #include "journal.h"
 
 static inline bool bit_test(const uint8_t *bm, unsigned i)

@@ -9,6 +9,7 @@
 
 #include "blockcheck.h"
 #include "cache.h"
+#include "error.h"
 #include "internal.h"
 
 struct o2_cache {
@@ -275,6 +276,36 @@ static void insert(struct o2_cache *c, struct o2_buf *b)
 	b->hnext = c->table[k];
 	c->table[k] = b;
 	c->count++;
+}
+
+/*
+ * The cache verifies a block's check when it reads the block, so it is the
+ * one that knows where each kind keeps it (the journal asks it too, when
+ * it computes checks on commit).
+ */
+size_t o2_meta_check_offset(const struct o2_fs *fs, enum o2_meta_kind kind)
+{
+	switch (kind) {
+	case O2_META_INODE:
+		return offsetof(struct o2_dinode, i_check);
+	case O2_META_EXTENT:
+		return offsetof(struct o2_extent_block, h_check);
+	case O2_META_GROUP:
+		return offsetof(struct o2_group_desc, bg_check);
+	case O2_META_DX_ROOT:
+		return offsetof(struct o2_dx_root_block, dr_check);
+	case O2_META_DX_LEAF:
+		return offsetof(struct o2_dx_leaf, dl_check);
+	case O2_META_DIR_BLOCK:
+		return fs->bs - sizeof(struct o2_dir_trailer) + offsetof(struct o2_dir_trailer, db_check);
+	case O2_META_XATTR:
+		return offsetof(struct o2_xattr_block, xb_check);
+	case O2_META_REFCOUNT:
+		return offsetof(struct o2_refcount_block, rf_check);
+	case O2_META_PLAIN:
+		break;
+	}
+	return 0;
 }
 
 static int verify(struct o2_fs *fs, struct o2_buf *b, uint8_t kind)

@@ -11,12 +11,29 @@
 #define O2_CACHE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "list.h"
 
 struct o2_fs;
 struct o2_trans_state;
+
+/* Where a metadata block keeps its block check. */
+enum o2_meta_kind {
+	O2_META_INODE,
+	O2_META_EXTENT,
+	O2_META_GROUP,
+	O2_META_DX_ROOT,
+	O2_META_DX_LEAF,
+	O2_META_DIR_BLOCK, /* with a trailer */
+	O2_META_XATTR,
+	O2_META_REFCOUNT,
+	O2_META_PLAIN = 0xff, /* no block check */
+};
+
+/* Byte offset of the block check in a block of this kind. */
+size_t o2_meta_check_offset(const struct o2_fs *fs, enum o2_meta_kind kind);
 
 struct o2_buf {
 	uint64_t blkno;

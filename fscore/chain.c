@@ -10,7 +10,9 @@
  */
 #include <stdlib.h>
 
+#include "error.h"
 #include "internal.h"
+#include "meta.h"
 
 static unsigned count_set(const uint8_t *bm, unsigned bits)
 {

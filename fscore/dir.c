@@ -13,7 +13,10 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "dir.h"
+#include "error.h"
 #include "internal.h"
+#include "meta.h"
 
 bool o2_dir_has_trailer(const struct o2_fs *fs, const struct o2_inode *dir)
 {
@@ -33,14 +36,8 @@ static void fill_dirent(struct o2_dirent *out, const struct o2_dir_entry *de, ui
 	out->dirent_blk = blk;
 }
 
-/*
- * Check the entries of one directory block (or the inline area): each must
- * fit, be 4-aligned, hold its name, and not run past the end.
- */
-typedef int (*entry_fn)(const struct o2_dir_entry *de, uint64_t blk, void *arg);
-
-static int scan_entries(struct o2_fs *fs, uint64_t blk, const uint8_t *data, unsigned size,
-			entry_fn fn, void *arg)
+int o2_dir_scan_entries(struct o2_fs *fs, uint64_t blk, const uint8_t *data, unsigned size,
+			 o2_dir_entry_fn fn, void *arg)
 {
 	unsigned off = 0;
 
@@ -197,7 +194,7 @@ static int iter_block(uint64_t blk, const uint8_t *data, unsigned size, void *ar
 {
 	struct iter_ctx *c = arg;
 
-	return scan_entries(c->fs, blk, data, size, iter_entry, c);
+	return o2_dir_scan_entries(c->fs, blk, data, size, iter_entry, c);
 }
 
 int o2_dir_iterate(struct o2_fs *fs, struct o2_inode *dir, o2_dirent_fn fn, void *arg)
@@ -212,7 +209,7 @@ int o2_dir_iterate(struct o2_fs *fs, struct o2_inode *dir, o2_dirent_fn fn, void
 		return -ENOMEM;
 	*c = (struct iter_ctx){ .fs = fs, .fn = fn, .arg = arg };
 	if (dir->info.kind == O2_ID2_INLINE)
-		r = scan_entries(fs, dir->info.blkno, o2_di(dir)->id2.i_data.id_data,
+		r = o2_dir_scan_entries(fs, dir->info.blkno, o2_di(dir)->id2.i_data.id_data,
 				 (unsigned)dir->info.size, iter_entry, c);
 	else
 		r = for_each_dir_block(fs, dir, iter_block, c);
@@ -245,7 +242,7 @@ static int find_in_block(uint64_t blk, const uint8_t *data, unsigned size, void 
 {
 	struct find_ctx *c = arg;
 
-	return scan_entries(c->fs, blk, data, size, find_entry, c);
+	return o2_dir_scan_entries(c->fs, blk, data, size, find_entry, c);
 }
 
 static int search_block(struct o2_fs *fs, struct o2_inode *dir, uint64_t blk,
@@ -257,7 +254,7 @@ static int search_block(struct o2_fs *fs, struct o2_inode *dir, uint64_t blk,
 	if (!buf)
 		return -ENOMEM;
 	size = read_dir_block(fs, dir, blk, buf);
-	r = size < 0 ? size : scan_entries(fs, blk, buf, (unsigned)size, find_entry, c);
+	r = size < 0 ? size : o2_dir_scan_entries(fs, blk, buf, (unsigned)size, find_entry, c);
 	free(buf);
 	return r < 0 ? r : 0;
 }
@@ -403,7 +400,7 @@ int o2_dir_lookup(struct o2_fs *fs, struct o2_inode *dir, const char *name, size
 		return -ENOMEM;
 	*c = (struct find_ctx){ .fs = fs, .name = name, .len = len, .ret = ret };
 	if (dir->info.kind == O2_ID2_INLINE)
-		r = scan_entries(fs, dir->info.blkno, o2_di(dir)->id2.i_data.id_data,
+		r = o2_dir_scan_entries(fs, dir->info.blkno, o2_di(dir)->id2.i_data.id_data,
 				 (unsigned)dir->info.size, find_entry, c);
 	else if ((dir->info.dyn_features & O2_DYN_INDEXED_DIR) &&
 		 o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INDEXED_DIRS))

@@ -22,8 +22,12 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "dir.h"
 #include "dx_write.h"
+#include "error.h"
+#include "inode_write.h"
 #include "journal.h"
+#include "meta.h"
 #include "write.h"
 
 #define MIN_HOLE O2_DIR_REC_LEN(1)

@@ -11,7 +11,12 @@
  */
 #include <stdlib.h>
 
+#include "error.h"
 #include "internal.h"
+#include "meta.h"
+
+/* The deepest extent tree the kernel builds. */
+#define O2_MAX_TREE_DEPTH 5
 
 int o2_check_extent_block(struct o2_fs *fs, uint64_t blkno, const void *buf)
 {
@@ -260,4 +265,22 @@ static int walk_list(struct o2_fs *fs, uint64_t owner, const struct o2_extent_li
 int o2_tree_walk(struct o2_fs *fs, const struct o2_tree_root *root, o2_extent_fn fn, void *arg)
 {
 	return walk_list(fs, root->owner_blkno, root->el, fn, arg);
+}
+
+int o2_check_extent_list(struct o2_fs *fs, uint64_t blkno, const struct o2_extent_list *el,
+			 unsigned max_recs, const char *what)
+{
+	unsigned count = le16(el->count), next = le16(el->next_free_rec);
+	unsigned depth = le16(el->tree_depth);
+
+	if (count > max_recs)
+		return o2_corrupt(fs, blkno, "%s extent list claims %u records, room for %u", what,
+				  count, max_recs);
+	if (next > count)
+		return o2_corrupt(fs, blkno, "%s extent list uses %u of %u records", what, next,
+				  count);
+	if (depth > O2_MAX_TREE_DEPTH)
+		return o2_corrupt(fs, blkno, "%s extent tree depth %u exceeds %u", what, depth,
+				  O2_MAX_TREE_DEPTH);
+	return 0;
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 
 #include "alloc.h"
+#include "error.h"
 #include "extent_write.h"
 #include "journal.h"
 

@@ -17,215 +17,16 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "data.h"
+#include "error.h"
 #include "extent_write.h"
+#include "inode_write.h"
 #include "journal.h"
 #include "write.h"
 
 #define WRITE_CREDITS (O2_TREE_CREDITS + O2_ALLOC_CREDITS + 2)
 /* a write into shared clusters: an extent cut out and one put in, a refcount leaf */
 #define COW_CREDITS (3 * O2_TREE_CREDITS + O2_ALLOC_CREDITS + O2_REFCOUNT_CREDITS)
-
-struct o2_dinode *o2_buf_dinode(struct o2_buf *b)
-{
-	return (struct o2_dinode *)b->data;
-}
-
-int o2_inode_buf(struct o2_fs *fs, uint64_t ino, struct o2_buf **ret)
-{
-	struct o2_buf *b;
-	int r;
-
-	if (ino <= O2_SUPER_BLKNO || ino >= fs->nblocks)
-		return o2_fail(fs, -ENOENT, "inode %llu lies outside the volume",
-			       (unsigned long long)ino);
-	r = o2_bread(fs, ino, O2_META_INODE, &b);
-	if (r < 0)
-		return r;
-	struct o2_dinode *di = o2_buf_dinode(b);
-
-	if (!o2_sig_ok(di->i_signature, O2_SIG_INODE) || le64(di->i_blkno) != ino ||
-	    le32(di->i_fs_generation) != fs->info.fs_generation) {
-		o2_brelse(fs, b);
-		return o2_corrupt(fs, ino, "not a valid inode block");
-	}
-	if (!(le32(di->i_flags) & O2_FL_VALID)) {
-		o2_brelse(fs, b);
-		return o2_fail(fs, -ENOENT, "inode %llu is not in use", (unsigned long long)ino);
-	}
-	*ret = b;
-	return 0;
-}
-
-int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing)
-{
-	uint16_t dyn = le16(di->i_dyn_features);
-
-	if (dyn & O2_DYN_HAS_REFCOUNT) {
-		int r = o2_refcount_check(fs, le64(di->i_refcount_loc));
-
-		if (r < 0)
-			return r;
-	}
-	if (freeing && (dyn & O2_DYN_HAS_XATTR))
-		return o2_xattr_check_freeable(fs, le64(di->i_blkno));
-	return 0;
-}
-
-void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o)
-{
-	struct o2_dinode *di = o2_buf_dinode(ib);
-
-	o->root = ib;
-	o->el = &di->id2.i_list;
-	/* 8-byte aligned inside the block buffer */
-	o->last_eb = (o2le64 *)(void *)((uint8_t *)di + offsetof(struct o2_dinode, i_last_eb_blk));
-	o->no_merge = false;
-}
-
-void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime)
-{
-	uint64_t now = o2_now_ns(fs);
-
-	if (mtime) {
-		di->i_mtime = cpu_le64(now / 1000000000ull);
-		di->i_mtime_nsec = cpu_le32((uint32_t)(now % 1000000000ull));
-	}
-	if (ctime) {
-		di->i_ctime = cpu_le64(now / 1000000000ull);
-		di->i_ctime_nsec = cpu_le32((uint32_t)(now % 1000000000ull));
-	}
-}
-
-/* Write bytes of file data at a byte offset on the device (read-modify-write of edge blocks). */
-static int data_write(struct o2_fs *fs, uint64_t dev_off, const uint8_t *buf, size_t len)
-{
-	uint32_t bs = fs->bs;
-	uint64_t first = dev_off & ~(uint64_t)(bs - 1);
-	uint64_t end = (dev_off + len + bs - 1) & ~(uint64_t)(bs - 1);
-	size_t span = (size_t)(end - first);
-	uint8_t *tmp;
-	int r;
-
-	if ((dev_off % bs) == 0 && (len % bs) == 0) {
-		r = o2_blockdev_write(fs->dev, buf, len, dev_off);
-		return r < 0 ? o2_fs_abort(fs, r, "writing file data") : 0;
-	}
-	tmp = o2_malloc(span);
-	if (!tmp)
-		return -ENOMEM;
-	r = o2_blockdev_read(fs->dev, tmp, bs, first);
-	if (r == 0 && span > bs)
-		r = o2_blockdev_read(fs->dev, tmp + span - bs, bs, end - bs);
-	if (r == 0) {
-		memcpy(tmp + (dev_off - first), buf, len);
-		r = o2_blockdev_write(fs->dev, tmp, span, first);
-		if (r < 0)
-			r = o2_fs_abort(fs, r, "writing file data");
-	}
-	free(tmp);
-	return r;
-}
-
-/* What a write puts into the file: len bytes of src at file offset off. */
-struct fill {
-	uint64_t off;
-	size_t len;
-	const uint8_t *src;
-};
-
-static const uint8_t zeros[256 << 10];
-
-static int dev_write(struct o2_fs *fs, const void *buf, size_t len, uint64_t dev_off)
-{
-	int r = o2_blockdev_write(fs->dev, buf, len, dev_off);
-
-	return r < 0 ? o2_fs_abort(fs, r, "writing file data") : 0;
-}
-
-/*
- * Write whole new clusters: blkno holds file clusters cpos..cpos+n, which
- * get the fill's bytes where it covers them and zeros elsewhere - each
- * block written once, data straight from the caller's buffer where it
- * covers whole blocks.
- */
-static int fill_clusters(struct o2_fs *fs, uint64_t blkno, uint32_t cpos, uint32_t n,
-			 const struct fill *f)
-{
-	uint64_t cs = (uint64_t)cpos << fs->cbits, ce = cs + ((uint64_t)n << fs->cbits);
-	uint64_t fs_end = f ? f->off + f->len : 0, bs = fs->bs, pos = cs;
-	uint8_t *bounce = NULL;
-	int r = 0;
-
-	while (pos < ce && r == 0) {
-		uint64_t dev = (blkno << fs->bits) + (pos - cs);
-		uint64_t ds = f && f->off > pos ? f->off : pos, de = fs_end < ce ? fs_end : ce;
-
-		if (!f || ds >= de) { /* no data from here on */
-			uint64_t k = ce - pos < sizeof(zeros) ? ce - pos : sizeof(zeros);
-
-			r = dev_write(fs, zeros, (size_t)k, dev);
-			pos += k;
-		} else if ((ds & ~(bs - 1)) > pos) { /* zeros up to the data's first block */
-			uint64_t k = (ds & ~(bs - 1)) - pos;
-
-			if (k > sizeof(zeros))
-				k = sizeof(zeros);
-			r = dev_write(fs, zeros, (size_t)k, dev);
-			pos += k;
-		} else if (ds == pos && de - pos >= bs) { /* whole blocks of data */
-			uint64_t k = (de - pos) & ~(bs - 1);
-
-			r = dev_write(fs, f->src + (pos - f->off), (size_t)k, dev);
-			pos += k;
-		} else { /* a block part data, part zeros */
-			if (!bounce && !(bounce = o2_malloc(bs)))
-				return -ENOMEM;
-			uint64_t e = de < pos + bs ? de : pos + bs;
-
-			memset(bounce, 0, bs);
-			memcpy(bounce + (ds - pos), f->src + (ds - f->off), (size_t)(e - ds));
-			r = dev_write(fs, bounce, (size_t)bs, dev);
-			pos += bs;
-		}
-	}
-	free(bounce);
-	return r;
-}
-
-/* The fill's bytes that fall in clusters cpos..cpos+n, already written, at blkno. */
-static int fill_existing(struct o2_fs *fs, uint64_t blkno, uint32_t cpos, uint32_t n,
-			 const struct fill *f)
-{
-	uint64_t cs = (uint64_t)cpos << fs->cbits, ce = cs + ((uint64_t)n << fs->cbits);
-	uint64_t ds = f->off > cs ? f->off : cs, de = f->off + f->len < ce ? f->off + f->len : ce;
-
-	if (ds >= de)
-		return 0;
-	return data_write(fs, (blkno << fs->bits) + (ds - cs), f->src + (ds - f->off),
-			  (size_t)(de - ds));
-}
-
-int o2_data_fill(struct o2_fs *fs, uint64_t blkno, uint32_t clusters, const void *src, size_t len)
-{
-	struct fill f = { 0, len, src };
-
-	return fill_clusters(fs, blkno, 0, clusters, &f);
-}
-
-unsigned o2_inode_xattr_room(const struct o2_dinode *di)
-{
-	return (le16(di->i_dyn_features) & O2_DYN_INLINE_XATTR) ? le16(di->i_xattr_inline_size) : 0;
-}
-
-void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di)
-{
-	unsigned room = fs->bs - (unsigned)offsetof(struct o2_dinode, id2) - o2_inode_xattr_room(di);
-
-	di->i_dyn_features = cpu_le16(le16(di->i_dyn_features) & ~O2_DYN_INLINE_DATA);
-	memset(&di->id2, 0, room);
-	di->id2.i_list.count = cpu_le16((uint16_t)((room - offsetof(struct o2_extent_list, recs)) /
-						   sizeof(struct o2_extent_rec)));
-}
 
 /* What o2_tree_truncate and o2_tree_punch hand clusters to (release_data). */
 struct release {
@@ -328,7 +129,7 @@ static int release_step(struct o2_fs *fs, const struct release *rl, const struct
  */
 static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 		    const struct o2_tree_owner *o, uint32_t cpos, uint32_t len,
-		    const struct o2_extent *ext, const struct fill *fill, uint32_t *ret_got)
+		    const struct o2_extent *ext, const struct o2_fill *fill, uint32_t *ret_got)
 {
 	uint32_t p = (uint32_t)(ext->blkno >> fs->bpc_bits), count, run, n, spare, start, got;
 	uint32_t most = (uint32_t)((1u << 20) >> fs->cbits);
@@ -384,7 +185,7 @@ static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 		if (ds < de)
 			memcpy(buf + (ds - cs), fill->src + (ds - fill->off), (size_t)(de - ds));
 	}
-	r = dev_write(fs, buf, (size_t)(ce - cs), blk << fs->bits);
+	r = o2_data_dev_write(fs, buf, (size_t)(ce - cs), blk << fs->bits);
 	if (r == 0)
 		r = o2_tree_punch(t, fs, o, cpos, cpos + got, 1, release_data, &rl);
 	if (r == 0)
@@ -408,7 +209,7 @@ out:
  * same by updating i_size in the handle that allocated.
  */
 static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
-			   bool unwritten, uint64_t size_to, const struct fill *fill)
+			   bool unwritten, uint64_t size_to, const struct o2_fill *fill)
 {
 	struct o2_buf *ib;
 	unsigned credits = WRITE_CREDITS;
@@ -442,11 +243,11 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 		} else if (ext.blkno && !(ext.flags & O2_EXTENT_UNWRITTEN)) {
 			got = ext.clusters < len ? ext.clusters : len; /* already there */
 			if (fill)
-				r = fill_existing(fs, ext.blkno, cpos, got, fill);
+				r = o2_fill_existing(fs, ext.blkno, cpos, got, fill);
 		} else if (ext.blkno) {
 			got = ext.clusters < len ? ext.clusters : len;
 			if (!unwritten) {
-				r = fill_clusters(fs, ext.blkno, cpos, got, fill);
+				r = o2_fill_clusters(fs, ext.blkno, cpos, got, fill);
 				if (r == 0)
 					r = o2_tree_mark_written(t, fs, &o, cpos, got);
 			}
@@ -467,7 +268,7 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 			bool uw = unwritten && (fs->info.feature_ro_compat & O2_FEATURE_RO_COMPAT_UNWRITTEN);
 
 			if (!uw)
-				r = fill_clusters(fs, blk, cpos, got, fill);
+				r = o2_fill_clusters(fs, blk, cpos, got, fill);
 			if (r == 0)
 				r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ cpos, got, blk,
 										 uw ? O2_EXT_UNWRITTEN : 0 });
@@ -508,7 +309,7 @@ end:
  * ran out while freed clusters were still waiting there.
  */
 static int ensure_clusters_or_flush(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
-				    bool unwritten, uint64_t size_to, const struct fill *fill)
+				    bool unwritten, uint64_t size_to, const struct o2_fill *fill)
 {
 	int r = ensure_clusters(fs, ino, cpos, len, unwritten, size_to, fill);
 
@@ -681,7 +482,7 @@ ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, 
 	uint32_t c1 = (uint32_t)((off + len - 1) >> fs->cbits);
 
 	/* allocation and data together: each new block is written once */
-	struct fill f = { off, len, src };
+	struct o2_fill f = { off, len, src };
 
 	r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, false, off + len, &f);
 	if (r < 0)
@@ -821,10 +622,10 @@ static int zero_in_cluster(struct o2_fs *fs, uint64_t ino, uint64_t from, uint64
 		return -ENOMEM;
 	if (ext.flags & O2_EXTENT_REFCOUNTED)
 		r = ensure_clusters(fs, ino, (uint32_t)(from >> fs->cbits), 1, false, 0,
-				    &(struct fill){ from, (size_t)(to - from), z });
+				    &(struct o2_fill){ from, (size_t)(to - from), z });
 	else
-		r = data_write(fs, (ext.blkno << fs->bits) + (from & (fs->cs - 1)), z,
-			       (size_t)(to - from));
+		r = o2_data_write(fs, (ext.blkno << fs->bits) + (from & (fs->cs - 1)), z,
+				  (size_t)(to - from));
 	free(z);
 	return r;
 }

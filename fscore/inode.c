@@ -5,27 +5,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "error.h"
 #include "internal.h"
-
-#define O2_MAX_TREE_DEPTH 5
-
-int o2_check_extent_list(struct o2_fs *fs, uint64_t blkno, const struct o2_extent_list *el,
-			 unsigned max_recs, const char *what)
-{
-	unsigned count = le16(el->count), next = le16(el->next_free_rec);
-	unsigned depth = le16(el->tree_depth);
-
-	if (count > max_recs)
-		return o2_corrupt(fs, blkno, "%s extent list claims %u records, room for %u", what,
-				  count, max_recs);
-	if (next > count)
-		return o2_corrupt(fs, blkno, "%s extent list uses %u of %u records", what, next,
-				  count);
-	if (depth > O2_MAX_TREE_DEPTH)
-		return o2_corrupt(fs, blkno, "%s extent tree depth %u exceeds %u", what, depth,
-				  O2_MAX_TREE_DEPTH);
-	return 0;
-}
+#include "meta.h"
 
 static int validate_dinode(struct o2_fs *fs, uint64_t blkno, struct o2_inode *ino)
 {

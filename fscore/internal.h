@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* fscore private declarations shared between its modules. */
+/*
+ * fscore private: the volume and inode handles every module shares, and
+ * the declarations of the read-side modules that have no header of their
+ * own, sectioned by the .c file that defines them.  Other modules declare
+ * theirs in their own header (error.h, meta.h, cache.h, dir.h, ...).
+ */
 #ifndef O2_INTERNAL_H
 #define O2_INTERNAL_H
 
@@ -63,50 +68,17 @@ static inline bool o2_has_incompat(const struct o2_fs *fs, uint32_t bit)
 	return (fs->info.feature_incompat & bit) != 0;
 }
 
-/* Record a message on the handle and return -EUCLEAN. */
-int o2_corrupt(struct o2_fs *fs, uint64_t blkno, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-/* Record a message without a block (the result code is err). */
-int o2_fail(struct o2_fs *fs, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* ---- inode.c ---- */
+
+/* An allocator inode's chain list or bitmap is sound (0 or -EUCLEAN). */
 int o2_inode_check_alloc_contents(struct o2_fs *fs, const struct o2_inode *ino);
 
-/* Read count blocks at blkno; a range outside the volume is -EUCLEAN. */
-int o2_read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf);
-
-/* Where a metadata block keeps its block check. */
-enum o2_meta_kind {
-	O2_META_INODE,
-	O2_META_EXTENT,
-	O2_META_GROUP,
-	O2_META_DX_ROOT,
-	O2_META_DX_LEAF,
-	O2_META_DIR_BLOCK, /* with a trailer */
-	O2_META_XATTR,
-	O2_META_REFCOUNT,
-	O2_META_PLAIN = 0xff, /* no block check */
-};
-
-/*
- * Copy one metadata block out of the cache (reading it if needed) and, on
- * metaecc volumes, verify (and where one bit is wrong, correct) its block
- * check.  O2_META_PLAIN (cache.h) reads a block that carries no check.
- */
-int o2_read_meta(struct o2_fs *fs, uint64_t blkno, enum o2_meta_kind kind, void *buf);
-/* Byte offset of the block check in a block of this kind. */
-size_t o2_meta_check_offset(const struct o2_fs *fs, enum o2_meta_kind kind);
+/* ---- extent.c: extent trees ---- */
 
 /* Validators: 0 or -EUCLEAN with a message. */
 int o2_check_extent_list(struct o2_fs *fs, uint64_t blkno, const struct o2_extent_list *el,
 			 unsigned max_recs, const char *what);
 int o2_check_extent_block(struct o2_fs *fs, uint64_t blkno, const void *buf);
-/*
- * The head a self-describing metadata block carries: its signature, its
- * own block number and the volume's generation (what names the kind in
- * the message: "extent block", "xattr block", ...).
- */
-int o2_check_meta_head(struct o2_fs *fs, uint64_t blkno, const char *what, const uint8_t *sig_field,
-		       const char *sig, uint64_t rec_blkno, uint32_t rec_generation);
-
 /*
  * Generic extent tree access, as the kernel does it: one B-tree, with the
  * root list held by an owner (inode, dx_root, xattr value, refcount).
@@ -120,12 +92,20 @@ struct o2_tree_root {
 int o2_tree_map(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t cpos,
 		struct o2_extent *ret);
 int o2_tree_walk(struct o2_fs *fs, const struct o2_tree_root *root, o2_extent_fn fn, void *arg);
+/* Largest leaf record with cpos <= key (used by the dx index). */
+int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t key,
+		      struct o2_extent *ret);
 
-/* A refcount tree (refcount.c): every block and record checked, counted. */
+/* ---- refcount.c ---- */
+
+/* A refcount tree: every block and record checked, counted. */
 struct o2_refcount_stats {
 	uint64_t blocks, records;
 };
 int o2_refcount_tree_check(struct o2_fs *fs, uint64_t root, struct o2_refcount_stats *ret);
+
+/* ---- xattr.c ---- */
+
 /* o2_xattr_iterate, and tree_fn also sees each value tree's and bucket tree's
  * extents and extent blocks (as o2_inode_walk_extents calls fn). */
 int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg,
@@ -133,36 +113,13 @@ int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *
 /* Check one xattr store (header at h, len bytes) and call fn for each entry. */
 int o2_xattr_store_walk(struct o2_fs *fs, uint64_t blkno, const uint8_t *h, size_t len,
 			o2_xattr_fn fn, void *arg);
-/* Largest leaf record with cpos <= key (used by the dx index). */
-int o2_tree_lookup_le(struct o2_fs *fs, const struct o2_tree_root *root, uint32_t key,
-		      struct o2_extent *ret);
 
-/* The dx index: read and validate its root and leaves. */
-int o2_dx_read_root(struct o2_fs *fs, struct o2_inode *dir, uint8_t *buf);
-int o2_dx_read_leaf(struct o2_fs *fs, uint64_t blk, uint8_t *buf);
-/* Block of the dx_leaf that holds a hash, per the format's placement rule. */
-int o2_dx_leaf_for_hash(struct o2_fs *fs, uint64_t dx_root, const uint8_t *root_buf,
-			uint32_t major, uint32_t minor, uint64_t *ret_blk);
+/* ---- super.c ---- */
 
 /*
  * Free the handle without writing anything, as if the machine stopped here
  * (tests use it to leave a dirty journal behind).
  */
 void o2_fs_abandon(struct o2_fs *fs);
-
-/* Open references (namei.c) and orphans. */
-struct o2_openref {
-	struct o2_openref *next;
-	uint64_t ino;
-	unsigned refs;
-};
-void o2_openrefs_free(struct o2_fs *fs);
-/* Drop every open reference, freeing the orphans they kept. */
-int o2_openrefs_close_all(struct o2_fs *fs);
-/* Free every orphan this slot's orphan directory holds. */
-int o2_orphans_process(struct o2_fs *fs);
-
-/* Directory trailer rules. */
-bool o2_dir_has_trailer(const struct o2_fs *fs, const struct o2_inode *dir);
 
 #endif

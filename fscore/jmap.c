@@ -2,7 +2,9 @@
 /* Loading a slot's journal geometry. */
 #include <stdlib.h>
 
+#include "error.h"
 #include "jmap.h"
+#include "meta.h"
 
 #define JBD2_KNOWN_INCOMPAT (JBD2_INCOMPAT_REVOKE | JBD2_INCOMPAT_64BIT)
 
@@ -56,6 +58,25 @@ int o2_jmap_phys(const struct o2_jmap *m, uint32_t lblk, uint64_t *ret_phys)
 	return -ENOENT;
 }
 
+int o2_journal_inode_get(struct o2_fs *fs, unsigned slot, struct o2_inode **ret)
+{
+	struct o2_inode *ji;
+	uint64_t blkno;
+	int r = o2_sysfile_lookup(fs, O2_SYS_JOURNAL, slot, &blkno);
+
+	if (r < 0)
+		return r;
+	r = o2_inode_get(fs, blkno, &ji);
+	if (r < 0)
+		return r;
+	if (!(ji->info.flags & O2_FL_JOURNAL) || ji->info.kind != O2_ID2_EXTENTS) {
+		o2_inode_unref(ji);
+		return o2_corrupt(fs, blkno, "journal inode lacks the Journal flag or an extent list");
+	}
+	*ret = ji;
+	return 0;
+}
+
 void o2_jmap_free(struct o2_jmap *m)
 {
 	free(m->ext);
@@ -72,16 +93,10 @@ int o2_jmap_load(struct o2_fs *fs, unsigned slot, struct o2_jmap *ret)
 	uint64_t blkno;
 	int r;
 
-	r = o2_sysfile_lookup(fs, O2_SYS_JOURNAL, slot, &blkno);
+	r = o2_journal_inode_get(fs, slot, &ji);
 	if (r < 0)
 		return r;
-	r = o2_inode_get(fs, blkno, &ji);
-	if (r < 0)
-		return r;
-	if (!(ji->info.flags & O2_FL_JOURNAL) || ji->info.kind != O2_ID2_EXTENTS) {
-		r = o2_corrupt(fs, blkno, "journal inode lacks the Journal flag or an extent list");
-		goto out;
-	}
+	blkno = ji->info.blkno;
 	m.inode_blkno = blkno;
 	m.ij_flags = ji->info.journal_flags;
 	m.recovery_generation = ji->info.journal_recovery_generation;
@@ -163,5 +178,30 @@ out:
 	free(buf);
 	o2_jmap_free(&m);
 	o2_inode_unref(ji);
+	return r;
+}
+
+int o2_journal_set_dirty(struct o2_fs *fs, uint64_t inode_blkno, bool dirty, bool bump_gen)
+{
+	struct o2_buf *b;
+	int r = o2_bread(fs, inode_blkno, O2_META_INODE, &b);
+
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = (struct o2_dinode *)b->data;
+	uint32_t flags = le32(di->id1.journal1.ij_flags);
+
+	flags = dirty ? flags | O2_JOURNAL_DIRTY : flags & ~(uint32_t)O2_JOURNAL_DIRTY;
+	di->id1.journal1.ij_flags = cpu_le32(flags);
+	if (bump_gen)
+		di->id1.journal1.ij_recovery_generation =
+			cpu_le32(le32(di->id1.journal1.ij_recovery_generation) + 1);
+	r = o2_write_meta_direct(fs, b);
+	if (r == 0) {
+		r = o2_blockdev_flush(fs->dev);
+		if (r < 0)
+			r = o2_fs_abort(fs, r, "flushing the journal inode");
+	}
+	o2_brelse(fs, b);
 	return r;
 }

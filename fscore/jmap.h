@@ -27,6 +27,12 @@ struct o2_jmap {
  * of the log) and the JBD2 superblock.  -EUCLEAN on damage, -EOPNOTSUPP for
  * JBD2 features fscore does not implement.
  */
+/*
+ * The one lookup of a slot's journal inode (the map and o2_journal_info
+ * both use it): -EUCLEAN naming the inode if it lacks the journal flag or
+ * an extent list.  The caller unrefs *ret.
+ */
+int o2_journal_inode_get(struct o2_fs *fs, unsigned slot, struct o2_inode **ret);
 int o2_jmap_load(struct o2_fs *fs, unsigned slot, struct o2_jmap *ret);
 int o2_jmap_phys(const struct o2_jmap *m, uint32_t lblk, uint64_t *ret_phys);
 void o2_jmap_free(struct o2_jmap *m);

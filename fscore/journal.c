@@ -32,8 +32,9 @@
 #include <time.h>
 
 #include "blockcheck.h"
-#include "journal.h"
+#include "error.h"
 #include "jmap.h"
+#include "journal.h"
 
 struct o2_journal {
 	struct o2_jmap map;
@@ -78,30 +79,6 @@ uint64_t o2_now_ns(const struct o2_fs *fs)
 		return fs->opts.now_ns(fs->opts.clock_arg);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int o2_fs_abort(struct o2_fs *fs, int err, const char *what)
-{
-	if (!fs->ro_reason) {
-		fs->ro_reason = err;
-		o2_fail(fs, err, "%s failed (%s); the volume is now read-only", what, strerror(-err));
-	}
-	return err;
-}
-
-int o2_write_meta_direct(struct o2_fs *fs, struct o2_buf *b)
-{
-	int r;
-
-	if (fs->ro_reason)
-		return -EROFS;
-	if (b->kind != O2_META_PLAIN && o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-		o2_blockcheck_compute(b->data, fs->bs,
-				      b->data + o2_meta_check_offset(fs, (enum o2_meta_kind)b->kind));
-	r = o2_blockdev_write(fs->dev, b->data, fs->bs, b->blkno << fs->bits);
-	if (r < 0)
-		return o2_fs_abort(fs, r, "writing a metadata block");
-	return 0;
 }
 
 /* Room for one more entry in *v (n used of *cap). */
@@ -750,31 +727,6 @@ int o2_trans_finish(struct o2_trans *t, int r)
 }
 
 /* ---- attaching ---- */
-
-int o2_journal_set_dirty(struct o2_fs *fs, uint64_t inode_blkno, bool dirty, bool bump_gen)
-{
-	struct o2_buf *b;
-	int r = o2_bread(fs, inode_blkno, O2_META_INODE, &b);
-
-	if (r < 0)
-		return r;
-	struct o2_dinode *di = (struct o2_dinode *)b->data;
-	uint32_t flags = le32(di->id1.journal1.ij_flags);
-
-	flags = dirty ? flags | O2_JOURNAL_DIRTY : flags & ~(uint32_t)O2_JOURNAL_DIRTY;
-	di->id1.journal1.ij_flags = cpu_le32(flags);
-	if (bump_gen)
-		di->id1.journal1.ij_recovery_generation =
-			cpu_le32(le32(di->id1.journal1.ij_recovery_generation) + 1);
-	r = o2_write_meta_direct(fs, b);
-	if (r == 0) {
-		r = o2_blockdev_flush(fs->dev);
-		if (r < 0)
-			r = o2_fs_abort(fs, r, "flushing the journal inode");
-	}
-	o2_brelse(fs, b);
-	return r;
-}
 
 int o2_journal_open(struct o2_fs *fs, unsigned slot)
 {

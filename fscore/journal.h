@@ -70,15 +70,8 @@ struct o2_journal_stats {
 };
 void o2_journal_stats(const struct o2_fs *fs, struct o2_journal_stats *ret);
 
-/* Write one block home (used by the journal and by direct writes such as
- * the journal inode's flags).  Computes the block check first on metaecc
- * volumes when kind carries one. */
-int o2_write_meta_direct(struct o2_fs *fs, struct o2_buf *b);
-
 /* Wall clock, from the open options. */
 uint64_t o2_now_ns(const struct o2_fs *fs);
 
-/* Turn the volume read-only after an I/O error; returns err. */
-int o2_fs_abort(struct o2_fs *fs, int err, const char *what);
 
 #endif

@@ -2,7 +2,10 @@
 /* The JBD2 superblock of a slot's journal, read and validated. */
 #include <stdlib.h>
 
+#include "error.h"
 #include "internal.h"
+#include "jmap.h"
+#include "meta.h"
 
 int o2_journal_info(struct o2_fs *fs, unsigned slot, struct o2_journal_info *ret)
 {
@@ -13,16 +16,10 @@ int o2_journal_info(struct o2_fs *fs, unsigned slot, struct o2_journal_info *ret
 	uint8_t *buf = NULL;
 	int r;
 
-	r = o2_sysfile_lookup(fs, O2_SYS_JOURNAL, slot, &blkno);
+	r = o2_journal_inode_get(fs, slot, &ji);
 	if (r < 0)
 		return r;
-	r = o2_inode_get(fs, blkno, &ji);
-	if (r < 0)
-		return r;
-	if (!(ji->info.flags & O2_FL_JOURNAL) || ji->info.kind != O2_ID2_EXTENTS) {
-		r = o2_corrupt(fs, blkno, "journal inode lacks the Journal flag or an extent list");
-		goto out;
-	}
+	blkno = ji->info.blkno;
 	r = o2_inode_map(fs, ji, 0, &ext);
 	if (r < 0)
 		goto out;

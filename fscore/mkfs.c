@@ -49,6 +49,7 @@
 #include <time.h>
 
 #include "blockcheck.h"
+#include "error.h"
 #include "internal.h"
 
 #define MK_CLEAR_CHUNK (1u << 20)
@@ -136,21 +137,6 @@ static bool feat_meet(const struct o2_features *a, const struct o2_features *b)
 	       (a->ro_compat & b->ro_compat);
 }
 
-static int set_err(char *errbuf, size_t errlen, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int set_err(char *errbuf, size_t errlen, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errbuf && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(errbuf, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
-
 /* Turning a feature off also turns off the features that need it. */
 static void feat_close_off(struct o2_features *off)
 {
@@ -191,7 +177,7 @@ int o2_mkfs_parse_features(const char *list, struct o2_features *on, struct o2_f
 			if (strlen(mk_features[i].name) == len && !memcmp(mk_features[i].name, name, len))
 				break;
 		if (i == sizeof(mk_features) / sizeof(mk_features[0]))
-			return set_err(errbuf, errlen, -EINVAL, "unknown feature '%.*s%.*s'",
+			return o2_errbuf_set(errbuf, errlen, -EINVAL, "unknown feature '%.*s%.*s'",
 				       neg ? 2 : 0, "no", (int)len, name);
 		if (neg)
 			feat_or(off, &mk_features[i].own);
@@ -203,7 +189,7 @@ int o2_mkfs_parse_features(const char *list, struct o2_features *on, struct o2_f
 		struct o2_features both = { on->compat & off->compat, on->incompat & off->incompat,
 					    on->ro_compat & off->ro_compat };
 
-		return set_err(errbuf, errlen, -EINVAL,
+		return o2_errbuf_set(errbuf, errlen, -EINVAL,
 			       "feature '%s' is both asked for and turned off",
 			       feat_first_name(&both));
 	}
@@ -2630,7 +2616,7 @@ int o2_mkfs(struct o2_blockdev *dev, const struct o2_mkfs_opts *opts, o2_mkfs_pr
 	if (errbuf && errlen)
 		errbuf[0] = '\0';
 	if (dev->read_only)
-		return set_err(errbuf, errlen, -EROFS, "the device is read-only");
+		return o2_errbuf_set(errbuf, errlen, -EROFS, "the device is read-only");
 	r = mk_run(&m, dev, dev->size);
 	mk_free(&m);
 	if (r == 0 && ret_info)

@@ -15,6 +15,7 @@
  */
 #include <stdlib.h>
 
+#include "error.h"
 #include "jmap.h"
 #include "journal.h"
 

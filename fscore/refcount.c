@@ -28,8 +28,11 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "error.h"
+#include "inode_write.h"
 #include "internal.h"
 #include "journal.h"
+#include "meta.h"
 #include "write.h"
 
 #define REFCOUNT_LEAF 0x1

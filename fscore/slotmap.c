@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error.h"
 #include "internal.h"
+#include "meta.h"
 
 int o2_slotmap_read(struct o2_fs *fs, struct o2_slotmap_info *ret)
 {

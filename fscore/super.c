@@ -1,19 +1,22 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Opening a volume: probe the superblock, validate it, decide whether the
- * features it carries can be served, and the volume-wide helpers (messages,
- * block reads, metadata checks).
+ * features it carries can be served; closing, syncing and the volume-wide
+ * queries.  This is the top of fscore: it calls the journal, allocators
+ * and orphan handling, and nothing below calls it.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "alloc.h"
 #include "blockcheck.h"
 #include "cache.h"
-#include "alloc.h"
-#include "journal.h"
+#include "error.h"
 #include "internal.h"
+#include "journal.h"
+#include "namei.h"
 
 /* What fscore implements.  Read-only access tolerates any ro-compat bit. */
 #define O2_SUPPORTED_COMPAT (O2_FEATURE_COMPAT_BACKUP_SB | O2_FEATURE_COMPAT_JBD2_SB)
@@ -64,125 +67,7 @@ const char *o2_feature_name(enum o2_feature_class cls, uint32_t bit)
 	return NULL;
 }
 
-static void vset(struct o2_fs *fs, const char *prefix, const char *fmt, va_list ap)
-	__attribute__((format(printf, 3, 0)));
-static void vset(struct o2_fs *fs, const char *prefix, const char *fmt, va_list ap)
-{
-	int n = snprintf(fs->err, sizeof(fs->err), "%s", prefix);
-
-	if (n < 0 || (size_t)n >= sizeof(fs->err))
-		return;
-	vsnprintf(fs->err + n, sizeof(fs->err) - (size_t)n, fmt, ap);
-}
-
-int o2_corrupt(struct o2_fs *fs, uint64_t blkno, const char *fmt, ...)
-{
-	char prefix[48];
-	va_list ap;
-
-	snprintf(prefix, sizeof(prefix), "block %llu: ", (unsigned long long)blkno);
-	va_start(ap, fmt);
-	vset(fs, prefix, fmt, ap);
-	va_end(ap);
-	return -EUCLEAN;
-}
-
-int o2_fail(struct o2_fs *fs, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vset(fs, "", fmt, ap);
-	va_end(ap);
-	return err;
-}
-
-const char *o2_fs_error(const struct o2_fs *fs)
-{
-	return fs->err;
-}
-
-int o2_read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf)
-{
-	int r;
-
-	if (blkno >= fs->nblocks || count > fs->nblocks - blkno)
-		return o2_corrupt(fs, blkno, "lies beyond the end of the device (%llu blocks)",
-				  (unsigned long long)fs->nblocks);
-	r = o2_blockdev_read(fs->dev, buf, (size_t)count << fs->bits, blkno << fs->bits);
-	if (r < 0)
-		return o2_fail(fs, r, "block %llu: read failed: %s", (unsigned long long)blkno,
-			       strerror(-r));
-	return 0;
-}
-
-size_t o2_meta_check_offset(const struct o2_fs *fs, enum o2_meta_kind kind)
-{
-	switch (kind) {
-	case O2_META_INODE:
-		return offsetof(struct o2_dinode, i_check);
-	case O2_META_EXTENT:
-		return offsetof(struct o2_extent_block, h_check);
-	case O2_META_GROUP:
-		return offsetof(struct o2_group_desc, bg_check);
-	case O2_META_DX_ROOT:
-		return offsetof(struct o2_dx_root_block, dr_check);
-	case O2_META_DX_LEAF:
-		return offsetof(struct o2_dx_leaf, dl_check);
-	case O2_META_DIR_BLOCK:
-		return fs->bs - sizeof(struct o2_dir_trailer) + offsetof(struct o2_dir_trailer, db_check);
-	case O2_META_XATTR:
-		return offsetof(struct o2_xattr_block, xb_check);
-	case O2_META_REFCOUNT:
-		return offsetof(struct o2_refcount_block, rf_check);
-	case O2_META_PLAIN:
-		break;
-	}
-	return 0;
-}
-
-int o2_read_meta(struct o2_fs *fs, uint64_t blkno, enum o2_meta_kind kind, void *buf)
-{
-	struct o2_buf *b;
-	int r = o2_bread(fs, blkno, (uint8_t)kind, &b);
-
-	if (r < 0)
-		return r;
-	memcpy(buf, b->data, fs->bs);
-	o2_brelse(fs, b);
-	return 0;
-}
-
-int o2_check_meta_head(struct o2_fs *fs, uint64_t blkno, const char *what, const uint8_t *sig_field,
-		       const char *sig, uint64_t rec_blkno, uint32_t rec_generation)
-{
-	if (!o2_sig_ok(sig_field, sig))
-		return o2_corrupt(fs, blkno, "bad %s signature", what);
-	if (rec_blkno != blkno)
-		return o2_corrupt(fs, blkno, "%s records its block number as %llu", what,
-				  (unsigned long long)rec_blkno);
-	if (rec_generation != fs->info.fs_generation)
-		return o2_corrupt(fs, blkno, "%s fs generation 0x%x is not the volume's 0x%x", what,
-				  rec_generation, fs->info.fs_generation);
-	return 0;
-}
-
 /* ---- probe and open ---- */
-
-static int errbuf_set(char *errbuf, size_t errlen, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int errbuf_set(char *errbuf, size_t errlen, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (errbuf && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(errbuf, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
 
 /*
  * Find the superblock: for each block size, block 2 must carry the
@@ -242,21 +127,21 @@ static int validate_super(struct o2_fs *fs, char *errbuf, size_t errlen)
 		int r = o2_blockcheck_verify(fs->sb_block, fs->bs,
 					     fs->sb_block + offsetof(struct o2_dinode, i_check));
 		if (r < 0)
-			return errbuf_set(errbuf, errlen, -EUCLEAN,
+			return o2_errbuf_set(errbuf, errlen, -EUCLEAN,
 					  "superblock (block 2): metadata checksum mismatch");
 	}
 	if (le64(di->i_blkno) != O2_SUPER_BLKNO)
-		return errbuf_set(errbuf, errlen, -EUCLEAN,
+		return o2_errbuf_set(errbuf, errlen, -EUCLEAN,
 				  "superblock (block 2): records its own block number as %llu",
 				  (unsigned long long)le64(di->i_blkno));
 	si->cluster_bits = le32(sb->s_clustersize_bits);
 	if (si->cluster_bits < O2_MIN_CLUSTER_BITS || si->cluster_bits > O2_MAX_CLUSTER_BITS)
-		return errbuf_set(errbuf, errlen, -EUCLEAN,
+		return o2_errbuf_set(errbuf, errlen, -EUCLEAN,
 				  "superblock (block 2): cluster size 2^%u is not in 4K..1M",
 				  si->cluster_bits);
 	si->max_slots = le16(sb->s_max_slots);
 	if (si->max_slots == 0 || si->max_slots > O2_MAX_SLOTS)
-		return errbuf_set(errbuf, errlen, -EUCLEAN,
+		return o2_errbuf_set(errbuf, errlen, -EUCLEAN,
 				  "superblock (block 2): %u slots is not in 1..255", si->max_slots);
 	si->root_blkno = le64(sb->s_root_blkno);
 	si->system_dir_blkno = le64(sb->s_system_dir_blkno);
@@ -264,7 +149,7 @@ static int validate_super(struct o2_fs *fs, char *errbuf, size_t errlen)
 	if (si->root_blkno <= O2_SUPER_BLKNO || si->root_blkno >= fs->nblocks ||
 	    si->system_dir_blkno <= O2_SUPER_BLKNO || si->system_dir_blkno >= fs->nblocks ||
 	    si->first_cluster_group >= fs->nblocks)
-		return errbuf_set(errbuf, errlen, -EUCLEAN,
+		return o2_errbuf_set(errbuf, errlen, -EUCLEAN,
 				  "superblock (block 2): root %llu, system dir %llu or first "
 				  "cluster group %llu lies outside the device (%llu blocks)",
 				  (unsigned long long)si->root_blkno,
@@ -272,7 +157,7 @@ static int validate_super(struct o2_fs *fs, char *errbuf, size_t errlen)
 				  (unsigned long long)si->first_cluster_group,
 				  (unsigned long long)fs->nblocks);
 	if (!(le32(di->i_flags) & O2_FL_SUPER) || !(le32(di->i_flags) & O2_FL_VALID))
-		return errbuf_set(errbuf, errlen, -EUCLEAN,
+		return o2_errbuf_set(errbuf, errlen, -EUCLEAN,
 				  "superblock (block 2): flags 0x%x lack Valid/Superblock",
 				  le32(di->i_flags));
 	return 0;
@@ -329,7 +214,7 @@ static int check_features(struct o2_fs *fs, char *errbuf, size_t errlen)
 		uint32_t bit = bad & -bad;
 		const char *name = o2_feature_name(O2_INCOMPAT, bit);
 
-		return errbuf_set(errbuf, errlen, -EOPNOTSUPP,
+		return o2_errbuf_set(errbuf, errlen, -EOPNOTSUPP,
 				  "the volume uses the incompatible feature %s (0x%x), which "
 				  "ocfs2d does not implement",
 				  name ? name : "unknown", bit);
@@ -339,17 +224,17 @@ static int check_features(struct o2_fs *fs, char *errbuf, size_t errlen)
 		uint32_t bit = bad & -bad;
 		const char *name = o2_feature_name(O2_RO_COMPAT, bit);
 
-		return errbuf_set(errbuf, errlen, -EOPNOTSUPP,
+		return o2_errbuf_set(errbuf, errlen, -EOPNOTSUPP,
 				  "the volume uses the read-only-compatible feature %s (0x%x), "
 				  "which ocfs2d cannot write; open it read-only",
 				  name ? name : "unknown", bit);
 	}
 	if ((fs->flags & O2_OPEN_RDWR) && fs->dev->read_only)
-		return errbuf_set(errbuf, errlen, -EROFS, "the device is read-only");
+		return o2_errbuf_set(errbuf, errlen, -EROFS, "the device is read-only");
 	if ((fs->flags & O2_OPEN_RDWR) &&
 	    (si->feature_incompat & (O2_FEATURE_INCOMPAT_RESIZE_INPROG |
 				     O2_FEATURE_INCOMPAT_TUNEFS_INPROG | O2_FEATURE_INCOMPAT_HEARTBEAT_DEV)))
-		return errbuf_set(errbuf, errlen, -EOPNOTSUPP,
+		return o2_errbuf_set(errbuf, errlen, -EOPNOTSUPP,
 				  "an interrupted tunefs.ocfs2 operation left the volume marked "
 				  "in progress; run fsck.ocfs2 first");
 	return 0;
@@ -375,8 +260,11 @@ static int check_top_dirs(struct o2_fs *fs)
 	return 0;
 }
 
-/* The global bitmap gives the volume's cluster count. */
-static int read_cluster_counts(struct o2_fs *fs)
+/*
+ * The one reader of the global bitmap's counts (open and statfs): the
+ * bitmap inode, checked to be a chain allocator.  The caller unrefs *ret.
+ */
+static int read_global_bitmap(struct o2_fs *fs, struct o2_inode **ret)
 {
 	struct o2_inode *bm;
 	uint64_t blkno;
@@ -391,6 +279,18 @@ static int read_cluster_counts(struct o2_fs *fs)
 		o2_inode_unref(bm);
 		return o2_corrupt(fs, blkno, "global bitmap is not a chain allocator");
 	}
+	*ret = bm;
+	return 0;
+}
+
+/* The global bitmap gives the volume's cluster count. */
+static int read_cluster_counts(struct o2_fs *fs)
+{
+	struct o2_inode *bm;
+	int r = read_global_bitmap(fs, &bm);
+
+	if (r < 0)
+		return r;
 	fs->info.total_clusters = bm->info.bitmap_total;
 	fs->info.used_clusters = bm->info.bitmap_used;
 	o2_inode_unref(bm);
@@ -425,14 +325,14 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 		errbuf[0] = '\0';
 	r = probe(dev, &sb, &bits);
 	if (r == -ENODATA)
-		return errbuf_set(errbuf, errlen, r, "no OCFS2 superblock found: not an OCFS2 volume");
+		return o2_errbuf_set(errbuf, errlen, r, "no OCFS2 superblock found: not an OCFS2 volume");
 	if (r < 0)
-		return errbuf_set(errbuf, errlen, r, "reading the superblock failed: %s",
+		return o2_errbuf_set(errbuf, errlen, r, "reading the superblock failed: %s",
 				  strerror(-r));
 	fs = o2_calloc(1, sizeof(*fs));
 	if (!fs) {
 		free(sb);
-		return errbuf_set(errbuf, errlen, -ENOMEM, "no memory for the volume handle");
+		return o2_errbuf_set(errbuf, errlen, -ENOMEM, "no memory for the volume handle");
 	}
 	fs->dev = dev;
 	fs->opts = *opts;
@@ -450,7 +350,7 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 	fs->cbits = fs->info.cluster_bits;
 	fs->cs = 1u << fs->cbits;
 	if (fs->cbits < fs->bits) {
-		r = errbuf_set(errbuf, errlen, -EUCLEAN,
+		r = o2_errbuf_set(errbuf, errlen, -EUCLEAN,
 			       "superblock (block 2): cluster size %u is smaller than block size %u",
 			       fs->cs, fs->bs);
 		goto out_free;
@@ -462,7 +362,7 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 		goto out_free;
 	r = o2_cache_init(fs, opts->cache_blocks ? opts->cache_blocks : 8192, opts->cache_prefill);
 	if (r < 0) {
-		errbuf_set(errbuf, errlen, r, "block cache: %s", strerror(-r));
+		o2_errbuf_set(errbuf, errlen, r, "block cache: %s", strerror(-r));
 		goto out_free;
 	}
 	r = check_top_dirs(fs);
@@ -489,7 +389,7 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 			o2_journal_abandon(fs);
 	}
 	if (r < 0) {
-		errbuf_set(errbuf, errlen, r, "%s", fs->err[0] ? fs->err : strerror(-r));
+		o2_errbuf_set(errbuf, errlen, r, "%s", fs->err[0] ? fs->err : strerror(-r));
 		goto out_free;
 	}
 	*ret_fs = fs;
@@ -609,4 +509,46 @@ const char *o2_fs_stack_name(const struct o2_fs *fs)
 	if (si->stack[0])
 		return si->stack;
 	return "o2cb";
+}
+
+/* Space and inodes, for statfs(2): the volume-wide counts, as open reads them. */
+int o2_statfs(struct o2_fs *fs, struct o2_statfs *ret)
+{
+	struct o2_inode *bm, *ia;
+	uint64_t blkno;
+	int r = read_global_bitmap(fs, &bm);
+
+	if (r < 0)
+		return r;
+	r = o2_sysfile_lookup(fs, O2_SYS_INODE_ALLOC, fs->opts.slot, &blkno);
+	if (r == 0)
+		r = o2_inode_get(fs, blkno, &ia);
+	if (r < 0) {
+		o2_inode_unref(bm);
+		return r;
+	}
+	uint64_t free_cl = bm->info.bitmap_total - bm->info.bitmap_used;
+	struct o2_inode *la;
+
+	/* the local alloc window's unused clusters are free too */
+	if (fs->sys.local_alloc && o2_inode_get(fs, fs->sys.local_alloc, &la) == 0) {
+		if (la->info.bitmap_used <= la->info.bitmap_total)
+			free_cl += la->info.bitmap_total - la->info.bitmap_used;
+		o2_inode_unref(la);
+	}
+	uint64_t inode_free = ia->info.bitmap_total - ia->info.bitmap_used;
+
+	*ret = (struct o2_statfs){
+		.block_size = fs->bs,
+		.cluster_size = fs->cs,
+		.total_clusters = bm->info.bitmap_total,
+		.free_clusters = free_cl,
+		/* each free cluster could become inodes */
+		.total_inodes = ia->info.bitmap_total + (free_cl << fs->bpc_bits),
+		.free_inodes = inode_free + (free_cl << fs->bpc_bits),
+		.max_name_len = O2_MAX_NAME_LEN,
+	};
+	o2_inode_unref(ia);
+	o2_inode_unref(bm);
+	return 0;
 }

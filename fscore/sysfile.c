@@ -2,6 +2,7 @@
 /* System files: named entries of the system directory, some one per slot. */
 #include <stdio.h>
 
+#include "error.h"
 #include "internal.h"
 
 static const char *const sysfile_names[O2_SYS_COUNT] = {

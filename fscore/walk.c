@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "dir.h"
+#include "error.h"
 #include "internal.h"
 
 /* ---- a small set of block numbers (open addressing) ---- */

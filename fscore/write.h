@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* Shared helpers of the write path (fscore private). */
+/*
+ * The write path's shared declarations (fscore private), sectioned by the
+ * .c file that defines them.
+ */
 #ifndef O2_WRITE_H
 #define O2_WRITE_H
 
@@ -7,14 +10,8 @@
 #include "extent_write.h"
 #include "internal.h"
 
-/* The cached block of an in-use inode (validated); -ENOENT if not in use. */
-int o2_inode_buf(struct o2_fs *fs, uint64_t ino, struct o2_buf **ret);
-struct o2_dinode *o2_buf_dinode(struct o2_buf *b);
-void o2_inode_owner(struct o2_buf *ib, struct o2_tree_owner *o);
-/* A fresh generation number (inodes, refcount trees). */
-uint32_t o2_new_generation(struct o2_fs *fs);
-/* Set mtime and/or ctime to now (the caller has logged the block). */
-void o2_touch(struct o2_fs *fs, struct o2_dinode *di, bool mtime, bool ctime);
+/* ---- file.c: freeing a file's clusters ---- */
+
 /* Credits of one o2_free_step (a refcount leaf changed with it). */
 #define O2_FREE_STEP_CREDITS (O2_TREE_CREDITS * 2 + 64 + O2_REFCOUNT_CREDITS)
 /*
@@ -27,25 +24,11 @@ int o2_free_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32
 /* The same until done, one transaction per step. */
 int o2_free_from(struct o2_fs *fs, uint64_t ino, uint32_t new_end, uint64_t size);
 int o2_sum_clusters(const struct o2_extent *ext, uint64_t eb_blkno, void *arg);
-/*
- * Write len bytes of src at the start of clusters new clusters from blkno,
- * zeros after them: data written before the transaction mapping them ends
- * (a failed write aborts the volume, as file data does).
- */
-int o2_data_fill(struct o2_fs *fs, uint64_t blkno, uint32_t clusters, const void *src, size_t len);
-/* Bytes the inline xattr area takes at the end of the inode block (0: none). */
-unsigned o2_inode_xattr_room(const struct o2_dinode *di);
-/* Turn id2 into an empty extent list (inline data gone), keeping the inline xattr area. */
-void o2_inode_to_extent_list(struct o2_fs *fs, struct o2_dinode *di);
-/*
- * -EOPNOTSUPP (with a message) for inodes whose change would need what the
- * write path lacks: when freed, xattrs in buckets or shared by a reflink
- * (and -EUCLEAN for a damaged refcount tree).
- */
-int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing);
+
+/* ---- refcount.c: refcount trees ---- */
 
 /*
- * Refcount trees (refcount.c).  Whether the tree's root is sound enough to
+ * Whether the tree's root is sound enough to
  * change (-EUCLEAN with a message if it is damaged).
  */
 int o2_refcount_check(struct o2_fs *fs, uint64_t root);
@@ -84,22 +67,37 @@ int o2_refcount_attach(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, 
 int o2_refcount_detach(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib);
 #define O2_REFCOUNT_DETACH_CREDITS (O2_ALLOC_CREDITS + 2)
 
+/* ---- xattr.c: checking and freeing xattrs ---- */
+
 /*
- * Freeing an inode's xattrs (xattr.c): 0 if o2_xattr_free_all can do it in
+ * -EOPNOTSUPP (with a message) for inodes whose change would need what the
+ * write path lacks: when freed, xattrs in buckets or shared by a reflink
+ * (and -EUCLEAN for a damaged refcount tree).
+ */
+int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing);
+/*
+ * Freeing an inode's xattrs: 0 if o2_xattr_free_all can do it in
  * the transaction that frees the inode, else -EOPNOTSUPP (buckets, values
  * of more than one extent, too many values) or -EUCLEAN, with a message.
  */
 int o2_xattr_check_freeable(struct o2_fs *fs, uint64_t ino_blkno);
 /* Inside t: free the value clusters and xattr block, clear the inode's xattr flags. */
 int o2_xattr_free_all(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib);
+/* Whether o2_xattr_free_all can free the inode's xattrs in one transaction. */
+bool o2_xattr_free_fits(struct o2_fs *fs, uint64_t ino_blkno);
+/* Inside t: give an xattr block (its buffer, head checked) back to its allocator. */
+int o2_xattr_block_free(struct o2_trans *t, struct o2_fs *fs, const uint8_t *buf);
+/* Credits o2_xattr_free_all may use: the allocator's blocks, truncate log, inode. */
+#define O2_XATTR_FREE_CREDITS (O2_ALLOC_CREDITS + 8)
+
+/* ---- xattr_write.c: changing xattrs ---- */
+
 /*
  * Free the inode's xattr values kept in clusters, their entries with them,
  * a bounded number per transaction: before an inode whose values are too
  * many for o2_xattr_free_all's one transaction is freed.
  */
 int o2_xattr_strip_values(struct o2_fs *fs, uint64_t ino);
-/* Whether o2_xattr_free_all can free the inode's xattrs in one transaction. */
-bool o2_xattr_free_fits(struct o2_fs *fs, uint64_t ino_blkno);
 /*
  * Inside t (which has O2_XATTR_SET_CREDITS for it): set (value non-NULL)
  * or remove one attribute of the inode in ib, as o2_xattr_set does.  What
@@ -110,7 +108,9 @@ bool o2_xattr_free_fits(struct o2_fs *fs, uint64_t ino_blkno);
 int o2_xattr_change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, unsigned type,
 		       const char *name, size_t len, const void *value, size_t size, unsigned flags);
 
-/* POSIX ACLs (acl.c), on volumes opened with O2_OPEN_ACL. */
+/* ---- acl.c: POSIX ACLs ---- */
+
+/* POSIX ACLs, on volumes opened with O2_OPEN_ACL. */
 #define O2_ACL_INLINE_BYTES 128
 struct o2_acl_inherit {
 	uint8_t *access, *deflt; /* entries as stored; NULL: none */
@@ -129,10 +129,5 @@ int o2_acl_inherit_apply(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib
 void o2_acl_inherit_free(struct o2_acl_inherit *in);
 /* The inode's access ACL after chmod to mode (malloc'd; NULL if it has none). */
 int o2_acl_chmod_plan(struct o2_fs *fs, uint64_t ino, uint16_t mode, uint8_t **ret, size_t *ret_len);
-
-/* Inside t: give an xattr block (its buffer, head checked) back to its allocator. */
-int o2_xattr_block_free(struct o2_trans *t, struct o2_fs *fs, const uint8_t *buf);
-/* Credits o2_xattr_free_all may use: the allocator's blocks, truncate log, inode. */
-#define O2_XATTR_FREE_CREDITS (O2_ALLOC_CREDITS + 8)
 
 #endif

@@ -27,8 +27,11 @@
 
 #include "alloc.h"
 #include "blockcheck.h"
+#include "error.h"
+#include "inode_write.h"
 #include "internal.h"
 #include "journal.h"
+#include "meta.h"
 #include "write.h"
 
 #define XATTR_INLINE_VALUE_MAX 80u /* OCFS2_XATTR_INLINE_SIZE */
@@ -586,5 +589,20 @@ int o2_xattr_free_all(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib)
 	di->i_xattr_loc = 0;
 	di->i_dyn_features = cpu_le16(le16(di->i_dyn_features) &
 				      ~(uint16_t)(O2_DYN_HAS_XATTR | O2_DYN_INLINE_XATTR));
+	return 0;
+}
+
+int o2_check_writable(struct o2_fs *fs, const struct o2_dinode *di, bool freeing)
+{
+	uint16_t dyn = le16(di->i_dyn_features);
+
+	if (dyn & O2_DYN_HAS_REFCOUNT) {
+		int r = o2_refcount_check(fs, le64(di->i_refcount_loc));
+
+		if (r < 0)
+			return r;
+	}
+	if (freeing && (dyn & O2_DYN_HAS_XATTR))
+		return o2_xattr_check_freeable(fs, le64(di->i_blkno));
 	return 0;
 }

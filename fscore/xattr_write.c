@@ -29,8 +29,12 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "data.h"
+#include "error.h"
+#include "inode_write.h"
 #include "internal.h"
 #include "journal.h"
+#include "meta.h"
 #include "write.h"
 
 #define ENTRY_BYTES sizeof(struct o2_xattr_entry)

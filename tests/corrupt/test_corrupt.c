@@ -1760,6 +1760,97 @@ VTEST(root_dir_entries)
 	dir_cases(v, v->root, "/");
 }
 
+/*
+ * The write path checks directory entries as the read path does: a
+ * create, link or rename into a directory whose block holds an entry the
+ * old write-side scanner let through (it checked rec_len bounds only) must
+ * be refused with -EUCLEAN naming that block, not written into.
+ */
+static bool rdwr_supported(struct vol *v);
+
+struct write_case {
+	const char *label;
+	void (*damage)(struct o2_dir_entry *de, const struct vol *v);
+};
+
+static void wc_file_type(struct o2_dir_entry *de, const struct vol *v)
+{
+	de->file_type = 200;
+}
+
+static void wc_inode_range(struct o2_dir_entry *de, const struct vol *v)
+{
+	de->inode = cpu_le64(v->nblocks + 5);
+}
+
+static void wc_name_len(struct o2_dir_entry *de, const struct vol *v)
+{
+	de->name_len = 255;
+}
+
+/* One write call into the damaged root on a fresh read-write copy. */
+static void write_into_damaged(struct vol *v, const struct dirarea *a, uint64_t lf,
+			       const char *label, int call)
+{
+	static const char *const calls[] = { "o2_create", "o2_link", "o2_rename" };
+	struct o2_new_inode ni = { .mode = 0100644 };
+	struct o2_blockdev *copy = cow_dev(v->mem, v->img->size);
+	struct o2_fs *fs = NULL;
+	uint64_t victim = 0, ino = 0;
+	char err[512] = "";
+	int r = o2_fs_open(copy, O2_OPEN_RDWR, &fs, err, sizeof(err));
+
+	ck_assert_msg(r == 0, "%s, %s: read-write open gave %d: %s", v->ctx, label, r, err);
+	/* the file to link or move comes from an undamaged directory */
+	if (call > 0) {
+		r = o2_create(fs, lf, "victim", 6, &ni, &victim);
+		ck_assert_msg(r == 0, "%s, %s: create in lost+found gave %d: %s", v->ctx, label, r,
+			      o2_fs_error(fs));
+	}
+	if (call == 0)
+		r = o2_create(fs, v->root, "newname", 7, &ni, &ino);
+	else if (call == 1)
+		r = o2_link(fs, victim, v->root, "newname", 7);
+	else
+		r = o2_rename(fs, lf, "victim", 6, v->root, "newname", 7, 0);
+	const char *msg = o2_fs_error(fs);
+	ck_assert_msg(r == -EUCLEAN && names_block(msg, a->blkno),
+		      "%s, %s: %s into the damaged directory gave %d \"%s\"; expected -EUCLEAN "
+		      "naming block %" PRIu64, v->ctx, label, calls[call], r, msg, a->blkno);
+	o2_fs_close(fs);
+	o2_blockdev_free(copy);
+}
+
+VTEST(write_path_dir_entries)
+{
+	static const struct write_case cases[] = {
+		{ "bad file type", wc_file_type },
+		{ "entry names an inode past the device", wc_inode_range },
+		{ "name_len > rec_len", wc_name_len },
+	};
+	struct dirarea a;
+	uint64_t lf;
+
+	/* stale checks would refuse the block for its checksum, not its entries */
+	if (v->raw || !rdwr_supported(v))
+		return;
+	struct o2_fs *fs = must_open(v);
+	int r = o2_path_lookup(fs, "/lost+found", &lf);
+	ck_assert_msg(r == 0, "%s: /lost+found: %d", v->ctx, r);
+	o2_fs_close(fs);
+	dir_area(v, v->root, &a);
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (int call = 0; call < 3; call++) {
+			snap(v, a.blkno);
+			/* the first entry ("."): never the name a write looks for */
+			cases[i].damage(entry_at(&a, 0), v);
+			touched(v, a.blkno, a.kind);
+			write_into_damaged(v, &a, lf, cases[i].label, call);
+			restore(v);
+		}
+	}
+}
+
 VTEST(system_dir_entries)
 {
 	dir_cases(v, v->sysdir, "//");
@@ -2794,6 +2885,7 @@ static Suite *corrupt_suite(void)
 
 	tc = tcase_create("directories");
 	ADD_V(root_dir_entries);
+	ADD_V(write_path_dir_entries);
 	ADD_V(system_dir_entries);
 	ADD_V(dir_entry_targets);
 	ADD_V(dir_trailer);

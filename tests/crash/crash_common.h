@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "internal.h"
+#include "meta.h"
 
 #define SKIP_CODE 77
 

@@ -37,7 +37,6 @@
 #include "lockname.h"
 #include "lockservice.h"
 #include "mountopts.h"
-#include "ocfs2d.h"
 
 #define SYNC_TIMEOUT_S 30
 #define DROP_TIMEOUT_MS 15000
@@ -496,7 +495,7 @@ static bool judge_held_slot(struct cluster *c, struct o2_fs *fs, const struct me
 			    "%s: locking the journal of slot %u: %s", c->device, i, g_strerror(-r));
 		return false;
 	}
-	r = volume_journal_state(fs, i, &dirty, &pending);
+	r = o2_journal_state(fs, i, &dirty, &pending);
 	o2lc_unlock(jr, O2LT_EX);
 	if (r < 0)
 		return fs_error(c, fs, r, "reading the journal", i, err);
@@ -595,7 +594,7 @@ bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_
 
 		if (!is_free[i] || sm->slots[i].valid || (int)i == chosen)
 			continue;
-		r = volume_journal_state(fs, i, &dirty, &pending);
+		r = o2_journal_state(fs, i, &dirty, &pending);
 		if (r < 0) {
 			fs_error(c, fs, r, "reading the journal", i, err);
 			goto out;

@@ -114,13 +114,6 @@ bool volume_unmount(struct volume *v, bool force, GError **err);
 struct volume *volume_ref(struct volume *v);
 void volume_unref(struct volume *v);
 
-/*
- * Whether the journal of slot is marked in use (*ret_dirty) and holds
- * committed transactions not yet written home (*ret_pending: a replay is
- * due).  0 or -errno (fscore's message on fs).
- */
-int volume_journal_state(struct o2_fs *fs, unsigned slot, bool *ret_dirty, bool *ret_pending);
-
 /* The largest write (and read) a request carries. */
 #define OCFS2D_MAX_WRITE (1u << 20)
 

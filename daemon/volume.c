@@ -31,28 +31,15 @@
 #include "cluster.h"
 #include "ocfs2d.h"
 
-#define O2_JOURNAL_DIRTY_FLAG 0x1 /* OCFS2_JOURNAL_DIRTY_FL in ij_flags */
 
 /* ---- checks before opening read-write ---- */
 
-int volume_journal_state(struct o2_fs *fs, unsigned slot, bool *ret_dirty, bool *ret_pending)
-{
-	struct o2_journal_info ji;
-	int r = o2_journal_info(fs, slot, &ji);
-
-	if (r < 0)
-		return r;
-	*ret_dirty = ji.ij_flags & O2_JOURNAL_DIRTY_FLAG;
-	/* JBD2: a journal whose log start is 0 has nothing to replay */
-	*ret_pending = *ret_dirty && ji.start != 0;
-	return 0;
-}
-
 /*
- * Nothing but us may use the volume: on a clustered volume no slot may be
- * in use, and no journal but ours may be dirty (someone is using it, or
- * crashed and is not yet recovered: without the cluster stack we cannot
- * tell which).  A local volume has one user by definition.
+ * Without the cluster (a local volume, or nocluster), nothing but us may
+ * use the volume: on a clustered volume no slot may be in use, and no
+ * journal but ours may be dirty (someone is using it, or crashed and is
+ * not yet recovered: without the cluster stack we cannot tell which).  A
+ * local volume has one user by definition.
  */
 static bool check_unused(struct o2_fs *fs, const struct volume *v, GError **err)
 {
@@ -93,7 +80,7 @@ static bool check_unused(struct o2_fs *fs, const struct volume *v, GError **err)
 
 		if (i == v->opts.slot)
 			continue;
-		r = volume_journal_state(fs, i, &dirty, &pending);
+		r = o2_journal_state(fs, i, &dirty, &pending);
 		if (r < 0) {
 			g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
 				    "%s: reading the journal of slot %u: %s", v->device, i,
@@ -198,7 +185,7 @@ static bool replay_before_ro(struct volume *v, unsigned devflags, const struct o
 	struct o2_open_opts oo = *ro_oo;
 	bool dirty, pending;
 	char msg[512] = "";
-	int r = volume_journal_state(v->fs, v->slot, &dirty, &pending);
+	int r = o2_journal_state(v->fs, v->slot, &dirty, &pending);
 
 	if (r < 0) {
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),

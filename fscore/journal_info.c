@@ -81,3 +81,16 @@ out:
 	o2_inode_unref(ji);
 	return r;
 }
+
+int o2_journal_state(struct o2_fs *fs, unsigned slot, bool *ret_dirty, bool *ret_pending)
+{
+	struct o2_journal_info ji;
+	int r = o2_journal_info(fs, slot, &ji);
+
+	if (r < 0)
+		return r;
+	*ret_dirty = ji.ij_flags & O2_JOURNAL_DIRTY;
+	/* JBD2: a log whose start is 0 has nothing to replay */
+	*ret_pending = *ret_dirty && ji.start != 0;
+	return 0;
+}

@@ -12,8 +12,12 @@ The graph comes from the linker's view: for each object file in the
 library, `nm` lists the global symbols it defines and the ones it leaves
 undefined; file A -> file B when A uses a symbol B defines.
 
-Usage: check_layers.py LIBRARY.a [NM]
+Usage: check_layers.py LIBRARY.a|PROGRAM [NM]
        check_layers.py --self-test
+
+A PROGRAM is read through the objects meson keeps beside it (PROGRAM.p/),
+so the same check holds the daemon to its layering (docs/ARCHITECTURE.md,
+"daemon/, top to bottom").
 """
 
 import os
@@ -40,17 +44,26 @@ def module_of(member):
     return base
 
 
-def read_symbols(lib, nm):
+def objects_of(target):
+    """What nm reads for target: a static library as it is; for a program,
+    the object files meson keeps beside it (PROGRAM.p/*.o)."""
+    if target.endswith(".a"):
+        return [target]
+    objdir = target + ".p"
+    return sorted(os.path.join(objdir, f) for f in os.listdir(objdir) if f.endswith(".o"))
+
+
+def read_symbols(target, nm):
     """Map each module to (defined globals, undefined symbols)."""
-    out = subprocess.run([nm, "-P", "-A", lib], check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run([nm, "-P", "-A"] + objects_of(target), check=True,
+                         capture_output=True, text=True).stdout
     mods = {}
     for line in out.splitlines():
-        # "lib.a[member]: name TYPE [value size]"
-        head, _, rest = line.partition("]: ")
+        # "lib.a[member]: name TYPE [value size]", or "file.o: name TYPE ..."
+        head, _, rest = line.partition(": ")
         if not rest:
             continue
-        member = head.partition("[")[2]
+        member = head.partition("[")[2].rstrip("]") if "[" in head else head
         fields = rest.split()
         if len(fields) < 2:
             continue

@@ -430,6 +430,13 @@ struct o2_journal_info {
 
 int o2_journal_info(struct o2_fs *fs, unsigned slot, struct o2_journal_info *ret);
 
+/*
+ * Whether slot's journal is marked in use (*ret_dirty: a node has it
+ * mounted, or crashed with it) and holds committed transactions not yet
+ * written home (*ret_pending: a replay is due).  0 or -errno.
+ */
+int o2_journal_state(struct o2_fs *fs, unsigned slot, bool *ret_dirty, bool *ret_pending);
+
 /* ---- verification walk ---- */
 
 struct o2_walk_stats {

@@ -125,7 +125,8 @@ int main(int argc, char **argv)
 	GOptionEntry entries[] = {
 		{ "foreground", 'f', 0, G_OPTION_ARG_NONE, &foreground, "stay in the foreground", NULL },
 		{ "options", 'o', 0, G_OPTION_ARG_STRING, &opts_str,
-		  "mount options: ro, allow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, "
+		  "mount options: ro, noallow_other (only root may enter; default: every user, modes "
+		  "checked as the kernel does), entry_timeout=S, attr_timeout=S, commit=S, slot=N, "
 		  "poll=USEC (default 200; 0: sleep between requests), threads=N (with poll=0), "
 		  "user_xattr (default), nouser_xattr, acl, noacl (default), noxattr, uring (FUSE over "
 		  "io_uring, Linux 6.14+), debug",

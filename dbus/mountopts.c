@@ -30,7 +30,9 @@ struct opt_def {
 
 static const struct opt_def opt_defs[] = {
 	{ "ro", "rw", OPT_FLAG, FIELD(ro), false, 0, 0 },
-	{ "allow_other", NULL, OPT_FLAG, FIELD(allow_other), false, 0, 0 },
+	/* every user may enter, the kernel checking modes (default_permissions);
+	   noallow_other: only the mounting user, root (FUSE's own default) */
+	{ "allow_other", "noallow_other", OPT_FLAG, FIELD(allow_other), false, 0, 0 },
 	{ "debug", NULL, OPT_FLAG, FIELD(debug), false, 0, 0 },
 	{ "user_xattr", "nouser_xattr", OPT_FLAG, FIELD(nouser_xattr), true, 0, 0 },
 	{ "acl", "noacl", OPT_FLAG, FIELD(acl), false, 0, 0 },
@@ -55,14 +57,14 @@ static const struct opt_def opt_defs[] = {
 };
 
 #define KNOWN_LIST                                                                            \
-	"ro, rw, allow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, "         \
+	"ro, rw, allow_other, noallow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, " \
 	"preferred_slot=N, nocluster, norecovery, poll=USEC, threads=N, user_xattr, nouser_xattr, acl, " \
 	"noacl, xattr, noxattr, uring, nouring, debug"
 
 void mount_opts_default(struct mount_opts *o)
 {
-	*o = (struct mount_opts){ .entry_timeout = 1.0, .attr_timeout = 1.0, .commit_s = 5,
-				  .poll_us = 200, .threads = 16 };
+	*o = (struct mount_opts){ .allow_other = true, .entry_timeout = 1.0, .attr_timeout = 1.0,
+				  .commit_s = 5, .poll_us = 200, .threads = 16 };
 }
 
 static bool *flag_field(struct mount_opts *o, const struct opt_def *d)

@@ -42,7 +42,7 @@ from fsx import case_fsx
 from o2test.check import Failure
 from o2test.harness import main
 from o2test.proc import log, preload_env, run, sanitizer_report, tool_env
-from o2test.syscalls import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, RENAME_EXCHANGE,
+from o2test.syscalls import (NOBODY_ACCESS_WANT, nobody_access, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, RENAME_EXCHANGE,
                              RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW, UTIME_OMIT, as_user, errno_of,
                              fallocate, libc, renameat2, utimensat)
 from o2test.tree import compare_snapshots, file_sha, read_file, snapshot
@@ -1239,14 +1239,17 @@ NOBODY, OTHER = 65534, 65533
 def case_perms(env, chk):
     vol = env.volume("perms")
     os.chmod(env.tmp, 0o755)  # mkdtemp's 0700 would stop other users before the mount
-    # without allow_other only root gets in
+    # the default, as a kernel filesystem: every user, modes checked
     vol.mount()
     m = vol.mnt
-    write_file(os.path.join(m, "rootfile"), b"root's", 0o644)
     os.chmod(m, 0o755)
+    chk.eq(nobody_access(m), NOBODY_ACCESS_WANT, "default options: a user, modes checked")
+    # noallow_other: only root gets in
+    vol.umount()
+    vol.mount("noallow_other")
     res = as_user(NOBODY, NOBODY, lambda: [errno_of(lambda: os.stat(m + "/rootfile")),
                                            errno_of(lambda: os.listdir(m))])
-    chk.eq(res, ["EACCES", "EACCES"], "without allow_other a user cannot get in")
+    chk.eq(res, ["EACCES", "EACCES"], "noallow_other: a user cannot get in")
     vol.umount()
 
     vol.mount("allow_other")
@@ -1535,6 +1538,10 @@ def case_ctl(env, chk):
     v1.conn = v1.mounted() and mount_entry(v1.mnt)[1]
     pids = daemons_with_control(control)
     chk.eq(len(pids), 1, "one daemon started")
+    os.chmod(env.tmp, 0o755)  # mkdtemp's 0700 would stop other users before the mount
+    if v1.mounted():
+        os.chmod(v1.mnt, 0o755)
+        chk.eq(nobody_access(v1.mnt), NOBODY_ACCESS_WANT, "ocfs2ctl mount's default: a user, modes checked")
     chk.eq(ctl("mount", "-o", "allow_other,commit=1", v2.img, v2.mnt), 0, "a second volume on the same daemon")
     v2.conn = v2.mounted() and mount_entry(v2.mnt)[1]
     chk.eq(daemons_with_control(control), pids, "still one daemon")

@@ -43,12 +43,16 @@
 
 #define CALL_TIMEOUT G_MAXINT /* mounting replays journals, unmounting waits for them */
 
+/* Who speaks in messages ("ocfs2ctl: VERB: ..."), and whether results are printed. */
+static const char *prog = "ocfs2ctl";
+static bool quiet;
+
 static int fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(const char *verb, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "ocfs2ctl: %s: ", verb);
+	fprintf(stderr, "%s: %s: ", prog, verb);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -184,7 +188,7 @@ static int run_daemon(char *const *args)
 			dup2(fd, STDERR_FILENO);
 		}
 		execvp(args[0], args);
-		fprintf(stderr, "ocfs2ctl: cannot run %s: %s\n", args[0], strerror(errno));
+		fprintf(stderr, "%s: cannot run %s: %s\n", prog, args[0], strerror(errno));
 		_exit(127);
 	}
 	while (waitpid(pid, &st, 0) < 0)
@@ -196,6 +200,8 @@ static int run_daemon(char *const *args)
 /* The daemon's answer: its message, or a JSON object with the paths. */
 static int print_result(bool json, const char *device, const char *mnt, const char *msg)
 {
+	if (quiet)
+		return CTL_EXIT_OK;
 	if (json) {
 		struct json_writer j;
 
@@ -326,7 +332,8 @@ static int umount_direct(const char *mnt, bool force)
 		}
 		close(fd);
 	}
-	printf("%s unmounted\n", src);
+	if (!quiet)
+		printf("%s unmounted\n", src);
 	free(src);
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
@@ -495,6 +502,22 @@ int ctl_daemon_reflink(const char *image, const char *src, const char *dst, uint
 	}
 	*ret_ino = ino;
 	return 0;
+}
+
+void ctl_mount_speaker(const char *name, bool results)
+{
+	prog = name;
+	quiet = !results;
+}
+
+int ctl_mount_volume(const char *opts, const char *device, const char *mnt)
+{
+	return do_mount(false, opts, false, device, mnt);
+}
+
+int ctl_umount_volume(const char *mnt, bool force)
+{
+	return do_umount(false, force, mnt);
 }
 
 int ctl_mount_main(int argc, char **argv, bool json)

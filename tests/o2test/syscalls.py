@@ -57,6 +57,18 @@ def utimensat(path, atime, mtime):
     return _check(libc.utimensat(AT_FDCWD, os.fsencode(path), ts, 0), "utimensat")
 
 
+CLONE_NEWNS = 0x00020000
+
+
+def unshare_mounts():
+    """Give this process a mount namespace of its own, its mounts private:
+    what it and its children mount from now on no one else sees."""
+    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+    MS_REC, MS_PRIVATE = 0x4000, 0x40000
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+
+
 def statfs(path):
     return os.statvfs(path)
 

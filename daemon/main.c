@@ -170,6 +170,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ocfs2d: must run as root (it mounts filesystems and opens devices)\n");
 		return 1;
 	}
+	log_init(!foreground);
 	if (!control)
 		control = g_strdup(g_getenv("OCFS2D_CONTROL") ? g_getenv("OCFS2D_CONTROL")
 							      : O2D_CONTROL_DEFAULT);

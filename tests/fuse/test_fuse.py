@@ -15,7 +15,8 @@ the same shim), fsx (one file under a random mix of reads, writes, mmap,
 truncate, fallocate, copy_file_range and O_DIRECT, checked against a model
 after each operation, on three volume geometries: fsx.py), helper (mount(8)
 and umount(8) through mount.fuse.ocfs2: mount -t, an fstab line, plain
-umount, in a private mount namespace).  Needs root,
+umount, in a private mount namespace), log (syslog and ocfs2ctl log).
+Needs root,
 /dev/fuse and ocfs2-tools (else exit 77).  FUSE_STRESS_SECONDS bounds the stress case's
 operations (default 40), FUSE_FSX_SECONDS the fsx case's (60);
 FUSE_TEST_WATCHDOG the whole case (540 s).  The harness is o2test's
@@ -2655,10 +2656,111 @@ def case_helper(env, chk):
     vol.fsck(chk, "after umount -i")
 
 
+# ====================================================================
+# log: where the daemon's messages go, and ocfs2ctl log
+# ====================================================================
+
+def case_log(env, chk):
+    """A daemon ocfs2ctl starts (detached) logs to syslog and to ocfs2d.log;
+    ocfs2ctl log shows that file, or one volume's lines of it.  Syslog is a
+    datagram socket of this case's own at /dev/log, in a mount namespace of
+    the case's own where /dev is an overlay (the host's /dev untouched)."""
+    import socket
+    control = os.path.join(env.tmp, "control", "sock")
+    server_log = os.path.join(os.path.dirname(control), "ocfs2d.log")
+    cenv = dict(os.environ, OCFS2D_CONTROL=control, OCFS2D=env.daemon)
+    env.cleanups.append(lambda: [os.kill(p, signal.SIGTERM) for p in daemons_with_control(control)])
+    env.extra_logs = [lambda: "---- server ocfs2d.log ----\n" + (
+        read_file(server_log).decode(errors="replace") if os.path.exists(server_log) else "")]
+
+    def ctl(*args):
+        p = subprocess.run([env.ctl] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
+                           env=cenv, timeout=120)
+        out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+        log("ocfs2ctl %s -> %d %r %r" % (" ".join(args), p.returncode, out[-300:], err[-300:]))
+        return p.returncode, out, err
+
+    unshare_mounts()
+    upper, work = os.path.join(env.tmp, "dev.upper"), os.path.join(env.tmp, "dev.work")
+    os.mkdir(upper)
+    os.mkdir(work)
+    run(["mount", "-t", "overlay", "overlay", "-o", "lowerdir=/dev,upperdir=%s,workdir=%s" % (upper, work),
+         "/dev"], check=True)
+    syslog = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    syslog.bind("/dev/log")
+    syslog.settimeout(0.2)
+
+    def syslog_lines():
+        got = []
+        while True:
+            try:
+                got.append(syslog.recv(65536).decode(errors="replace"))
+            except socket.timeout:
+                return got
+
+    v1, v2 = env.volume("log1"), env.volume("log2")
+    rc, out, err = ctl("log")
+    chk.ok(rc == 1 and "cannot read" in err and server_log in err, "log before any daemon: %d %r" % (rc, err))
+    chk.eq(ctl("mount", v1.img, v1.mnt)[0], 0, "mount the first volume")
+    chk.eq(ctl("mount", "-o", "commit=2", v2.img, v2.mnt)[0], 0, "mount the second")
+    v1.conn, v2.conn = mount_entry(v1.mnt)[1], mount_entry(v2.mnt)[1]
+    said1 = "%s: mounted on %s (" % (v1.img, v1.mnt)
+    said2 = "%s: mounted on %s (" % (v2.img, v2.mnt)
+
+    # syslog: the daemon's own identity, LOG_DAEMON facility, notice priority
+    got = syslog_lines()
+    mine = [g for g in got if said1 in g]
+    chk.eq(len(mine), 1, "syslog has the first mount once: %r" % got)
+    chk.ok(mine and re.match(r"<29>.* ocfs2d\[\d+\]: ", mine[0]),
+           "as ocfs2d[PID], daemon.notice: %r" % mine)
+    chk.ok(any(said2 in g for g in got), "syslog has the second mount")
+
+    # ocfs2ctl log: the whole file, then one volume's lines
+    rc, out, err = ctl("log")
+    chk.ok(rc == 0 and said1 in out and said2 in out and err == "", "log: %d %r" % (rc, err))
+    stamp = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} ocfs2d\[\d+\]: (Message|INFO|WARNING|CRITICAL|ERROR|DEBUG): ")
+    chk.ok(out and all(stamp.match(line) for line in out.splitlines()),
+           "every line says when, who and how bad: %r" % out[:400])
+    rc, out, err = ctl("log", v1.mnt)
+    chk.ok(rc == 0 and said1 in out and v2.img not in out and v2.mnt not in out,
+           "log MOUNTPOINT: that volume's lines only: %r" % out)
+    rc, out, err = ctl("log", v2.img)
+    chk.ok(rc == 0 and said2 in out and v1.img not in out, "log DEVICE: %r" % out)
+    rc, out, err = ctl("log", "-n", "1", v1.mnt)
+    chk.ok(rc == 0 and len(out.splitlines()) == 1 and said1 in out, "log -n 1: %r" % out)
+    chk.eq(ctl("umount", v1.mnt)[0], 0, "umount the first")
+    v1.conn = None
+    rc, out, err = ctl("log", "-n", "1", v1.mnt)
+    chk.ok(rc == 0 and "%s: unmounted from %s (clean)" % (v1.img, v1.mnt) in out,
+           "log after the umount: %r" % out)
+    chk.ok(any("%s: unmounted from %s (clean)" % (v1.img, v1.mnt) in g for g in syslog_lines()),
+           "the unmount in syslog")
+    # bad input: a clear error
+    rc, out, err = ctl("log", os.path.join(env.tmp, "nothing"))
+    chk.ok(rc == 1 and out == "" and "nothing in" in err, "log of something never mounted: %d %r" % (rc, err))
+    for bad in ("0", "x", ""):
+        rc, out, err = ctl("log", "-n", bad)
+        chk.ok(rc == 1 and "-n wants a count" in err, "log -n %r: %d %r" % (bad, rc, err))
+    rc, out, err = ctl("log", v1.mnt, v2.mnt)
+    chk.ok(rc == 2 and "usage" in err, "log with two volumes: %d %r" % (rc, err))
+    chk.eq(ctl("umount", v2.mnt)[0], 0, "umount the second")
+    v2.conn = None
+    # once the daemon is gone, the log still maps the mount point to its device
+    deadline = time.time() + 20
+    while daemons_with_control(control) and time.time() < deadline:
+        time.sleep(0.1)
+    rc, out, err = ctl("log", v2.mnt)
+    chk.ok(rc == 0 and said2 in out and "%s: unmounted from %s (clean)" % (v2.img, v2.mnt) in out,
+           "log of a volume the gone daemon served: %r" % out)
+    for v in (v1, v2):
+        v.fsck(chk, "after the log case")
+
+
 CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
          "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
          "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash,
-         "once": case_once, "helper": case_helper}
+         "once": case_once, "helper": case_helper,
+         "log": case_log}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

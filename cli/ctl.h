@@ -93,6 +93,15 @@ int ctl_format_main(int argc, char **argv, bool json);
 /* mount, umount, mounts (ctl_mount.c): argv[0] is the verb. */
 int ctl_mount_main(int argc, char **argv, bool json);
 /*
+ * The same mount and umount for mount.fuse.ocfs2 (mount_helper.c), which
+ * first names itself for the messages (default "ocfs2ctl") and says
+ * whether results ("DEV mounted on DIR") are printed.  Both return the
+ * exit status; the caller checks for root.
+ */
+void ctl_mount_speaker(const char *name, bool results);
+int ctl_mount_volume(const char *opts, const char *device, const char *mnt);
+int ctl_umount_volume(const char *mnt, bool force);
+/*
  * A reflink on image while a running ocfs2d serves it (paths inside the
  * volume): 0 and *ret_ino when done, -errno with msg when it failed, 1 when
  * no daemon serves image (the caller opens it itself).

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * ocfs2ctl mount, umount and mounts: the runtime verbs, through ocfs2d.
+ * ocfs2ctl mount, umount, mounts and log: the runtime verbs, through ocfs2d.
  *
  *   mount [-o OPTS] [--foreground] DEVICE MOUNTPOINT
  *   umount [-f] MOUNTPOINT
  *   mounts
+ *   log [-n LINES] [MOUNTPOINT|DEVICE]   the daemon's log (ocfs2d.log next to
+ *                                        the control socket), one volume's lines
  *
  * They talk to a running ocfs2d through its D-Bus API
  * (dbus/org.ocfs2d.Daemon1.xml), peer-to-peer on its control socket, so
@@ -43,12 +45,16 @@
 
 #define CALL_TIMEOUT G_MAXINT /* mounting replays journals, unmounting waits for them */
 
+/* Who speaks in messages ("ocfs2ctl: VERB: ..."), and whether results are printed. */
+static const char *prog = "ocfs2ctl";
+static bool quiet;
+
 static int fail(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(const char *verb, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "ocfs2ctl: %s: ", verb);
+	fprintf(stderr, "%s: %s: ", prog, verb);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -153,6 +159,13 @@ static char *find_daemon(void)
  * output goes to ocfs2d.log next to the control socket, not to ours: a
  * caller reading our output through a pipe must not wait on the daemon.
  */
+static void log_path(char *log, size_t size)
+{
+	const char *ctl = control_path(), *slash = strrchr(ctl, '/');
+
+	snprintf(log, size, "%.*s/ocfs2d.log", slash ? (int)(slash - ctl) : 1, slash ? ctl : ".");
+}
+
 static int run_daemon(char *const *args)
 {
 	char log[PATH_MAX];
@@ -160,8 +173,7 @@ static int run_daemon(char *const *args)
 	pid_t pid;
 	int st;
 
-	snprintf(log, sizeof(log), "%.*s/ocfs2d.log", slash ? (int)(slash - ctl) : 1,
-		 slash ? ctl : ".");
+	log_path(log, sizeof(log));
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
@@ -184,7 +196,7 @@ static int run_daemon(char *const *args)
 			dup2(fd, STDERR_FILENO);
 		}
 		execvp(args[0], args);
-		fprintf(stderr, "ocfs2ctl: cannot run %s: %s\n", args[0], strerror(errno));
+		fprintf(stderr, "%s: cannot run %s: %s\n", prog, args[0], strerror(errno));
 		_exit(127);
 	}
 	while (waitpid(pid, &st, 0) < 0)
@@ -196,6 +208,8 @@ static int run_daemon(char *const *args)
 /* The daemon's answer: its message, or a JSON object with the paths. */
 static int print_result(bool json, const char *device, const char *mnt, const char *msg)
 {
+	if (quiet)
+		return CTL_EXIT_OK;
 	if (json) {
 		struct json_writer j;
 
@@ -326,7 +340,8 @@ static int umount_direct(const char *mnt, bool force)
 		}
 		close(fd);
 	}
-	printf("%s unmounted\n", src);
+	if (!quiet)
+		printf("%s unmounted\n", src);
 	free(src);
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
@@ -610,10 +625,116 @@ int ctl_daemon_cluster_state(const char *mountpoint, bool json)
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
 
+/*
+ * The names a volume goes by in the log for what (a mount point or a
+ * device): what itself, resolved; the device the daemon serves on it now;
+ * and every device the log says was mounted on it or mount point it was
+ * mounted on (lines "DEV: mounted on MNT (...)").
+ */
+static GPtrArray *log_names(const char *what, char **lines)
+{
+	GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+	char *real = realpath(what, NULL);
+	const char *me = real ? real : what;
+	g_autoptr(GDBusConnection) c = NULL;
+	g_autoptr(GError) err = NULL;
+	bool absent;
+
+	g_ptr_array_add(names, g_strdup(me));
+	c = connect_daemon(&absent, &err); /* no daemon: the log alone says */
+	if (c) {
+		g_autofree char *path = o2d_volume_path(me);
+		g_autoptr(O2dVolume) vol = volume_proxy(c, path, NULL);
+		char *dev = vol ? o2d_volume_dup_device(vol) : NULL;
+
+		if (dev)
+			g_ptr_array_add(names, dev);
+	}
+	for (char **l = lines; *l; l++) {
+		/* "... ocfs2d[PID]: LEVEL: DEV: mounted on MNT (" */
+		const char *on = strstr(*l, ": mounted on ");
+		const char *paren = on ? strstr(on, " (") : NULL;
+		const char *lvl = on ? g_strstr_len(*l, on - *l, "]: ") : NULL;
+		const char *dev = lvl ? strstr(lvl + 3, ": ") : NULL;
+
+		if (!paren || !dev || dev >= on)
+			continue;
+		dev += 2;
+		g_autofree char *d = g_strndup(dev, on - dev);
+		g_autofree char *m = g_strndup(on + 13, paren - (on + 13));
+
+		if (!strcmp(m, me))
+			g_ptr_array_add(names, g_steal_pointer(&d));
+		else if (!strcmp(d, me))
+			g_ptr_array_add(names, g_steal_pointer(&m));
+	}
+	free(real);
+	return names;
+}
+
+/* Whether a log line is about one of names: "NAME:" or "NAME " in it, or at its end. */
+static bool line_names(const char *line, GPtrArray *names)
+{
+	for (guint i = 0; i < names->len; i++) {
+		const char *n = names->pdata[i];
+		size_t len = strlen(n);
+
+		for (const char *p = strstr(line, n); p; p = strstr(p + 1, n))
+			if (p[len] == ':' || p[len] == ' ' || p[len] == '\0' || p[len] == ',')
+				return true;
+	}
+	return false;
+}
+
+static int do_log(const char *what, long last)
+{
+	char log[PATH_MAX];
+	g_autofree char *text = NULL;
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GPtrArray) names = NULL;
+	g_auto(GStrv) lines = NULL;
+	g_autoptr(GPtrArray) shown = g_ptr_array_new();
+
+	log_path(log, sizeof(log));
+	if (!g_file_get_contents(log, &text, NULL, &err))
+		return fail("log", "cannot read %s: %s (the log of an ocfs2d that ocfs2ctl or "
+			    "mount.fuse.ocfs2 started; see also syslog or journalctl -t ocfs2d)",
+			    log, err->message);
+	lines = g_strsplit(text, "\n", -1);
+	if (what)
+		names = log_names(what, lines);
+	for (char **l = lines; *l; l++)
+		if (**l && (!names || line_names(*l, names)))
+			g_ptr_array_add(shown, *l);
+	if (what && shown->len == 0)
+		return fail("log", "%s: nothing in %s about it", what, log);
+	for (guint i = last > 0 && shown->len > (guint)last ? shown->len - (guint)last : 0;
+	     i < shown->len; i++)
+		printf("%s\n", (char *)shown->pdata[i]);
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
+void ctl_mount_speaker(const char *name, bool results)
+{
+	prog = name;
+	quiet = !results;
+}
+
+int ctl_mount_volume(const char *opts, const char *device, const char *mnt)
+{
+	return do_mount(false, opts, false, device, mnt);
+}
+
+int ctl_umount_volume(const char *mnt, bool force)
+{
+	return do_umount(false, force, mnt);
+}
+
 int ctl_mount_main(int argc, char **argv, bool json)
 {
 	const char *verb = argv[0];
 	const char *opts = "";
+	long last = 0;
 	bool foreground = false, force = false;
 	char *pos[3];
 	int npos = 0;
@@ -633,6 +754,14 @@ int ctl_mount_main(int argc, char **argv, bool json)
 			foreground = true;
 		} else if ((!strcmp(a, "-f") || !strcmp(a, "--force")) && !strcmp(verb, "umount")) {
 			force = true;
+		} else if (!strcmp(a, "-n") && !strcmp(verb, "log")) {
+			char *end;
+
+			if (++i >= argc)
+				return usage(verb, "[-n LINES] [MOUNTPOINT|DEVICE]");
+			last = strtol(argv[i], &end, 10);
+			if (!*argv[i] || *end || last <= 0)
+				return fail(verb, "-n wants a count of lines, not \"%s\"", argv[i]);
 		} else if (a[0] == '-' && a[1]) {
 			fprintf(stderr, "ocfs2ctl: %s: unknown option '%s' (try --help)\n", verb, a);
 			return CTL_EXIT_USAGE;
@@ -655,6 +784,13 @@ int ctl_mount_main(int argc, char **argv, bool json)
 		if (geteuid() != 0)
 			return fail(verb, "must be run as root");
 		return do_umount(json, force, pos[0]);
+	}
+	if (!strcmp(verb, "log")) {
+		if (npos > 1)
+			return usage(verb, "[-n LINES] [MOUNTPOINT|DEVICE]");
+		if (json)
+			return fail(verb, "--json is not offered: the log is text");
+		return do_log(npos ? pos[0] : NULL, last);
 	}
 	if (npos != 0)
 		return usage(verb, "");

@@ -47,6 +47,7 @@ static const struct verb verbs[] = {
 	{ "mount", NULL, 2, 2, "[-o OPTS] [--foreground] DEVICE DIR", "serve a volume through ocfs2d" },
 	{ "umount", NULL, 1, 1, "[-f] DIR", "unmount cleanly (-f: even if busy)" },
 	{ "mounts", NULL, 0, 0, "", "volumes the running ocfs2d serves" },
+	{ "log", NULL, 0, 1, "[-n LINES] [DIR|DEVICE]", "ocfs2d's log, or one volume's lines of it" },
 };
 
 static void usage_full(FILE *out)
@@ -70,9 +71,12 @@ static void usage_full(FILE *out)
 		"  -p           mkdir: make missing parents, an existing directory is fine\n"
 		"  -d           rm: remove an empty directory\n"
 		"  -s           ln: a symbolic link\n"
-		"  -o OPTS      mount: ro, allow_other, entry_timeout=S, attr_timeout=S,\n"
+		"  -o OPTS      mount: ro, noallow_other (only root may enter; default:\n"
+		"               every user, modes checked), entry_timeout=S, attr_timeout=S,\n"
 		"               commit=S (default 5), slot=N, poll=USEC (default 200),\n"
-		"               threads=N (with poll=0), nouser_xattr, acl, noxattr\n"
+		"               threads=N (with poll=0), nouser_xattr, acl, noxattr,\n"
+		"               suid, dev (default nosuid, nodev), noexec\n"
+		"  -n LINES     log: only the last LINES lines\n"
 		"  --foreground mount: run ocfs2d in the foreground for this volume\n"
 		"  --help       this text\n"
 		"  --version    the version\n"
@@ -282,7 +286,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "format"))
 			return ctl_format_main(argc - i, argv + i, c.json);
 		if (!strcmp(argv[i], "mount") || !strcmp(argv[i], "umount") ||
-		    !strcmp(argv[i], "mounts"))
+		    !strcmp(argv[i], "mounts") || !strcmp(argv[i], "log"))
 			return ctl_mount_main(argc - i, argv + i, c.json);
 		break;
 	}

@@ -125,7 +125,8 @@ int main(int argc, char **argv)
 	GOptionEntry entries[] = {
 		{ "foreground", 'f', 0, G_OPTION_ARG_NONE, &foreground, "stay in the foreground", NULL },
 		{ "options", 'o', 0, G_OPTION_ARG_STRING, &opts_str,
-		  "mount options: ro, allow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, "
+		  "mount options: ro, noallow_other (only root may enter; default: every user, modes "
+		  "checked as the kernel does), entry_timeout=S, attr_timeout=S, commit=S, slot=N, "
 		  "poll=USEC (default 200; 0: sleep between requests), threads=N (with poll=0), "
 		  "user_xattr (default), nouser_xattr, acl, noacl (default), noxattr, uring (FUSE over "
 		  "io_uring, Linux 6.14+), debug",
@@ -169,6 +170,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ocfs2d: must run as root (it mounts filesystems and opens devices)\n");
 		return 1;
 	}
+	log_init(!foreground);
 	if (!control)
 		control = g_strdup(g_getenv("OCFS2D_CONTROL") ? g_getenv("OCFS2D_CONTROL")
 							      : O2D_CONTROL_DEFAULT);

@@ -19,6 +19,7 @@
  *                  (it is handed fuseops_table's table, so it never calls
  *                  fuseops.c; the operations ask it for a write's flags)
  *   note.c         logging what a volume's failures mean (volume_note_locked)
+ *   log.c          where messages go: stderr, syslog when detached, the journal
  *
  * Threads.  The GLib main loop (main.c) only dispatches: signals and, in
  * server mode, the D-Bus API (dbus_server.c), whose method handlers run on
@@ -85,6 +86,12 @@ struct volume {
 	int close_result;
 	gint refs;		/* volume_free when the last goes */
 };
+
+/*
+ * log.c: send every message where administrators look (see log.c); detached
+ * says whether ocfs2d runs without -f.  Called first, before any message.
+ */
+void log_init(bool detached);
 
 /*
  * note.c: log what fscore said about a failed call named op, if it is more

@@ -61,6 +61,12 @@ struct fuse_session *session_new(struct volume *v, const struct fuse_lowlevel_op
 		g_ptr_array_add(argv, (char *)"-o");
 		g_ptr_array_add(argv, (char *)"ro");
 	}
+	g_ptr_array_add(argv, (char *)"-o");
+	g_ptr_array_add(argv, (char *)(v->opts.nosuid ? "nosuid" : "suid"));
+	g_ptr_array_add(argv, (char *)"-o");
+	g_ptr_array_add(argv, (char *)(v->opts.nodev ? "nodev" : "dev"));
+	g_ptr_array_add(argv, (char *)"-o");
+	g_ptr_array_add(argv, (char *)(v->opts.noexec ? "noexec" : "exec"));
 	if (v->opts.debug)
 		g_ptr_array_add(argv, (char *)"-d");
 

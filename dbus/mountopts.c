@@ -30,12 +30,18 @@ struct opt_def {
 
 static const struct opt_def opt_defs[] = {
 	{ "ro", "rw", OPT_FLAG, FIELD(ro), false, 0, 0 },
-	{ "allow_other", NULL, OPT_FLAG, FIELD(allow_other), false, 0, 0 },
+	/* every user may enter, the kernel checking modes (default_permissions);
+	   noallow_other: only the mounting user, root (FUSE's own default) */
+	{ "allow_other", "noallow_other", OPT_FLAG, FIELD(allow_other), false, 0, 0 },
 	{ "debug", NULL, OPT_FLAG, FIELD(debug), false, 0, 0 },
 	{ "user_xattr", "nouser_xattr", OPT_FLAG, FIELD(nouser_xattr), true, 0, 0 },
 	{ "acl", "noacl", OPT_FLAG, FIELD(acl), false, 0, 0 },
 	{ "xattr", "noxattr", OPT_FLAG, FIELD(noxattr), true, 0, 0 },
 	{ "uring", "nouring", OPT_FLAG, FIELD(uring), false, 0, 0 },
+	/* the kernel's per-mount flags (mount(8) adds them for fstab's user) */
+	{ "nosuid", "suid", OPT_FLAG, FIELD(nosuid), false, 0, 0 },
+	{ "nodev", "dev", OPT_FLAG, FIELD(nodev), false, 0, 0 },
+	{ "noexec", "exec", OPT_FLAG, FIELD(noexec), false, 0, 0 },
 	{ "entry_timeout", NULL, OPT_SECONDS, FIELD(entry_timeout), false, 0, 0 },
 	{ "attr_timeout", NULL, OPT_SECONDS, FIELD(attr_timeout), false, 0, 0 },
 	{ "commit", NULL, OPT_COUNT, FIELD(commit_s), false, 1, 3600 },
@@ -55,14 +61,16 @@ static const struct opt_def opt_defs[] = {
 };
 
 #define KNOWN_LIST                                                                            \
-	"ro, rw, allow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, "         \
+	"ro, rw, allow_other, noallow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, " \
 	"preferred_slot=N, nocluster, norecovery, poll=USEC, threads=N, user_xattr, nouser_xattr, acl, " \
-	"noacl, xattr, noxattr, uring, nouring, debug"
+	"noacl, xattr, noxattr, uring, nouring, nosuid, suid, nodev, dev, noexec, exec, debug"
 
 void mount_opts_default(struct mount_opts *o)
 {
-	*o = (struct mount_opts){ .entry_timeout = 1.0, .attr_timeout = 1.0, .commit_s = 5,
-				  .poll_us = 200, .threads = 16 };
+	*o = (struct mount_opts){ .allow_other = true, .entry_timeout = 1.0, .attr_timeout = 1.0,
+				  .commit_s = 5, .poll_us = 200, .threads = 16,
+				  /* libfuse's own defaults, as mount(8) makes them for users */
+				  .nosuid = true, .nodev = true };
 }
 
 static bool *flag_field(struct mount_opts *o, const struct opt_def *d)
@@ -107,6 +115,13 @@ static const struct opt_def *find_def(const char *name, bool *negated)
 		}
 	}
 	return NULL;
+}
+
+bool mount_opt_known(const char *name)
+{
+	bool negated;
+
+	return find_def(name, &negated) != NULL;
 }
 
 static bool parse_one(struct mount_opts *o, const char *key, const char *val)
@@ -268,5 +283,6 @@ bool mount_opts_equal(const struct mount_opts *a, const struct mount_opts *b)
 	       a->commit_s == b->commit_s && a->slot == b->slot && a->poll_us == b->poll_us &&
 	       a->threads == b->threads && a->nouser_xattr == b->nouser_xattr &&
 	       a->acl == b->acl && a->noxattr == b->noxattr && a->uring == b->uring &&
-	       a->nocluster == b->nocluster && a->norecovery == b->norecovery;
+	       a->nocluster == b->nocluster && a->norecovery == b->norecovery &&
+	       a->nosuid == b->nosuid && a->nodev == b->nodev && a->noexec == b->noexec;
 }

@@ -28,6 +28,9 @@ struct mount_opts {
 	bool acl;		/* POSIX ACLs (kernel OCFS2's default is noacl) */
 	bool noxattr;		/* serve no extended attributes at all */
 	bool uring;		/* serve through FUSE io_uring queues (uring.c) */
+	bool nosuid;		/* set-ID bits and file capabilities not honoured (default) */
+	bool nodev;		/* device files not opened (default) */
+	bool noexec;		/* nothing on the volume executed */
 };
 
 void mount_opts_default(struct mount_opts *o);
@@ -44,6 +47,8 @@ bool mount_opts_parse(const char *s, struct mount_opts *o, GError **err);
  */
 int mount_opts_apply_variant(struct mount_opts *o, const char *name, GVariant *value,
 			     GError **err);
+/* Whether name (without "=value") is an option of the table, or a flag's opposite. */
+bool mount_opt_known(const char *name);
 /* Checks across options (acl needs xattrs); false with *err set. */
 bool mount_opts_check(const struct mount_opts *o, GError **err);
 /* The options as a string that mount_opts_parse reads back to the same options. */

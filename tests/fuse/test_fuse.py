@@ -5,7 +5,7 @@
     test_fuse.py OCFS2D OCFS2CTL CASE
 
 CASE: ops (namespace operations), data (file contents and attributes),
-perms (a non-root user, allow_other), ctl (ocfs2ctl mount/umount through
+perms (a non-root user: the default access, noallow_other), ctl (ocfs2ctl mount/umount through
 the control socket, forced unmounts), stress (concurrent random operations,
 verified after a remount), crash (SIGKILL of the daemon mid-workload, the
 journal replayed, fsynced files intact), fault (the Nth read, write or
@@ -13,7 +13,10 @@ flush of the image fails, through the faultshim LD_PRELOAD module named by
 FUSE_FAULT_SHIM), enomem (the daemon's Nth fscore allocation fails, through
 the same shim), fsx (one file under a random mix of reads, writes, mmap,
 truncate, fallocate, copy_file_range and O_DIRECT, checked against a model
-after each operation, on three volume geometries: fsx.py).  Needs root,
+after each operation, on three volume geometries: fsx.py), helper (mount(8)
+and umount(8) through mount.fuse.ocfs2: mount -t, an fstab line, plain
+umount, in a private mount namespace), log (syslog and ocfs2ctl log).
+Needs root,
 /dev/fuse and ocfs2-tools (else exit 77).  FUSE_STRESS_SECONDS bounds the stress case's
 operations (default 40), FUSE_FSX_SECONDS the fsx case's (60);
 FUSE_TEST_WATCHDOG the whole case (540 s).  The harness is o2test's
@@ -31,6 +34,7 @@ import os
 import re
 import struct
 import random
+import shutil
 import signal
 import socket
 import stat
@@ -42,7 +46,7 @@ from fsx import case_fsx
 from o2test.check import Failure
 from o2test.harness import main
 from o2test.proc import log, preload_env, run, sanitizer_report, tool_env
-from o2test.syscalls import (FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, RENAME_EXCHANGE,
+from o2test.syscalls import (NOBODY_ACCESS_WANT, nobody_access, unshare_mounts, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, RENAME_EXCHANGE,
                              RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW, UTIME_OMIT, as_user, errno_of,
                              fallocate, libc, renameat2, utimensat)
 from o2test.tree import compare_snapshots, file_sha, read_file, snapshot
@@ -1239,14 +1243,17 @@ NOBODY, OTHER = 65534, 65533
 def case_perms(env, chk):
     vol = env.volume("perms")
     os.chmod(env.tmp, 0o755)  # mkdtemp's 0700 would stop other users before the mount
-    # without allow_other only root gets in
+    # the default, as a kernel filesystem: every user, modes checked
     vol.mount()
     m = vol.mnt
-    write_file(os.path.join(m, "rootfile"), b"root's", 0o644)
     os.chmod(m, 0o755)
+    chk.eq(nobody_access(m), NOBODY_ACCESS_WANT, "default options: a user, modes checked")
+    # noallow_other: only root gets in
+    vol.umount()
+    vol.mount("noallow_other")
     res = as_user(NOBODY, NOBODY, lambda: [errno_of(lambda: os.stat(m + "/rootfile")),
                                            errno_of(lambda: os.listdir(m))])
-    chk.eq(res, ["EACCES", "EACCES"], "without allow_other a user cannot get in")
+    chk.eq(res, ["EACCES", "EACCES"], "noallow_other: a user cannot get in")
     vol.umount()
 
     vol.mount("allow_other")
@@ -1535,6 +1542,10 @@ def case_ctl(env, chk):
     v1.conn = v1.mounted() and mount_entry(v1.mnt)[1]
     pids = daemons_with_control(control)
     chk.eq(len(pids), 1, "one daemon started")
+    os.chmod(env.tmp, 0o755)  # mkdtemp's 0700 would stop other users before the mount
+    if v1.mounted():
+        os.chmod(v1.mnt, 0o755)
+        chk.eq(nobody_access(v1.mnt), NOBODY_ACCESS_WANT, "ocfs2ctl mount's default: a user, modes checked")
     chk.eq(ctl("mount", "-o", "allow_other,commit=1", v2.img, v2.mnt), 0, "a second volume on the same daemon")
     v2.conn = v2.mounted() and mount_entry(v2.mnt)[1]
     chk.eq(daemons_with_control(control), pids, "still one daemon")
@@ -2515,10 +2526,241 @@ def fault_round(env, chk, vol, pristine, fault, opts, shim_env, run_workload, fs
         nerr, errno.errorcode[err], erofs)))
 
 
+# ====================================================================
+# helper: mount(8) and umount(8) through mount.fuse.ocfs2
+# ====================================================================
+
+def case_helper(env, chk):
+    """mount -t fuse.ocfs2, an /etc/fstab line and a plain umount, run by
+    the real mount(8) and umount(8), which find the built helper in /sbin:
+    in a mount namespace of this case's own, the build's mount.fuse.ocfs2
+    and umount.fuse.ocfs2 are laid over /sbin (overlayfs) and a temporary
+    fstab is bound over /etc/fstab."""
+    control = os.path.join(env.tmp, "control", "sock")
+    server_log = os.path.join(os.path.dirname(control), "ocfs2d.log")
+    henv = dict(os.environ, OCFS2D_CONTROL=control, OCFS2D=env.daemon)
+    env.cleanups.append(lambda: [os.kill(p, signal.SIGTERM) for p in daemons_with_control(control)])
+    env.extra_logs = [lambda: "---- server ocfs2d.log ----\n" + (
+        read_file(server_log).decode(errors="replace") if os.path.exists(server_log) else "")]
+    helper = os.path.join(os.path.dirname(env.ctl), "mount.fuse.ocfs2")
+    vol = env.volume("helper")
+    img, mnt = vol.img, vol.mnt
+    os.chmod(env.tmp, 0o755)
+    os.chmod(mnt, 0o755)
+
+    def cmd(*argv, user=None):
+        """(exit status, stdout + stderr) of a command run as mount(8) would be."""
+        pre = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] if user else []
+        p = subprocess.run(pre + list(argv), stdin=subprocess.DEVNULL, capture_output=True,
+                           env=henv, timeout=120)
+        out = (p.stdout + p.stderr).decode(errors="replace")
+        log("%s -> %d %s" % (" ".join(argv), p.returncode, out.strip()))
+        return p.returncode, out
+
+    def flags():
+        """The mount's per-mount flags (mountinfo's fifth field)."""
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                parts = line.split()
+                if parts[4] == mnt:
+                    return parts[5].split(",")
+        return []
+
+    # bad input, before anything is laid over /sbin: the helper run directly
+    chk.eq(cmd(helper)[0], 1, "the helper without arguments: usage")
+    rc, out = cmd(helper, img, mnt, "-o", "commit=2", user=NOBODY)
+    chk.ok(rc == 1 and "only root can mount" in out, "the helper as nobody: %d %r" % (rc, out))
+    rc, out = cmd(helper, img, mnt, "-t", "ext4")
+    chk.ok(rc == 1 and "not ours" in out, "the helper with another type: %d %r" % (rc, out))
+
+    unshare_mounts()
+    upper, work = os.path.join(env.tmp, "sbin.upper"), os.path.join(env.tmp, "sbin.work")
+    os.mkdir(upper)
+    os.mkdir(work)
+    shutil.copy(helper, os.path.join(upper, "mount.fuse.ocfs2"))
+    os.symlink("mount.fuse.ocfs2", os.path.join(upper, "umount.fuse.ocfs2"))
+    sbin = os.path.realpath("/sbin")
+    rc, out = cmd("mount", "-t", "overlay", "overlay", "-o",
+                  "lowerdir=%s,upperdir=%s,workdir=%s" % (sbin, upper, work), sbin)
+    if rc != 0:
+        raise Failure("cannot lay the helper over %s: %s" % (sbin, out))
+
+    # mount -t with an image path and options
+    rc, out = cmd("mount", "-t", "fuse.ocfs2", "-o", "commit=60,_netdev,nofail", img, mnt)
+    chk.ok(rc == 0 and out == "", "mount -t fuse.ocfs2: %d %r" % (rc, out))
+    chk.ok(vol.mounted(), "mounted by mount -t fuse.ocfs2")
+    chk.ok("nosuid" in flags() and "nodev" in flags() and "noexec" not in flags(),
+           "default flags nosuid, nodev: %s" % flags())
+    rc, out = cmd(env.ctl, "mounts")
+    chk.ok(rc == 0 and "%s on %s" % (img, mnt) in out, "the daemon serves it: %r" % out)
+    chk.eq(nobody_access(mnt), NOBODY_ACCESS_WANT, "mount -t's default: a user, modes checked")
+    write_file(os.path.join(mnt, "kept"), b"through mount -t\n")
+    # work for the unmount: a long commit interval leaves it transactions to
+    # commit and checkpoint, which plain umount(2) would not wait for
+    os.mkdir(os.path.join(mnt, "many"))
+    for i in range(3000):
+        write_file(os.path.join(mnt, "many", "f%d" % i), b"%d" % i)
+    # umount(8) runs umount.fuse.ocfs2, which returns once the volume is closed
+    rc, out = cmd("umount", mnt)
+    chk.ok(rc == 0 and out == "", "umount: %d %r" % (rc, out))
+    chk.ok(not vol.mounted(), "unmounted by umount")
+    chk.ok(": unmounted from %s (clean)" % mnt in read_file(server_log).decode(errors="replace"),
+           "umount returned after the daemon closed the volume")
+    vol.fsck(chk, "right after umount")
+
+    # bad options through mount(8): a clear error, nothing mounted
+    rc, out = cmd("mount", "-t", "fuse.ocfs2", "-o", "commit=2,bogus", img, mnt)
+    chk.ok(rc == 32 and 'unknown mount option "bogus"' in out, "an unknown option: %d %r" % (rc, out))
+    rc, out = cmd("mount", "-t", "fuse.ocfs2", "-o", "commit=0", img, mnt)
+    chk.ok(rc == 32 and "bad value for mount option commit" in out, "a bad value: %d %r" % (rc, out))
+    rc, out = cmd("mount", "-t", "fuse.ocfs2", os.path.join(env.tmp, "absent.img"), mnt)
+    chk.ok(rc == 32 and "absent.img" in out, "a missing image: %d %r" % (rc, out))
+    chk.ok(not vol.mounted(), "nothing mounted by the failed mounts")
+    # -s (sloppy): an unknown option is dropped with a warning
+    rc, out = cmd("mount", "-s", "-t", "fuse.ocfs2", "-o", "bogus", img, mnt)
+    chk.ok(rc == 0 and 'ignoring unknown option "bogus"' in out, "mount -s: %d %r" % (rc, out))
+    chk.eq(cmd("umount", mnt)[0], 0, "umount after mount -s")
+
+    # an fstab line; user makes mount(8) add noexec,nosuid,nodev
+    fstab = os.path.join(env.tmp, "fstab")
+    with open(fstab, "w") as f:
+        f.write("# test fstab\n%s %s fuse.ocfs2 noauto,_netdev,nofail,user,x-test=1,noallow_other,commit=3 0 0\n"
+                % (img, mnt))
+    rc, out = cmd("mount", "--bind", fstab, "/etc/fstab")
+    if rc != 0:
+        raise Failure("cannot bind the fstab: %s" % out)
+    rc, out = cmd("mount", mnt)
+    chk.ok(rc == 0 and out == "", "mount DIR from fstab: %d %r" % (rc, out))
+    chk.ok(vol.mounted(), "mounted from fstab")
+    chk.ok("noexec" in flags(), "fstab's user: noexec: %s" % flags())
+    chk.eq(read_file(os.path.join(mnt, "kept")), b"through mount -t\n", "the data of the first mount")
+    chk.eq(as_user(NOBODY, NOBODY, lambda: errno_of(lambda: os.listdir(mnt))), "EACCES",
+           "fstab's noallow_other keeps nobody out")
+    rc, out = cmd("mount", "-a")
+    chk.ok(rc == 0, "mount -a leaves the noauto line: %d %r" % (rc, out))
+    rc, out = cmd("umount", mnt)
+    chk.ok(rc == 0 and not vol.mounted(), "umount of the fstab mount: %d %r" % (rc, out))
+    vol.fsck(chk, "after the fstab mount")
+
+    # umount -i: the syscall alone, no helper; the daemon sees its session
+    # end and closes the volume cleanly by itself (then exits when idle)
+    chk.eq(cmd("mount", "-t", "fuse.ocfs2", img, mnt)[0], 0, "mount again")
+    write_file(os.path.join(mnt, "late"), b"x" * 100000)
+    chk.eq(cmd("umount", "-i", mnt)[0], 0, "umount -i")
+    deadline = time.time() + 20
+    while daemons_with_control(control) and time.time() < deadline:
+        time.sleep(0.1)
+    chk.eq(daemons_with_control(control), [], "the daemon closed the volume and exited")
+    chk.ok(read_file(server_log).decode(errors="replace").count(": unmounted from %s (clean)" % mnt) == 4,
+           "four clean unmounts in the daemon's log")
+    vol.fsck(chk, "after umount -i")
+
+
+# ====================================================================
+# log: where the daemon's messages go, and ocfs2ctl log
+# ====================================================================
+
+def case_log(env, chk):
+    """A daemon ocfs2ctl starts (detached) logs to syslog and to ocfs2d.log;
+    ocfs2ctl log shows that file, or one volume's lines of it.  Syslog is a
+    datagram socket of this case's own at /dev/log, in a mount namespace of
+    the case's own where /dev is an overlay (the host's /dev untouched)."""
+    import socket
+    control = os.path.join(env.tmp, "control", "sock")
+    server_log = os.path.join(os.path.dirname(control), "ocfs2d.log")
+    cenv = dict(os.environ, OCFS2D_CONTROL=control, OCFS2D=env.daemon)
+    env.cleanups.append(lambda: [os.kill(p, signal.SIGTERM) for p in daemons_with_control(control)])
+    env.extra_logs = [lambda: "---- server ocfs2d.log ----\n" + (
+        read_file(server_log).decode(errors="replace") if os.path.exists(server_log) else "")]
+
+    def ctl(*args):
+        p = subprocess.run([env.ctl] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
+                           env=cenv, timeout=120)
+        out, err = p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+        log("ocfs2ctl %s -> %d %r %r" % (" ".join(args), p.returncode, out[-300:], err[-300:]))
+        return p.returncode, out, err
+
+    unshare_mounts()
+    upper, work = os.path.join(env.tmp, "dev.upper"), os.path.join(env.tmp, "dev.work")
+    os.mkdir(upper)
+    os.mkdir(work)
+    run(["mount", "-t", "overlay", "overlay", "-o", "lowerdir=/dev,upperdir=%s,workdir=%s" % (upper, work),
+         "/dev"], check=True)
+    syslog = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    syslog.bind("/dev/log")
+    syslog.settimeout(0.2)
+
+    def syslog_lines():
+        got = []
+        while True:
+            try:
+                got.append(syslog.recv(65536).decode(errors="replace"))
+            except socket.timeout:
+                return got
+
+    v1, v2 = env.volume("log1"), env.volume("log2")
+    rc, out, err = ctl("log")
+    chk.ok(rc == 1 and "cannot read" in err and server_log in err, "log before any daemon: %d %r" % (rc, err))
+    chk.eq(ctl("mount", v1.img, v1.mnt)[0], 0, "mount the first volume")
+    chk.eq(ctl("mount", "-o", "commit=2", v2.img, v2.mnt)[0], 0, "mount the second")
+    v1.conn, v2.conn = mount_entry(v1.mnt)[1], mount_entry(v2.mnt)[1]
+    said1 = "%s: mounted on %s (" % (v1.img, v1.mnt)
+    said2 = "%s: mounted on %s (" % (v2.img, v2.mnt)
+
+    # syslog: the daemon's own identity, LOG_DAEMON facility, notice priority
+    got = syslog_lines()
+    mine = [g for g in got if said1 in g]
+    chk.eq(len(mine), 1, "syslog has the first mount once: %r" % got)
+    chk.ok(mine and re.match(r"<29>.* ocfs2d\[\d+\]: ", mine[0]),
+           "as ocfs2d[PID], daemon.notice: %r" % mine)
+    chk.ok(any(said2 in g for g in got), "syslog has the second mount")
+
+    # ocfs2ctl log: the whole file, then one volume's lines
+    rc, out, err = ctl("log")
+    chk.ok(rc == 0 and said1 in out and said2 in out and err == "", "log: %d %r" % (rc, err))
+    stamp = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} ocfs2d\[\d+\]: (Message|INFO|WARNING|CRITICAL|ERROR|DEBUG): ")
+    chk.ok(out and all(stamp.match(line) for line in out.splitlines()),
+           "every line says when, who and how bad: %r" % out[:400])
+    rc, out, err = ctl("log", v1.mnt)
+    chk.ok(rc == 0 and said1 in out and v2.img not in out and v2.mnt not in out,
+           "log MOUNTPOINT: that volume's lines only: %r" % out)
+    rc, out, err = ctl("log", v2.img)
+    chk.ok(rc == 0 and said2 in out and v1.img not in out, "log DEVICE: %r" % out)
+    rc, out, err = ctl("log", "-n", "1", v1.mnt)
+    chk.ok(rc == 0 and len(out.splitlines()) == 1 and said1 in out, "log -n 1: %r" % out)
+    chk.eq(ctl("umount", v1.mnt)[0], 0, "umount the first")
+    v1.conn = None
+    rc, out, err = ctl("log", "-n", "1", v1.mnt)
+    chk.ok(rc == 0 and "%s: unmounted from %s (clean)" % (v1.img, v1.mnt) in out,
+           "log after the umount: %r" % out)
+    chk.ok(any("%s: unmounted from %s (clean)" % (v1.img, v1.mnt) in g for g in syslog_lines()),
+           "the unmount in syslog")
+    # bad input: a clear error
+    rc, out, err = ctl("log", os.path.join(env.tmp, "nothing"))
+    chk.ok(rc == 1 and out == "" and "nothing in" in err, "log of something never mounted: %d %r" % (rc, err))
+    for bad in ("0", "x", ""):
+        rc, out, err = ctl("log", "-n", bad)
+        chk.ok(rc == 1 and "-n wants a count" in err, "log -n %r: %d %r" % (bad, rc, err))
+    rc, out, err = ctl("log", v1.mnt, v2.mnt)
+    chk.ok(rc == 2 and "usage" in err, "log with two volumes: %d %r" % (rc, err))
+    chk.eq(ctl("umount", v2.mnt)[0], 0, "umount the second")
+    v2.conn = None
+    # once the daemon is gone, the log still maps the mount point to its device
+    deadline = time.time() + 20
+    while daemons_with_control(control) and time.time() < deadline:
+        time.sleep(0.1)
+    rc, out, err = ctl("log", v2.mnt)
+    chk.ok(rc == 0 and said2 in out and "%s: unmounted from %s (clean)" % (v2.img, v2.mnt) in out,
+           "log of a volume the gone daemon served: %r" % out)
+    for v in (v1, v2):
+        v.fsck(chk, "after the log case")
+
+
 CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
          "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
          "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash,
-         "once": case_once}
+         "once": case_once, "helper": case_helper,
+         "log": case_log}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

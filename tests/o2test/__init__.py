@@ -11,7 +11,8 @@
   harness    Env and main: the runner of the cases that mount (fuse, dbus, ra)
   tree       tree snapshots and whole-file reads and writes
   syscalls   what Python's os module lacks (renameat2, fallocate, utimensat),
-             as_user, errno_of
+             as_user, errno_of, nobody_access (what nobody may do on a mount),
+             unshare_mounts
   cluster    corosync nodes in namespaces of their own on a private bridge
   pacemaker  pacemaker on those nodes: directories, CIB, daemons, queries
 

@@ -57,6 +57,18 @@ def utimensat(path, atime, mtime):
     return _check(libc.utimensat(AT_FDCWD, os.fsencode(path), ts, 0), "utimensat")
 
 
+CLONE_NEWNS = 0x00020000
+
+
+def unshare_mounts():
+    """Give this process a mount namespace of its own, its mounts private:
+    what it and its children mount from now on no one else sees."""
+    _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+    MS_REC, MS_PRIVATE = 0x4000, 0x40000
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+
+
 def statfs(path):
     return os.statvfs(path)
 
@@ -100,3 +112,38 @@ def errno_of(fn):
         return "OK"
     except OSError as e:
         return errno.errorcode.get(e.errno, str(e.errno))
+
+
+# What nobody may do with the files nobody_access makes on a volume mounted
+# with the default options: as on a kernel filesystem, modes decide.
+NOBODY_ACCESS_WANT = {"read 0644": "OK", "write 0644": "EACCES", "read 0600": "EACCES",
+                      "create in 1777": "OK", "create in 0755": "EACCES"}
+
+
+def nobody_access(root):
+    """Root makes a 0644 file, a 0600 file and a 1777 directory under root
+    (a mount point, which must be 0755 and reachable); what the user nobody
+    (65534) may then do with them, as errno names (errno_of)."""
+    def put(name, data, mode):
+        fd = os.open(os.path.join(root, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def get(name):
+        with open(os.path.join(root, name), "rb") as f:
+            return f.read()
+
+    put("rootfile", b"root's", 0o644)
+    put("rootsecret", b"secret", 0o600)
+    os.mkdir(os.path.join(root, "tmp"))
+    os.chmod(os.path.join(root, "tmp"), 0o1777)
+
+    def ops():
+        return {"read 0644": errno_of(lambda: get("rootfile")),
+                "write 0644": errno_of(lambda: os.close(os.open(os.path.join(root, "rootfile"), os.O_WRONLY))),
+                "read 0600": errno_of(lambda: get("rootsecret")),
+                "create in 1777": errno_of(lambda: put("tmp/nobody's", b"mine", 0o644)),
+                "create in 0755": errno_of(lambda: put("nobody's", b"mine", 0o644))}
+    return as_user(65534, 65534, ops)

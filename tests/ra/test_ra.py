@@ -35,6 +35,7 @@ import time
 from o2test.check import Failure
 from o2test.harness import main
 from o2test.proc import log, sanitizer_report, tool_env, which
+from o2test.syscalls import NOBODY_ACCESS_WANT, nobody_access
 from o2test.tree import read_file
 from o2test.volume import lazy_umount
 
@@ -197,6 +198,9 @@ def case_states(env, chk):
     chk.eq(a("stop")[0], SUCCESS, "stop of a stopped volume")
     chk.eq(a("start")[0], SUCCESS, "start")
     chk.ok(vol.mounted(), "mounted after start")
+    os.chmod(env.tmp, 0o755)  # mkdtemp's 0700 would stop other users before the mount
+    os.chmod(vol.mnt, 0o755)
+    chk.eq(nobody_access(vol.mnt), NOBODY_ACCESS_WANT, "the agent's default mount: a user, modes checked")
     chk.eq(a("start")[0], SUCCESS, "start of a running volume")
     for level in (0, 10, 20):
         chk.eq(a("monitor", check_level=level)[0], SUCCESS, "monitor depth %d of a running volume" % level)

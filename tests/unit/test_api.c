@@ -48,6 +48,16 @@ START_TEST(test_option_strings)
 	ck_assert(o.entry_timeout == 0.25);
 	o = parsed("ro,rw,defaults,_netdev,noatime,,");
 	ck_assert(!o.ro);
+	/* every user by default, as a kernel filesystem; noallow_other: root only */
+	ck_assert(d.allow_other);
+	o = parsed("noallow_other");
+	ck_assert(!o.allow_other);
+	o = parsed("noallow_other,allow_other");
+	ck_assert(o.allow_other);
+	/* the kernel's flags: nosuid and nodev as libfuse has them, exec */
+	ck_assert(d.nosuid && d.nodev && !d.noexec);
+	o = parsed("suid,dev,noexec");
+	ck_assert(!o.nosuid && !o.nodev && o.noexec);
 	/* the ends of each range */
 	o = parsed("commit=1,threads=64,poll=100000,slot=254,attr_timeout=86400");
 	ck_assert_uint_eq(o.threads, 64);
@@ -72,7 +82,7 @@ END_TEST
 
 START_TEST(test_option_round_trip)
 {
-	const char *cases[] = { "", "ro,allow_other,debug", "noacl,noxattr,nouser_xattr",
+	const char *cases[] = { "", "ro,allow_other,debug", "noallow_other,suid,dev,noexec", "noacl,noxattr,nouser_xattr",
 				"entry_timeout=0.1,attr_timeout=1e-3,commit=3600,poll=0,threads=1",
 				"acl,uring,slot=7" };
 
@@ -88,7 +98,7 @@ START_TEST(test_option_round_trip)
 	mount_opts_default(&d);
 	g_autofree char *s = mount_opts_to_string(&d);
 
-	ck_assert_str_eq(s, "rw,user_xattr,noacl,xattr,nouring,entry_timeout=1,attr_timeout=1,"
+	ck_assert_str_eq(s, "rw,allow_other,user_xattr,noacl,xattr,nouring,nosuid,nodev,exec,entry_timeout=1,attr_timeout=1,"
 			    "commit=5,slot=0,poll=200,threads=16");
 }
 END_TEST

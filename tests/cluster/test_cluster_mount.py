@@ -36,6 +36,7 @@ import tempfile
 import time
 
 from o2test.cluster import Cluster, daemons_in, fail, need_cluster_tools, skip
+from o2test.proc import sanitizer_report
 
 CLUSTER_NAME = "ocfs2d-test"  # o2test.cluster's corosync.conf
 
@@ -232,6 +233,10 @@ def main():
         fsck_clean(img, "at the end")
         print("9. n3 mounted on slot 0 and saw all three files; all unmounted: slot map empty, "
               "fsck.ocfs2 -fn clean")
+        for nd in cluster.nodes:
+            text = nd.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null"]).stdout
+            if sanitizer_report(text) or "CRITICAL" in text:
+                fail(f"n{nd.nodeid}'s ocfs2d logged a sanitizer report or a critical error:\n{text[-3000:]}")
         ok = True
     finally:
         if cluster:

@@ -125,6 +125,9 @@ def main():
         print(__doc__)
         sys.exit(2)
     ctl = os.path.abspath(sys.argv[1])
+    # each node's ocfs2ctl must reach its own node's daemon, at the default
+    # control socket in that node's /run, not one the caller chose
+    os.environ.pop("OCFS2D_CONTROL", None)
     need_cluster_tools("namespaces, loop devices, corosync",
                        tools=("corosync", "losetup", "fsck.ocfs2", "unshare", "nsenter", "ip"),
                        path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")

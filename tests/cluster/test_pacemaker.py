@@ -90,8 +90,13 @@ def main():
 
         n1.run(["cibadmin", "--create", "--scope", "resources", "--xml-text",
                 PRIMITIVE.format(img=img, mnt=mnt, ctl=ctl)], check=True)
-        first = wait_for("the volume started", lambda: location(n1), 60)
         nodes = {"n1": n1, "n2": n2}
+        # started and mounted where pacemaker says: right after the cluster
+        # forms, the scheduler may stop a resource it has just started and
+        # place it again at its next run (seen once: "cannot run anywhere")
+        first = wait_for("the volume started and mounted",
+                         lambda: (lambda loc: loc if loc and mounted_in(nodes[loc], mnt) else None)(
+                             location(n1)), 60)
         a = nodes[first]
         b = n2 if a is n1 else n1
         if not mounted_in(a, mnt) or mounted_in(b, mnt):

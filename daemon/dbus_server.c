@@ -314,6 +314,17 @@ static struct volume *lookup_target(struct dbus_server *s, GDBusMethodInvocation
 	return mnt ? registry_find(s->reg, mnt) : NULL;
 }
 
+/* The same, or NULL with NotMounted answered. */
+static struct volume *target_or_reply(struct dbus_server *s, GDBusMethodInvocation *inv)
+{
+	struct volume *v = lookup_target(s, inv);
+
+	if (!v)
+		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
+							      "that volume is no longer mounted");
+	return v;
+}
+
 /* The API's view of a volume just mounted (owning the mounter's reference). */
 static struct mounted *describe(struct dbus_server *s, struct volume *v)
 {
@@ -456,12 +467,9 @@ static gboolean handle_unmount(O2dVolume *vol, GDBusMethodInvocation *inv, GVari
 	}
 	if (!authorized(inv, "unmount volumes"))
 		return TRUE;
-	v = lookup_target(s, inv);
-	if (!v) {
-		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
-							      "that volume is no longer mounted");
+	v = target_or_reply(s, inv);
+	if (!v)
 		return TRUE;
-	}
 	g_atomic_int_inc(&s->busy);
 	registry_update(s->reg, v, mark_unmounting, s);
 	if (!volume_unmount(v, req.force, &err)) {
@@ -504,10 +512,8 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 		o2d_reflink_req_clear(&req);
 		return TRUE;
 	}
-	v = lookup_target(s, inv);
+	v = target_or_reply(s, inv);
 	if (!v) {
-		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
-							      "that volume is no longer mounted");
 		o2d_reflink_req_clear(&req);
 		return TRUE;
 	}
@@ -556,12 +562,9 @@ static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv,
 		return_error(inv, err);
 		return TRUE;
 	}
-	v = lookup_target(s, inv);
-	if (!v) {
-		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
-							      "that volume is no longer mounted");
+	v = target_or_reply(s, inv);
+	if (!v)
 		return TRUE;
-	}
 	g_mutex_lock(&v->lock);
 	if (!v->cluster || !v->fs) {
 		g_mutex_unlock(&v->lock);

@@ -18,6 +18,31 @@
 #include "internal.h"
 #include "meta.h"
 
+/*
+ * The slot map's inode, checked to hold at least need bytes of data (in
+ * extents, for in_place: written where it lies).
+ */
+static int slotmap_inode(struct o2_fs *fs, size_t need, bool in_place, struct o2_inode **ret)
+{
+	struct o2_inode *ino;
+	uint64_t blkno;
+	int r = o2_sysfile_lookup(fs, O2_SYS_SLOT_MAP, 0, &blkno);
+
+	if (r < 0)
+		return r;
+	r = o2_inode_get(fs, blkno, &ino);
+	if (r < 0)
+		return r;
+	if ((in_place && ino->info.kind != O2_ID2_EXTENTS) || ino->info.size < need) {
+		r = o2_corrupt(fs, blkno, "slot map of %llu bytes cannot hold %u slots",
+			       (unsigned long long)ino->info.size, fs->info.max_slots);
+		o2_inode_unref(ino);
+		return r;
+	}
+	*ret = ino;
+	return 0;
+}
+
 int o2_slotmap_read(struct o2_fs *fs, struct o2_slotmap_info *ret)
 {
 	bool extended = o2_has_incompat(fs, O2_FEATURE_INCOMPAT_EXTENDED_SLOT_MAP);
@@ -29,17 +54,10 @@ int o2_slotmap_read(struct o2_fs *fs, struct o2_slotmap_info *ret)
 	ssize_t got;
 	int r;
 
-	r = o2_sysfile_lookup(fs, O2_SYS_SLOT_MAP, 0, &blkno);
+	r = slotmap_inode(fs, need, false, &ino);
 	if (r < 0)
 		return r;
-	r = o2_inode_get(fs, blkno, &ino);
-	if (r < 0)
-		return r;
-	if (ino->info.size < need) {
-		r = o2_corrupt(fs, blkno, "slot map of %llu bytes cannot hold %u slots",
-			       (unsigned long long)ino->info.size, n);
-		goto out;
-	}
+	blkno = ino->info.blkno;
 	data = o2_malloc(need);
 	if (!data) {
 		r = -ENOMEM;
@@ -94,17 +112,10 @@ int o2_slotmap_set(struct o2_fs *fs, unsigned slot, bool valid, uint32_t node)
 		return o2_fail(fs, -EINVAL, "node %u does not fit the legacy slot map", node);
 	if (fs->dev->read_only)
 		return -EROFS;
-	r = o2_sysfile_lookup(fs, O2_SYS_SLOT_MAP, 0, &blkno);
+	r = slotmap_inode(fs, off + esize, true, &ino);
 	if (r < 0)
 		return r;
-	r = o2_inode_get(fs, blkno, &ino);
-	if (r < 0)
-		return r;
-	if (ino->info.kind != O2_ID2_EXTENTS || ino->info.size < off + esize) {
-		r = o2_corrupt(fs, blkno, "slot map of %llu bytes cannot hold slot %u",
-			       (unsigned long long)ino->info.size, slot);
-		goto out;
-	}
+	blkno = ino->info.blkno;
 	r = o2_inode_map(fs, ino, (uint32_t)(off >> fs->cbits), &ext);
 	if (r < 0)
 		goto out;

@@ -452,14 +452,21 @@ static int clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, ui
 			r = -ENOSPC;
 			break;
 		}
-		/* slide the window */
+		/*
+		 * Slide the window: the new one first, so that a volume with no
+		 * run of min clusters left answers ENOSPC having changed nothing
+		 * (global_alloc changes nothing when it finds nothing); then the
+		 * old window's unused bits go back.  The old window's bits are
+		 * all marked used in the global bitmap, so the new one cannot
+		 * overlap it.
+		 */
 		uint32_t start, got;
 
-		r = o2_trans_add(t, lb);
+		r = global_alloc(t, fs, min, wbits, &start, &got);
+		if (r == 0)
+			r = o2_trans_add(t, lb);
 		if (r == 0 && total)
 			r = window_return(t, fs, lb);
-		if (r == 0)
-			r = global_alloc(t, fs, min, wbits, &start, &got);
 		if (r < 0)
 			break;
 		di->id2.i_lab.la_bm_off = cpu_le32(start);

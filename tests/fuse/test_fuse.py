@@ -2117,6 +2117,75 @@ def case_rocrash(env, chk):
     vol.fsck(chk, "after the read-only mount")
 
 
+def fill_workload(root, seed, ops):
+    """Random creates, xattr sets and removals, directories, truncates,
+    unlinks and appends, until well past full: {(op, errno name): count}."""
+    rnd = random.Random(seed)
+    errs, files = {}, []
+    for i in range(ops):
+        op = rnd.choice(["create", "xattr", "xattr", "xattr", "rmxattr", "mkdir", "truncate",
+                         "unlink", "append"])
+        d = os.path.join(root, "d%d" % rnd.randrange(20))
+        try:
+            if op == "create":
+                os.makedirs(d, exist_ok=True)
+                p = os.path.join(d, "f%d" % i)
+                with open(p, "wb") as f:
+                    f.write(os.urandom(rnd.choice([0, 100, 3000, 9000, 70000])))
+                files.append(p)
+            elif op == "xattr" and files:
+                os.setxattr(rnd.choice(files), "user.k%d" % rnd.randrange(40),
+                            os.urandom(rnd.choice([20, 81, 200, 700, 2000, 3900, 20000, 60000])))
+            elif op == "rmxattr" and files:
+                os.removexattr(rnd.choice(files), "user.k%d" % rnd.randrange(40))
+            elif op == "mkdir":
+                os.makedirs(os.path.join(d, "sub%d" % i), exist_ok=True)
+            elif op == "truncate" and files:
+                os.truncate(rnd.choice(files), rnd.randrange(1 << 20))
+            elif op == "unlink" and files and rnd.random() < 0.3:
+                os.unlink(files.pop(rnd.randrange(len(files))))
+            elif op == "append" and files:
+                with open(rnd.choice(files), "ab") as f:
+                    f.write(os.urandom(rnd.choice([10, 5000, 50000])))
+        except (FileNotFoundError, FileExistsError):
+            pass
+        except OSError as e:
+            if e.errno == errno.ENODATA:
+                continue
+            key = (op, errno.errorcode.get(e.errno, str(e.errno)))
+            errs[key] = errs.get(key, 0) + 1
+            if e.errno == errno.EROFS:
+                break
+    return errs
+
+
+def case_full(env, chk):
+    """A full volume never goes read-only: a workload of creates, large
+    extended attributes (values in clusters of their own), directories,
+    truncates and appends runs far past full on small volumes; every failure
+    is a clean ENOSPC for that call alone, deletes still work, and after a
+    plain unmount (no replay) fsck.ocfs2 -fn is clean."""
+    for bs in (512, 4096):
+        vol = env.volume("full-b%d" % bs, size="40M", mkfs="mkfs",
+                         mkfs_args=("-b", str(bs), "-C", "4096", "-J", "size=4M"))
+        vol.mount()
+        errs = fill_workload(vol.mnt, 3 + bs, 9000)
+        log("b%d: %s" % (bs, sorted(errs.items())))
+        chk.ok(errs and all(e == "ENOSPC" for _, e in errs), "b%d: only ENOSPC: %s" % (bs, errs))
+        tail = vol.log_text().rsplit("=== mount", 1)[-1]
+        chk.ok("read-only" not in tail, "b%d: the volume never turned read-only: %s" % (bs, tail[-500:]))
+        victim = None
+        for dirpath, _, names in os.walk(vol.mnt):
+            if names:
+                victim = os.path.join(dirpath, names[0])
+                break
+        if chk.ok(victim is not None, "b%d: a file to delete" % bs):
+            os.unlink(victim)
+            chk.ok(not os.path.exists(victim), "b%d: a delete on the full volume works" % bs)
+        vol.umount()
+        vol.fsck(chk, "b%d after filling" % bs)
+
+
 def case_once(env, chk):
     """One volume, one mount on a machine, however it is reached: an image
     mounted, then a loop device over it (and the reverse), is refused with
@@ -2760,7 +2829,7 @@ CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": c
          "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
          "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash,
          "once": case_once, "helper": case_helper,
-         "log": case_log}
+         "log": case_log, "full": case_full}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

@@ -380,7 +380,7 @@ START_TEST(suballoc_claim_free)
 	uv_make(&v, &geoms[_i]);
 	suballoc_cycle(&v, v.fs->sys.inode_alloc, "inode_alloc");
 	suballoc_cycle(&v, v.fs->sys.extent_alloc, "extent_alloc");
-	uv_fsck(&v, "suballocators", false);
+	uv_finish(&v, "suballocators", _i == 0 || _i == 3); /* fsck: some of them */
 	uv_free(&v);
 }
 END_TEST
@@ -640,7 +640,7 @@ START_TEST(clusters_claim_free)
 	cmap_free(&m0);
 	free(held);
 	free(rs.r);
-	uv_fsck(&v, "clusters", false);
+	uv_finish(&v, "clusters", _i == 1 || _i == 2);
 	uv_free(&v);
 }
 END_TEST
@@ -705,7 +705,7 @@ START_TEST(suballoc_enospc)
 	free(c);
 	free(before);
 	free(held);
-	uv_fsck(&v, "suballocator ENOSPC", false);
+	uv_finish(&v, "suballocator ENOSPC", _i == 0);
 	uv_free(&v);
 }
 END_TEST

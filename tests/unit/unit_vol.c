@@ -183,3 +183,13 @@ void uv_fsck(struct uv *v, const char *step, bool reopen)
 	if (reopen)
 		uv_reopen(v);
 }
+
+void uv_finish(struct uv *v, const char *step, bool fsck)
+{
+	if (fsck) {
+		uv_fsck(v, step, false);
+	} else {
+		uv_walk(v, step);
+		uv_close(v);
+	}
+}

@@ -46,6 +46,8 @@ bool uv_have_fsck(void);
  * The volume is reopened afterwards if reopen.
  */
 void uv_fsck(struct uv *v, const char *step, bool reopen);
+/* The end of a case: uv_fsck (without reopening) if fsck, else uv_walk and a clean close. */
+void uv_finish(struct uv *v, const char *step, bool fsck);
 /* And o2_fs_walk, our own reader's full check, on the open volume. */
 void uv_walk(struct uv *v, const char *step);
 

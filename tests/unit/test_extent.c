@@ -545,8 +545,8 @@ START_TEST(out_of_order)
 	uint64_t seed = 42 + (uint64_t)_i;
 	uint32_t order[120];
 
-	/* the 1M-cluster volumes have about 140 clusters */
-	const uint32_t n = geoms[_i].cs >= MiB ? 30 : 120;
+	/* the 1M-cluster volumes have about 55 clusters free */
+	const uint32_t n = geoms[_i].cs >= MiB ? 15 : 120;
 
 	setup(&c, &geoms[_i], 4 * n + 16);
 	for (uint32_t i = 0; i < n; i++)
@@ -562,7 +562,8 @@ START_TEST(out_of_order)
 		insert(&c, 4 * order[i], 1 + order[i] % 3, 0);
 		verify(&c, false);
 	}
-	REQUIRE_OP(tree_depth(&c), >=, c.v.g.bs == 512 ? 1 : 0);
+	if (c.v.g.bs == 512 && n > 2 * root_count(&c))
+		REQUIRE_OP(tree_depth(&c), >=, 1);
 	/* punch holes through the middle of extents and across several */
 	punch(&c, 5, 6);
 	verify(&c, true);

@@ -58,7 +58,7 @@ void uv_make(struct uv *v, const struct uv_geom *g)
 	memset(v, 0, sizeof(*v));
 	v->g = *g;
 	if (!v->g.bytes)
-		v->g.bytes = g->cs >= MiB ? 160 * MiB : 64 * MiB;
+		v->g.bytes = g->cs >= MiB ? 72 * MiB : 32 * MiB;
 	snprintf(v->what, sizeof(v->what), "b%u c%u%s%s", g->bs,
 		 g->cs >= MiB ? g->cs >> 20 : g->cs >> 10, g->cs >= MiB ? "M" : "K",
 		 g->features ? " " : "");
@@ -71,7 +71,7 @@ void uv_make(struct uv *v, const struct uv_geom *g)
 	o.slots = 1;
 	o.level = g->level;
 	o.mount = O2_MKFS_MOUNT_LOCAL;
-	o.journal_size = (g->cs >= MiB ? 16 : 4) * MiB;
+	o.journal_size = (g->cs >= MiB ? 9 : 4) * MiB;
 	o.label = "unit";
 	o.random = fake_random;
 	o.random_arg = &seed;

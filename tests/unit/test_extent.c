@@ -498,11 +498,28 @@ START_TEST(merge_neighbours)
 	end(t);
 	verify(&c, true);
 	REQUIRE_OP(root_used(&c), <=, 2);
-	/* logically next but physically apart: no merge */
-	insert(&c, 40, 2, 0);
-	verify(&c, true);
-	insert(&c, 42, 2, 0);
-	verify(&c, true);
+	/* logically next but physically apart (either way round): no merge */
+	{
+		unsigned before = root_used(&c);
+
+		t = begin(c.fs, CREDITS);
+		uint32_t q = claim(&c, t, 6);
+
+		end(t);
+		t = begin(c.fs, CREDITS);
+		insert_at(&c, t, 40, 2, q + 2, 0);
+		end(t);
+		t = begin(c.fs, CREDITS);
+		insert_at(&c, t, 42, 2, q, 0); /* its clusters lie before its left neighbour's */
+		end(t);
+		verify(&c, true);
+		REQUIRE_EQ(root_used(&c), before + 2);
+		t = begin(c.fs, CREDITS);
+		insert_at(&c, t, 38, 2, q + 4, 0); /* after its right neighbour's */
+		end(t);
+		verify(&c, true);
+		REQUIRE_EQ(root_used(&c), before + 3);
+	}
 	/* different flags never merge */
 	if (has_unwritten(&c)) {
 		t = begin(c.fs, CREDITS);

@@ -181,6 +181,127 @@ static int seen_fn(const struct o2_dirent *de, void *arg)
 	return 1;
 }
 
+/* ---- the index against the model ---- */
+
+struct hent {
+	uint32_t major, minor;
+	uint64_t blk;
+};
+
+static int cmp_hent(const void *a, const void *b)
+{
+	const struct hent *x = a, *y = b;
+
+	if (x->major != y->major)
+		return x->major < y->major ? -1 : 1;
+	if (x->minor != y->minor)
+		return x->minor < y->minor ? -1 : 1;
+	return x->blk < y->blk ? -1 : x->blk > y->blk;
+}
+
+struct hset {
+	struct hent *v;
+	size_t n, cap;
+};
+
+static void hset_push(struct hset *h, uint32_t major, uint32_t minor, uint64_t blk)
+{
+	if (h->n == h->cap) {
+		h->cap = h->cap ? h->cap * 2 : 256;
+		h->v = realloc(h->v, h->cap * sizeof(*h->v));
+		ck_assert_ptr_nonnull(h->v);
+	}
+	h->v[h->n++] = (struct hent){ major, minor, blk };
+}
+
+static void hset_list(struct hset *h, const struct o2_dx_entry_list *l)
+{
+	for (unsigned i = 0; i < le16(l->de_num_used); i++)
+		hset_push(h, le32(l->de_entries[i].dx_major_hash), le32(l->de_entries[i].dx_minor_hash),
+			  le64(l->de_entries[i].dx_dirent_blk));
+}
+
+struct leaf_acc {
+	struct ctx *c;
+	struct hset *h;
+	uint8_t *buf;
+};
+
+static int leaf_fn(const struct o2_extent *e, uint64_t eb, void *arg)
+{
+	struct leaf_acc *a = arg;
+	struct o2_fs *fs = a->c->fs;
+
+	(void)eb;
+	if (!e)
+		return 0;
+	for (uint64_t b = 0; b < ((uint64_t)e->clusters << fs->bpc_bits); b++) {
+		int r = o2_dx_read_leaf(fs, e->blkno + b, a->buf);
+
+		REQUIRE(r == 0, "dx leaf %llu: %d %s", (unsigned long long)(e->blkno + b), r,
+			o2_fs_error(fs));
+		hset_list(a->h, &((const struct o2_dx_leaf *)a->buf)->dl_list);
+	}
+	return 0;
+}
+
+/*
+ * An indexed directory's index holds exactly one entry per name - "." and
+ * ".." too - with its hash and the block the name is in, and counts them.
+ */
+static void check_index(struct ctx *c, struct o2_buf *dib)
+{
+	const struct o2_dinode *di = o2_buf_dinode(dib);
+
+	if (!(le16(di->i_dyn_features) & O2_DYN_INDEXED_DIR))
+		return;
+	struct hset want = { 0 }, have = { 0 };
+	struct o2_buf *rb;
+	struct o2_dir_slot f;
+	uint32_t major, minor;
+
+	for (size_t i = 0; i < c->n; i++) {
+		if (!c->e[i].live)
+			continue;
+		REQUIRE_EQ(o2_dir_find(c->fs, dib, c->e[i].name, c->e[i].len, &f), 0);
+		o2_dx_hash(c->fs, c->e[i].name, c->e[i].len, &major, &minor);
+		hset_push(&want, major, minor, f.blk);
+	}
+	for (int d = 1; d <= 2; d++) {
+		REQUIRE_EQ(o2_dir_find(c->fs, dib, "..", (size_t)d, &f), 0);
+		o2_dx_hash(c->fs, "..", (size_t)d, &major, &minor);
+		hset_push(&want, major, minor, f.blk);
+	}
+	REQUIRE_EQ(o2_bread(c->fs, le64(di->i_dx_root), O2_META_DX_ROOT, &rb), 0);
+	struct o2_dx_root_block *dr = (struct o2_dx_root_block *)rb->data;
+
+	if (dr->dr_flags & O2_DX_INLINE) {
+		hset_list(&have, &dr->dr_entries);
+	} else {
+		struct leaf_acc a = { c, &have, malloc(c->fs->bs) };
+		struct o2_tree_root root = { rb->blkno, &dr->dr_list, le16(dr->dr_list.count) };
+		int r = o2_tree_walk(c->fs, &root, leaf_fn, &a);
+
+		REQUIRE(r == 0, "dx tree walk: %d %s", r, o2_fs_error(c->fs));
+		free(a.buf);
+	}
+	REQUIRE(le32(dr->dr_num_entries) == want.n, "%s step %u: the index counts %u names, "
+		"the directory has %zu", c->v.what, c->steps, le32(dr->dr_num_entries), want.n);
+	o2_brelse(c->fs, rb);
+	REQUIRE(have.n == want.n, "%s step %u: the index holds %zu entries, the directory %zu names",
+		c->v.what, c->steps, have.n, want.n);
+	qsort(want.v, want.n, sizeof(*want.v), cmp_hent);
+	qsort(have.v, have.n, sizeof(*have.v), cmp_hent);
+	for (size_t i = 0; i < want.n; i++)
+		REQUIRE(!cmp_hent(&want.v[i], &have.v[i]),
+			"%s step %u: the index has hash %08x:%08x in block %llu, the directory "
+			"%08x:%08x in %llu", c->v.what, c->steps, have.v[i].major, have.v[i].minor,
+			(unsigned long long)have.v[i].blk, want.v[i].major, want.v[i].minor,
+			(unsigned long long)want.v[i].blk);
+	free(want.v);
+	free(have.v);
+}
+
 static void verify(struct ctx *c, bool full)
 {
 	struct o2_inode *in;
@@ -223,6 +344,7 @@ static void verify(struct ctx *c, bool full)
 				c->steps, e->name, r);
 		}
 	}
+	check_index(c, dib);
 	o2_brelse(c->fs, dib);
 	o2_inode_unref(in);
 	free(s.hit);

@@ -541,8 +541,6 @@ START_TEST(clusters_claim_free)
 	{
 		struct o2_buf *tb = get(fs, fs->sys.truncate_log, O2_META_INODE);
 		unsigned count = le16(((const struct o2_dinode *)tb->data)->id2.i_dealloc.tl_count);
-		uint32_t freed = 0;
-
 		o2_brelse(fs, tb);
 		REQUIRE_T(!o2_trunclog_pending(fs));
 		/* single clusters two apart: each its own record, count + 2 of them */
@@ -557,7 +555,6 @@ START_TEST(clusters_claim_free)
 			REQUIRE_EQ(o2_clusters_free(t, fs, c, 1), 0);
 			end(t);
 			held[c] = 0;
-			freed++;
 			k++;
 			tb = get(fs, fs->sys.truncate_log, O2_META_INODE);
 			unsigned used = le16(((const struct o2_dinode *)tb->data)->id2.i_dealloc.tl_used);
@@ -567,6 +564,10 @@ START_TEST(clusters_claim_free)
 		}
 		REQUIRE_OP(k, >=, 3);
 		uint32_t at_once = k > count ? k - count : 0, logged = k - at_once;
+
+		/* the 4K-cluster volumes have clusters enough to fill the log */
+		if (fs->cs == 4096)
+			REQUIRE_EQ(at_once, 2);
 
 		REQUIRE_T(o2_trunclog_pending(fs));
 		/* past a full log they went back at once, the rest wait in the log */
@@ -592,7 +593,6 @@ START_TEST(clusters_claim_free)
 			got += (uint32_t)r;
 		REQUIRE_EQ(r, -ENOSPC);
 		REQUIRE_EQ(got, logged);
-		(void)freed;
 	}
 	/* a run freed through the log in pieces that touch: one record */
 	{

@@ -710,6 +710,110 @@ START_TEST(suballoc_enospc)
 }
 END_TEST
 
+/*
+ * discontig-bg: the global bitmap left with no free run two clusters long,
+ * the extent allocator grows by a group pieced together from single
+ * clusters.  Every bit of it must stand for a block of those clusters,
+ * none twice, the descriptor listing its runs; counts as ever; fsck clean.
+ */
+START_TEST(suballoc_discontig)
+{
+	struct uv v;
+	struct cmap m;
+	int r;
+
+	uv_make(&v, &geoms[_i]);
+	struct o2_fs *fs = v.fs;
+	uint64_t ablk = fs->sys.extent_alloc;
+
+	REQUIRE_T(o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG));
+	cluster_map(fs, &m);
+	uint32_t nclusters = m.n;
+	uint8_t *held = calloc(nclusters, 1);
+
+	cmap_free(&m);
+	while ((r = alloc_clusters(&v, held, 1, 0xffff, NULL)) > 0)
+		;
+	REQUIRE_EQ(r, -ENOSPC);
+	struct chain_state s = check_chain(fs, ablk, "extent_alloc");
+	size_t n = 0, cap = s.total - s.used + 1;
+	struct claimed *c = malloc(cap * sizeof(*c));
+
+	while (s.used < s.total) {
+		claim_one(fs, ablk, &c[n++], "extent_alloc");
+		s.used++;
+	}
+	/*
+	 * Runs the test holds back, each L clusters with a held one between:
+	 * no run as long as a group, and about half a descriptor's worth of
+	 * them make one.
+	 */
+	struct o2_buf *ab = get(fs, ablk, O2_META_INODE);
+	uint32_t cpg = le16(((const struct o2_dinode *)ab->data)->id2.i_chain.cl_cpg);
+	unsigned maxrecs = o2_extent_recs_per_gd(fs->bs);
+
+	o2_brelse(fs, ab);
+	REQUIRE_OP(cpg, >=, 4);
+	uint32_t L = (cpg + maxrecs / 2 - 1) / (maxrecs / 2), k = (cpg + L - 1) / L, made = 0;
+
+	if (L < 2)
+		L = 2;
+	for (uint32_t i = 1; i + L < nclusters && made < k; i++) {
+		uint32_t j = 0;
+
+		while (j <= L && held[i - 1 + j])
+			j++;
+		if (j <= L)
+			continue;
+		free_now(&v, held, i, L); /* held[i-1] and held[i+L] stay */
+		made++;
+		i += L;
+	}
+	REQUIRE_EQ(made, k);
+	/* one more block: a new group, in pieces */
+	c = realloc(c, (cap + 64 * 1024) * sizeof(*c));
+	claim_one(fs, ablk, &c[n++], "extent_alloc");
+	struct chain_state s2 = check_chain(fs, ablk, "extent_alloc");
+
+	REQUIRE_EQ(s2.groups, s.groups + 1);
+	uint64_t g = c[n - 1].group;
+	struct o2_buf *gb = get(fs, g, O2_META_GROUP);
+	const struct o2_group_desc *gd = (const struct o2_group_desc *)gb->data;
+	unsigned runs = le16(gd->bg_list.next_free_rec), bits = le16(gd->bg_bits);
+
+	o2_brelse(fs, gb);
+	REQUIRE(runs == k, "%s: a group of %u clusters from runs of %u lists %u runs, not %u",
+		v.what, cpg, L, runs, k);
+	/* fill it: each block in a cluster the test gave back, none twice */
+	size_t first = n - 1;
+
+	for (unsigned b = 1; b < bits - 1; b++)
+		claim_one(fs, ablk, &c[n++], "extent_alloc");
+	all_distinct(c, n, "extent_alloc");
+	cluster_map(fs, &m);
+	for (size_t i = first; i < n; i++) {
+		uint32_t cl = (uint32_t)(c[i].blkno >> fs->bpc_bits);
+
+		REQUIRE_EQ(c[i].group, g);
+		REQUIRE(!held[cl] && m.used_of[cl], "%s: block %llu (bit %u) in cluster %u, not one "
+			"of the group's", v.what, (unsigned long long)c[i].blkno, c[i].bit, cl);
+	}
+	cmap_free(&m);
+	s2 = check_chain(fs, ablk, "extent_alloc");
+	REQUIRE_EQ(s2.used, s2.total);
+	/* everything back */
+	for (size_t i = 0; i < n; i++)
+		free_one(fs, ablk, &c[i]);
+	for (uint32_t i = 0; i < nclusters; i++)
+		if (held[i])
+			free_now(&v, held, i, 1);
+	free(c);
+	free(held);
+	uv_finish(&v, "discontiguous group", true);
+	uv_free(&v);
+}
+END_TEST
+
 static Suite *alloc_suite(void)
 {
 	Suite *s = suite_create("alloc");
@@ -717,6 +821,7 @@ static Suite *alloc_suite(void)
 
 	tcase_add_loop_test(tc, suballoc_claim_free, 0, NGEOMS);
 	tcase_add_loop_test(tc, suballoc_enospc, 0, 2);
+	tcase_add_loop_test(tc, suballoc_discontig, 0, 2);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("clusters");
 	tcase_add_loop_test(tc, clusters_claim_free, 0, NGEOMS);

@@ -422,7 +422,7 @@ static void del(struct ctx *c, size_t i)
 	e->live = false;
 }
 
-/* A rename within the directory: the new name added, the old removed, in one transaction. */
+/* A rename within the directory: the new name added, then the old removed (two transactions). */
 static void rename_ent(struct ctx *c, size_t from, size_t to)
 {
 	struct ent *a = &c->e[from];

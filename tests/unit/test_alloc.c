@@ -168,7 +168,7 @@ static void cluster_map(struct o2_fs *fs, struct cmap *m)
 	}
 	o2_brelse(fs, ab);
 
-	/* the window: all its clusters marked used in the bitmap, its own bits counted */
+	/* the window: its clusters held back marked used in the bitmap, its own bits counted */
 	struct o2_buf *lb = get(fs, fs->sys.local_alloc, O2_META_INODE);
 	const struct o2_dinode *la = (const struct o2_dinode *)lb->data;
 	uint32_t lt = le32(la->id1.bitmap1.i_total), lu = le32(la->id1.bitmap1.i_used);
@@ -182,11 +182,19 @@ static void cluster_map(struct o2_fs *fs, struct cmap *m)
 		      "local alloc: bits set past its window of %u", lt);
 	REQUIRE(!lt || (uint64_t)off + lt <= s.total, "window %u+%u past %u", off, lt,
 		      s.total);
+	/*
+	 * A window bit still clear is a cluster the window holds back: it
+	 * must be marked used in the bitmap.  A set bit was handed out; once
+	 * freed (through the truncate log, or at once) its cluster is free in
+	 * the bitmap while the window's bit stays set until the window goes
+	 * back, as in OCFS2, so either state is right for it.
+	 */
 	for (uint32_t i = 0; i < lt; i++) {
-		REQUIRE(m->used_of[off + i], "window cluster %u free in the global bitmap",
-			      off + i);
-		if (!bit_of(la->id2.i_lab.la_bitmap, i))
-			m->used_of[off + i] = 0;
+		if (bit_of(la->id2.i_lab.la_bitmap, i))
+			continue;
+		REQUIRE(m->used_of[off + i], "window cluster %u, not handed out, free in the "
+			      "global bitmap", off + i);
+		m->used_of[off + i] = 0;
 	}
 	o2_brelse(fs, lb);
 	for (uint32_t c = 0; c < m->n; c++)

@@ -1146,7 +1146,6 @@ def fio_sync_detail(job, delta):
     w = job["write"]
     return with_costs({
         "ios": w["total_ios"], "runtime_ms": w["runtime"],
-        "syncs": job.get("sync", {}).get("total_ios"),
         "sync_mean_us": round(job.get("sync", {}).get("lat_ns", {}).get("mean", 0) / 1000, 1),
         "write_mean_us": round(w.get("clat_ns", {}).get("mean", 0) / 1000, 1),
         "sync_p99_us": round(job.get("sync", {}).get("lat_ns", {}).get("percentile", {})
@@ -1302,7 +1301,7 @@ def wl_pgbench(fs, cfg, out):
             elif line.startswith("number of transactions actually processed:"):
                 txs = int(line.split(":")[1].split("/")[0])
         if tps is None:
-            raise BenchError("pgbench printed no tps: %s" % tail(text))
+            raise BenchError("pgbench printed no tps: %s | %s" % (tail(text, 3), tail(r.stderr)))
         out["pgbench"] = (tps, with_costs({
             "transactions": txs, "clients": p["pg_clients"], "scale": p["pg_scale"],
             "seconds": p["pg_seconds"]}, delta, txs))
@@ -1728,7 +1727,6 @@ def main(argv=None):
     if cfg.ocfs2d_launch == "auto":
         cfg.ocfs2d_launch = "server" if set(cfg.workloads) & set(DB_WORKLOADS) \
             else "foreground"
-    cfg.ocfs2d_control = None
     # PostgreSQL runs as its own user: the FUSE mounts must let it in
     # (ocfs2d allows other users by default)
     cfg.fuse_other_users = "allow_other" if "pgbench" in cfg.workloads else ""

@@ -37,6 +37,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 ALL_FS = ("ocfs2d", "fuse2fs", "floor", "ext4")
 ALL_WORKLOADS = ("request", "seq", "randwrite", "smallfiles", "untar")
+# The database rows, run on their own with --db: SQLite, fsync-bound and
+# O_DIRECT fio jobs, PostgreSQL's pgbench.
+DB_WORKLOADS = ("sqlite", "syncwrite", "direct", "pgbench")
+KNOWN_WORKLOADS = ALL_WORKLOADS + DB_WORKLOADS
 MB = 1000 * 1000
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -52,6 +56,11 @@ PROFILES = {
         tar_sources=["/usr/include", "/usr/lib/python3", "/usr/share/locale"],
         tar_min_files=5000, untar_cap=600,
         requests=50000, request_cap=20,
+        # database rows (--db)
+        sqlite_seconds=8, sqlite_writers=8,
+        sync_size=128 * MiB, sync_runtime=10, sync_jobs=16,
+        direct_size=256 * MiB, direct_runtime=8,
+        pg_scale=10, pg_clients=8, pg_seconds=20, pg_cap=300,
     ),
     "quick": dict(
         volume=1 * GiB,
@@ -61,6 +70,10 @@ PROFILES = {
         tar_sources=["/usr/include/linux"],
         tar_min_files=0, untar_cap=60,
         requests=5000, request_cap=5,
+        sqlite_seconds=2, sqlite_writers=8,
+        sync_size=16 * MiB, sync_runtime=3, sync_jobs=16,
+        direct_size=32 * MiB, direct_runtime=3,
+        pg_scale=1, pg_clients=8, pg_seconds=5, pg_cap=120,
     ),
 }
 
@@ -220,6 +233,11 @@ class Backend:
         raise NotImplementedError
 
     def fsck(self):
+        return None
+
+    def stats(self):
+        """The filesystem's own counters (ocfs2d: journal commits and device
+        flushes), or None where there are none."""
         return None
 
     def abort(self):
@@ -399,13 +417,16 @@ class FuseBackend(Backend):
     def unmount_cmd(self):
         return ["umount", str(self.mnt)]
 
+    def unmount_env(self):
+        return None
+
     def _umount(self):
         p = None
         for _ in range(20):
             try:
                 p = subprocess.run(self.unmount_cmd(), stdout=subprocess.PIPE,
                                    stderr=subprocess.STDOUT, text=True,
-                                   timeout=self.cfg.umount_timeout)
+                                   timeout=self.cfg.umount_timeout, env=self.unmount_env())
             except subprocess.TimeoutExpired:
                 self.abort()
                 raise BenchError("%s hung for %ds; aborted the FUSE connection"
@@ -492,8 +513,9 @@ class Fuse2fsBackend(FuseBackend):
 
     def daemon_cmd(self):
         cmd = ["fuse2fs", "-f", str(self.image), str(self.mnt)]
-        if self.cfg.fuse2fs_opts:
-            cmd += ["-o", self.cfg.fuse2fs_opts]
+        opts = [o for o in (self.cfg.fuse2fs_opts, self.cfg.fuse_other_users) if o]
+        if opts:
+            cmd += ["-o", ",".join(opts)]
         return cmd
 
     def fsck(self):
@@ -536,6 +558,8 @@ class Ocfs2dBackend(FuseBackend):
     def _mount(self):
         if self.cfg.ocfs2d_launch == "foreground":
             return super()._mount()
+        if self.cfg.ocfs2d_launch == "server":
+            return self._mount_server()
         cmd = [str(self.ctl), "mount"]
         if self.cfg.ocfs2d_opts:
             cmd += ["-o", self.cfg.ocfs2d_opts]
@@ -560,8 +584,60 @@ class Ocfs2dBackend(FuseBackend):
         if not mount_entry(self.mnt):
             raise BenchError("%s returned but %s is not mounted" % (cmd[0], self.mnt))
 
+    def _mount_server(self):
+        """A daemon of our own in the foreground (--server on a control
+        socket in the workdir, not the machine's; it exits once its volume
+        is unmounted), the volume mounted through it with ocfs2ctl: the
+        D-Bus API is there for Volume.Statistics."""
+        ctl_sock = Path(self.cfg.ocfs2d_control)
+        if ctl_sock.exists():
+            ctl_sock.unlink()
+        cmd = [str(self.daemon), "-f", "--server", "--control", str(ctl_sock),
+               "--no-system-bus", "--exit-when-idle"]
+        self.logf = open(self.logfile, "a" if self.logfile_started else "w")
+        self.logfile_started = True
+        self.logf.write("==== %s: %s\n" % (time.strftime("%H:%M:%S"), shlex.join(cmd)))
+        self.logf.flush()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.logf,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        if not wait_for(lambda: ctl_sock.exists() or self.proc.poll() is not None,
+                        self.cfg.mount_timeout) or self.proc.poll() is not None:
+            self._kill()
+            raise BenchError("ocfs2d --server did not start: %s" % file_tail(self.logfile))
+        mcmd = [str(self.ctl), "mount"]
+        if self.cfg.ocfs2d_opts:
+            mcmd += ["-o", self.cfg.ocfs2d_opts]
+        mcmd += [str(self.image), str(self.mnt)]
+        self.info["mount"] = shlex.join(cmd) + " && " + shlex.join(mcmd)
+        try:
+            run(mcmd, timeout=self.cfg.mount_timeout, env=self.ctl_env())
+        except BenchError:
+            self._kill()
+            raise
+        if not self.probe(self.cfg.mount_timeout):
+            self.force_cleanup()
+            raise BenchError("ocfs2d mounted %s but does not answer: %s"
+                             % (self.mnt, file_tail(self.logfile)))
+
+    def ctl_env(self):
+        return dict(os.environ, OCFS2D_CONTROL=str(self.cfg.ocfs2d_control))
+
+    def unmount_env(self):
+        return self.ctl_env() if self.cfg.ocfs2d_launch == "server" else None
+
+    def stats(self):
+        if self.cfg.ocfs2d_launch != "server" or not self.mounted:
+            return None
+        p = run([str(self.ctl), "stats", "--json", str(self.mnt)], timeout=60, check=False,
+                env=self.ctl_env())
+        if p.returncode != 0:
+            self.info["errors"].append("ocfs2ctl stats: %s" % tail(p.stderr))
+            return None
+        d = json.loads(p.stdout)
+        return {k: v for k, v in d.items() if isinstance(v, int)}
+
     def unmount_cmd(self):
-        if self.ctl.exists() and self.cfg.ocfs2d_launch == "ctl":
+        if self.ctl.exists() and self.cfg.ocfs2d_launch in ("ctl", "server"):
             return [str(self.ctl), "umount", str(self.mnt)]
         return super().unmount_cmd()
 
@@ -610,9 +686,10 @@ class FloorBackend(FuseBackend):
             (self.ram / d).mkdir(exist_ok=True)
 
     def daemon_cmd(self):
-        return ["fuse-overlayfs", "-f", "-o",
-                "lowerdir={0}/lower,upperdir={0}/upper,workdir={0}/work".format(self.ram),
-                str(self.mnt)]
+        opts = "lowerdir={0}/lower,upperdir={0}/upper,workdir={0}/work".format(self.ram)
+        if self.cfg.fuse_other_users:
+            opts += "," + self.cfg.fuse_other_users
+        return ["fuse-overlayfs", "-f", "-o", opts, str(self.mnt)]
 
     def force_cleanup(self):
         super().force_cleanup()
@@ -680,9 +757,12 @@ class Result:
         self.samples = {}     # fs -> [number or None], one per repetition
         self.details = {}     # fs -> [dict], one per successful repetition
         self.errors = {}      # fs -> [str]
+        self.skipped = {}     # fs -> why the workload cannot run there ("n/a")
 
     def add(self, fs, value, detail=None, error=None, rep=None):
         self.samples.setdefault(fs, []).append(value)
+        if value is None and detail and detail.get("skipped"):
+            self.skipped[fs] = detail["skipped"]
         if detail is not None:
             self.details.setdefault(fs, []).append(dict(detail, value=value, rep=rep))
         if error:
@@ -698,14 +778,15 @@ class Result:
         return out
 
 
-def fio(fs, cfg, name, args, cap):
-    """Run one fio job in the mountpoint; return its JSON job record."""
+def fio(fs, cfg, name, args, cap, numjobs=1, direct=False):
+    """Run one fio job in the mountpoint; return its JSON job record (with
+    several jobs: their sum, --group_reporting)."""
     out = cfg.workdir / ("fio-%s-%s.json" % (fs.name, name))
     if out.exists():
         out.unlink()
-    cmd = ["fio", "--name=" + name, "--ioengine=psync", "--direct=0",
-           "--fallocate=none", "--numjobs=1", "--output-format=json",
-           "--output=" + str(out)] + args
+    cmd = ["fio", "--name=" + name, "--ioengine=psync", "--direct=%d" % direct,
+           "--fallocate=none", "--numjobs=%d" % numjobs, "--output-format=json",
+           "--output=" + str(out)] + (["--group_reporting"] if numjobs > 1 else []) + args
     with Watchdog(cap + 120, fs.abort, "fio " + name):
         p = run(cmd, timeout=cap + 180, check=False, cwd=str(fs.mnt))
     text = out.read_text(errors="replace") if out.exists() else ""
@@ -976,6 +1057,281 @@ def wl_request(fs, cfg, out):
                                "us_each": round(dt * 1e6 / n, 2)})
 
 
+# ------------------------------------------------------- database workloads
+#
+# Each database row is one timed phase; for ocfs2d the daemon's counters
+# (Volume.Statistics: journal commits, device flushes) are read before and
+# after it, so the JSON and the second table say what one transaction cost
+# the journal and the image.
+
+def counted(fs, body):
+    """Run body(); return (its result, the ocfs2d counters' growth or None)."""
+    before = fs.stats()
+    res = body()
+    after = fs.stats()
+    if not before or not after:
+        return res, None
+    return res, {k: after[k] - before[k] for k in after if k in before}
+
+
+def with_costs(detail, delta, transactions):
+    """detail plus the counters per transaction (ocfs2d only)."""
+    if delta is not None:
+        detail["counters"] = delta
+        if transactions:
+            detail["flushes_per_tx"] = round(delta.get("device_flushes", 0) / transactions, 3)
+            detail["commits_per_tx"] = round(delta.get("journal_commits", 0) / transactions, 3)
+    return detail
+
+
+def skip(out, keys, why):
+    for k in keys:
+        out[k] = (None, {"skipped": why})
+
+
+def wl_sqlite(fs, cfg, out):
+    """SQLite, one small INSERT per transaction, synchronous=FULL: rollback
+    journal (journal_mode=DELETE) and WAL, one connection and sqlite_writers
+    processes at once, sqlite_seconds each."""
+    p = cfg.profile
+    keys = ["sqlite_del_1", "sqlite_del_n", "sqlite_wal_1", "sqlite_wal_n"]
+    try:
+        import sqlite3
+    except ImportError:
+        skip(out, keys, "python3 has no sqlite3 module")
+        return
+    worker = REPO / "bench" / "sqlite_writer.py"
+    root = fs.mnt / "sqlite"
+    root.mkdir()
+    for mode, tag in (("DELETE", "del"), ("WAL", "wal")):
+        db = root / ("%s.db" % tag)
+        con = sqlite3.connect(str(db), isolation_level=None)
+        con.execute("PRAGMA journal_mode=%s" % mode)
+        con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, writer INTEGER, v BLOB)")
+        con.close()
+        syncfs(fs.mnt)
+        for n, key in ((1, "sqlite_%s_1" % tag), (p["sqlite_writers"], "sqlite_%s_n" % tag)):
+            def body():
+                start_at = time.time() + 0.5 + 0.05 * n
+                procs = [subprocess.Popen([sys.executable, str(worker), str(db),
+                                           str(p["sqlite_seconds"]), "%.3f" % start_at, str(i)],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True) for i in range(n)]
+                res = []
+                for pr in procs:
+                    try:
+                        o, e = pr.communicate(timeout=p["sqlite_seconds"] + 120)
+                    except subprocess.TimeoutExpired:
+                        for q in procs:
+                            q.kill()
+                        raise BenchError("sqlite writer did not finish")
+                    if pr.returncode != 0:
+                        raise BenchError("sqlite writer exited %d: %s" % (pr.returncode, tail(e)))
+                    res.append(json.loads(o.strip().splitlines()[-1]))
+                return res
+            res, delta = counted(fs, body)
+            tx = sum(r["tx"] for r in res)
+            secs = max(r["seconds"] for r in res)
+            out[key] = (tx / secs, with_costs({
+                "transactions": tx, "seconds": secs, "writers": n,
+                "busy_retries": sum(r["busy"] for r in res),
+                "journal_mode": res[0]["mode"]}, delta, tx))
+        for f in root.iterdir():
+            f.unlink()
+    root.rmdir()
+    syncfs(fs.mnt)
+
+
+def fio_sync_detail(job, delta):
+    w = job["write"]
+    return with_costs({
+        "ios": w["total_ios"], "runtime_ms": w["runtime"],
+        "sync_mean_us": round(job.get("sync", {}).get("lat_ns", {}).get("mean", 0) / 1000, 1),
+        "write_mean_us": round(w.get("clat_ns", {}).get("mean", 0) / 1000, 1),
+        "sync_p99_us": round(job.get("sync", {}).get("lat_ns", {}).get("percentile", {})
+                             .get("99.000000", 0) / 1000, 1)}, delta, w["total_ios"])
+
+
+def wl_syncwrite(fs, cfg, out):
+    """8 KiB random overwrites with an fdatasync after each (what a database
+    log or a synchronous commit does), one job on one file, then sync_jobs
+    jobs on a file each, for sync_runtime seconds.  The files are written
+    in full and synced first, untimed."""
+    p = cfg.profile
+    for jobs, key in ((1, "sync_1"), (p["sync_jobs"], "sync_n")):
+        name = "sync%d" % jobs
+        size = p["sync_size"] if jobs == 1 else max(MiB, p["sync_size"] // jobs)
+        fio(fs, cfg, name + "fill", ["--filename_format=%s.$jobnum" % name, "--rw=write",
+                                      "--bs=1M", "--size=%d" % size, "--end_fsync=1"],
+            p["rand_fill_cap"], numjobs=jobs)
+        job, delta = counted(fs, lambda: fio(
+            fs, cfg, name, ["--filename_format=%s.$jobnum" % name, "--rw=randwrite",
+                            "--bs=8k", "--size=%d" % size, "--fdatasync=1",
+                            "--randseed=4321", "--runtime=%d" % p["sync_runtime"],
+                            "--time_based"], p["sync_runtime"], numjobs=jobs))
+        out[key] = (job["write"]["iops"], fio_sync_detail(job, delta))
+        for i in range(jobs):
+            (fs.mnt / ("%s.%d" % (name, i))).unlink()
+    syncfs(fs.mnt)
+
+
+def direct_supported(path):
+    """Whether the filesystem opens files with O_DIRECT (FUSE filesystems
+    may refuse it: EINVAL)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_DIRECT, 0o644)
+    except OSError as e:
+        return "O_DIRECT open fails: %s" % os.strerror(e.errno)
+    try:
+        buf = ctypes.create_string_buffer(8192 + 4096)
+        addr = (ctypes.addressof(buf) + 4095) & ~4095
+        mem = (ctypes.c_char * 8192).from_address(addr)
+        n = _libc.pwrite(fd, mem, 8192, ctypes.c_long(0))
+        if n != 8192:
+            return "an O_DIRECT write fails: %s" % os.strerror(ctypes.get_errno())
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return None
+
+
+def wl_direct(fs, cfg, out):
+    """8 KiB O_DIRECT random reads, then random writes (no fsync: O_DIRECT
+    alone), one job, direct_runtime seconds each, on a file written in full
+    and synced first.  A filesystem without O_DIRECT reads n/a."""
+    p = cfg.profile
+    keys = ["direct_read", "direct_write"]
+    why = direct_supported(fs.mnt / "direct.probe")
+    if why:
+        log("%s: O_DIRECT rows skipped: %s" % (fs.name, why))
+        skip(out, keys, why)
+        return
+    fio(fs, cfg, "directfill", ["--filename=direct.dat", "--rw=write", "--bs=1M",
+                                "--size=%d" % p["direct_size"], "--end_fsync=1"],
+        p["rand_fill_cap"])
+    drop_caches()
+    for rw, key, side in (("randread", "direct_read", "read"),
+                          ("randwrite", "direct_write", "write")):
+        job, delta = counted(fs, lambda: fio(
+            fs, cfg, "direct" + side, ["--filename=direct.dat", "--rw=" + rw, "--bs=8k",
+                                       "--size=%d" % p["direct_size"], "--randseed=99",
+                                       "--runtime=%d" % p["direct_runtime"], "--time_based"],
+            p["direct_runtime"], direct=True))
+        r = job[side]
+        out[key] = (r["iops"], with_costs({
+            "ios": r["total_ios"], "runtime_ms": r["runtime"],
+            "clat_mean_us": round(r.get("clat_ns", {}).get("mean", 0) / 1000, 1),
+            "clat_p99_us": round(r.get("clat_ns", {}).get("percentile", {})
+                                 .get("99.000000", 0) / 1000, 1)}, delta, r["total_ios"]))
+    (fs.mnt / "direct.dat").unlink()
+    syncfs(fs.mnt)
+
+
+def pg_bindir():
+    """PostgreSQL's programs (Debian keeps them out of PATH), newest version."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+                   key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0)
+    return found[-1].parent if found else None
+
+
+PG_USER = "postgres"
+PG_PORT = 54329
+
+
+def wl_pgbench(fs, cfg, out):
+    """PostgreSQL on the filesystem: initdb (as the postgres user), a
+    pgbench database of scale pg_scale, then pgbench's TPC-B-like
+    transactions from pg_clients clients for pg_seconds (fsync and
+    synchronous_commit on, as shipped)."""
+    p = cfg.profile
+    bindir = pg_bindir()
+    if bindir is None or not (bindir / "pgbench").exists():
+        skip(out, ["pgbench"], "PostgreSQL is not installed")
+        return
+    try:
+        import pwd
+        pw = pwd.getpwnam(PG_USER)
+    except KeyError:
+        skip(out, ["pgbench"], "no %s user" % PG_USER)
+        return
+    root = fs.mnt / "pg"
+    data = root / "data"
+    sock = cfg.workdir / "pgsock"
+    root.mkdir()
+    os.chown(root, pw.pw_uid, pw.pw_gid)
+    sock.mkdir(exist_ok=True)
+    os.chown(sock, pw.pw_uid, pw.pw_gid)
+    logfile = cfg.workdir / ("pg-%s.log" % fs.name)
+    if logfile.exists():
+        logfile.unlink()
+    logfile.touch()
+    os.chown(logfile, pw.pw_uid, pw.pw_gid)
+
+    def as_pg(args, timeout):
+        return run(["runuser", "-u", PG_USER, "--"] + args, timeout=timeout,
+                   cwd=str(sock))
+
+    conn = ["-h", str(sock), "-p", str(PG_PORT)]
+    as_pg([str(bindir / "initdb"), "-N", "-A", "trust", "-U", PG_USER, "-D", str(data)],
+          timeout=p["pg_cap"])
+    syncfs(fs.mnt)
+    started = False
+    try:
+        as_pg([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(logfile), "-w", "-t",
+               str(p["pg_cap"]), "-o",
+               "-c listen_addresses='' -c unix_socket_directories=%s -c port=%d "
+               "-c shared_buffers=128MB -c max_connections=%d" % (sock, PG_PORT,
+                                                                    p["pg_clients"] + 10),
+               "start"], timeout=p["pg_cap"] + 30)
+        started = True
+        as_pg([str(bindir / "pgbench")] + conn + ["-i", "-q", "-s", str(p["pg_scale"]),
+                                                   PG_USER], timeout=p["pg_cap"])
+        as_pg([str(bindir / "psql")] + conn + ["-q", "-c", "CHECKPOINT", PG_USER],
+              timeout=p["pg_cap"])
+        r, delta = counted(fs, lambda: as_pg(
+            [str(bindir / "pgbench")] + conn + ["-c", str(p["pg_clients"]), "-j", "2",
+                                                "-T", str(p["pg_seconds"]), "-n", PG_USER],
+            timeout=p["pg_seconds"] + p["pg_cap"]))
+        text = r.stdout
+        tps = txs = None
+        for line in text.splitlines():
+            line = line.strip()
+            if line.startswith("tps = "):
+                tps = float(line.split()[2])
+            elif line.startswith("number of transactions actually processed:"):
+                txs = int(line.split(":")[1].split("/")[0])
+        if tps is None:
+            raise BenchError("pgbench printed no tps: %s | %s" % (tail(text, 3), tail(r.stderr)))
+        out["pgbench"] = (tps, with_costs({
+            "transactions": txs, "clients": p["pg_clients"], "scale": p["pg_scale"],
+            "seconds": p["pg_seconds"]}, delta, txs))
+    finally:
+        if started:
+            p_stop = subprocess.run(["runuser", "-u", PG_USER, "--", str(bindir / "pg_ctl"),
+                                     "-D", str(data), "-m", "fast", "-w", "-t", "120", "stop"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, cwd=str(sock))
+            if p_stop.returncode != 0:
+                pg_kill(data)
+    shutil.rmtree(root)
+    syncfs(fs.mnt)
+
+
+def pg_kill(data):
+    """Stop a postmaster that pg_ctl could not: SIGQUIT, then SIGKILL."""
+    try:
+        pid = int((data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return
+    for sig in (signal.SIGQUIT, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        if wait_for(lambda: not Path("/proc/%d" % pid).exists(), 10, 0.1):
+            return
+
+
 WORKLOADS = {
     "request": (wl_request, [("request", "statfs: one request each", "calls/s")]),
     "seq": (wl_seq, [("seqwrite", "seq write %(seq)s", "MB/s"),
@@ -987,6 +1343,19 @@ WORKLOADS = {
         ("read", "%(files)s files: read", "files/s"),
         ("unlink", "%(files)s files: unlink", "files/s")]),
     "untar": (wl_untar, [("untar", "untar %(tar)s", "entries/s")]),
+    "sqlite": (wl_sqlite, [
+        ("sqlite_del_1", "sqlite rollback, 1 writer", "tx/s"),
+        ("sqlite_del_n", "sqlite rollback, %(writers)s writers", "tx/s"),
+        ("sqlite_wal_1", "sqlite WAL, 1 writer", "tx/s"),
+        ("sqlite_wal_n", "sqlite WAL, %(writers)s writers", "tx/s")]),
+    "syncwrite": (wl_syncwrite, [
+        ("sync_1", "rand write 8K fdatasync each, 1 job", "IOPS"),
+        ("sync_n", "rand write 8K fdatasync each, %(jobs)s jobs", "IOPS")]),
+    "direct": (wl_direct, [
+        ("direct_read", "O_DIRECT rand read 8K", "IOPS"),
+        ("direct_write", "O_DIRECT rand write 8K", "IOPS")]),
+    "pgbench": (wl_pgbench, [("pgbench", "pgbench scale %(pgscale)s, %(pgclients)s clients",
+                              "tps")]),
 }
 
 
@@ -1007,7 +1376,13 @@ def ensure_tools(cfg):
         need["fsck.ocfs2"] = "ocfs2-tools"
     if "ocfs2d" in cfg.fs and cfg.ocfs2_mkfs == "mkfs.ocfs2":
         need["mkfs.ocfs2"] = "ocfs2-tools"
-    missing = sorted({pkg for tool, pkg in need.items() if not shutil.which(tool)})
+    if "pgbench" in cfg.workloads:
+        need["runuser"] = "util-linux"
+    missing = {pkg for tool, pkg in need.items() if not shutil.which(tool)}
+    # Debian keeps PostgreSQL's programs out of PATH
+    if "pgbench" in cfg.workloads and pg_bindir() is None:
+        missing.add("postgresql")
+    missing = sorted(missing)
     if not missing:
         return
     if cfg.no_install:
@@ -1019,6 +1394,8 @@ def ensure_tools(cfg):
     run(["apt-get", "install", "-y", "-q", "--no-install-recommends"] + missing,
         timeout=1200, env=env)
     still = [t for t in need if not shutil.which(t)]
+    if "pgbench" in cfg.workloads and pg_bindir() is None:
+        still.append("postgresql (initdb, pgbench)")
     if still:
         raise BenchError("still missing after apt-get install: %s" % " ".join(still))
 
@@ -1049,6 +1426,8 @@ def clean_stale(cfg):
     """Undo mounts and loop devices a killed earlier run left in workdir."""
     for name in ALL_FS:
         mnt = cfg.workdir / ("mnt-%s" % name)
+        if mount_entry(mnt):
+            pg_kill(mnt / "pg" / "data")     # a PostgreSQL it left running
         if mount_entry(mnt):
             log("unmounting a stale mount at %s" % mnt)
             subprocess.run(["umount", "-l", str(mnt)], stdout=subprocess.DEVNULL,
@@ -1145,7 +1524,11 @@ def workload_cap(cfg, w):
     p = cfg.profile
     return 300 + {"seq": 2 * p["seq_cap"], "smallfiles": 4 * p["phase_cap"],
                   "randwrite": p["rand_fill_cap"] + p["rand_runtime"],
-                  "untar": p["untar_cap"], "request": p["request_cap"]}[w]
+                  "untar": p["untar_cap"], "request": p["request_cap"],
+                  "sqlite": 4 * (p["sqlite_seconds"] + 60),
+                  "syncwrite": 2 * (p["rand_fill_cap"] + p["sync_runtime"]),
+                  "direct": p["rand_fill_cap"] + 2 * p["direct_runtime"],
+                  "pgbench": 4 * p["pg_cap"] + p["pg_seconds"]}[w]
 
 
 def df(path):
@@ -1180,7 +1563,9 @@ def print_table(cfg, results, order):
     rows = []
     for k in order:
         r = results[k]
-        row = [r.label, r.unit] + [fmt_value(r.values.get(fs), r.unit) for fs in cols]
+        row = [r.label, r.unit] + [
+            "n/a" if r.values.get(fs) is None and fs in r.skipped
+            else fmt_value(r.values.get(fs), r.unit) for fs in cols]
         row += [fmt_ratio(ratio(r.values.get("ocfs2d"), r.values.get(o)))
                 for o in ratio_cols]
         rows.append(row)
@@ -1194,6 +1579,40 @@ def print_table(cfg, results, order):
         print(line(row))
     if ratio_cols:
         print("\nratios are throughput ratios: above 1.00x ocfs2d is faster.")
+    skipped = ["  %s on %s: %s" % (results[k].label, fs, why)
+               for k in order for fs, why in sorted(results[k].skipped.items())]
+    if skipped:
+        print("\nn/a (the workload cannot run there):")
+        print("\n".join(skipped))
+    print_costs(results, order)
+
+
+def print_costs(results, order):
+    """ocfs2d's journal commits and device flushes per transaction (or per
+    I/O), from Volume.Statistics before and after each database row."""
+    rows = []
+    for k in order:
+        det = [d for d in results[k].details.get("ocfs2d", []) if "counters" in d]
+        if not det:
+            continue
+        ops = [d.get("transactions", d.get("ios")) for d in det]
+        fl = [d["counters"].get("device_flushes", 0) for d in det]
+        cm = [d["counters"].get("journal_commits", 0) for d in det]
+        n = sum(o or 0 for o in ops)
+        rows.append([results[k].label, "%d" % n, "%d" % sum(fl), "%d" % sum(cm),
+                     "%.2f" % (sum(fl) / n) if n else "-", "%.2f" % (sum(cm) / n) if n else "-"])
+    if not rows:
+        return
+    head = ["ocfs2d: per transaction (or I/O)", "tx", "flushes", "commits",
+            "flushes/tx", "commits/tx"]
+    widths = [max(len(x[i]) for x in [head] + rows) for i in range(len(head))]
+    line = lambda cells: "  ".join(  # noqa: E731
+        (c.ljust(w) if i == 0 else c.rjust(w)) for i, (c, w) in enumerate(zip(cells, widths)))
+    print()
+    print(line(head))
+    print(line(["-" * w for w in widths]))
+    for row in rows:
+        print(line(row))
 
 
 def main(argv=None):
@@ -1206,8 +1625,14 @@ def main(argv=None):
                     help="volume (image) size, e.g. 4G [4G, quick 1G]")
     ap.add_argument("--fs", default=",".join(ALL_FS),
                     help="comma-separated filesystems among " + ",".join(ALL_FS))
-    ap.add_argument("--workloads", default=",".join(ALL_WORKLOADS),
-                    help="comma-separated workloads among " + ",".join(ALL_WORKLOADS))
+    ap.add_argument("--workloads", default=None,
+                    help="comma-separated workloads among " + ",".join(KNOWN_WORKLOADS)
+                    + " [" + ",".join(ALL_WORKLOADS) + "; with --db: "
+                    + ",".join(DB_WORKLOADS) + "]")
+    ap.add_argument("--db", action="store_true",
+                    help="the database rows (" + ",".join(DB_WORKLOADS) + ") instead of "
+                    "the file rows; with ocfs2d's journal commits and device flushes per "
+                    "transaction")
     ap.add_argument("--workdir", type=Path, default=Path("/var/tmp/ocfs2d-bench"),
                     help="images, mountpoints, logs and the cached tarball")
     ap.add_argument("--repeat", type=int, default=1,
@@ -1231,9 +1656,12 @@ def main(argv=None):
     ap.add_argument("--ocfs2-format-opts", default=None,
                     help="format options instead of '-b 4096 -C 4096 -N 1 -J "
                     "size=<as ext4>' (-M local is always given)")
-    ap.add_argument("--ocfs2d-launch", choices=["foreground", "ctl"],
-                    default="foreground", help="'ocfs2d -f' in the background, "
-                    "or 'ocfs2ctl mount'/'ocfs2ctl umount'")
+    ap.add_argument("--ocfs2d-launch", choices=["auto", "foreground", "ctl", "server"],
+                    default="auto", help="'ocfs2d -f' in the background, "
+                    "'ocfs2ctl mount'/'ocfs2ctl umount', or 'ocfs2d -f --server' of our "
+                    "own with ocfs2ctl mount/umount on its control socket (which gives "
+                    "the per-workload journal and flush counters); auto: server for "
+                    "the database rows, foreground otherwise")
     ap.add_argument("--ocfs2d-opts", default="", help="-o options for ocfs2d")
     ap.add_argument("--fuse2fs-opts", default="", help="-o options for fuse2fs")
     ap.add_argument("--ext4-opts", default="", help="-o options for the ext4 mount")
@@ -1264,11 +1692,13 @@ def main(argv=None):
     bad = [f for f in cfg.fs if f not in ALL_FS]
     if bad or not cfg.fs:
         ap.error("--fs: unknown %s (choose among %s)" % (bad, ",".join(ALL_FS)))
+    if args.workloads is None:
+        args.workloads = ",".join(DB_WORKLOADS if args.db else ALL_WORKLOADS)
     cfg.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    bad = [w for w in cfg.workloads if w not in ALL_WORKLOADS]
+    bad = [w for w in cfg.workloads if w not in KNOWN_WORKLOADS]
     if bad or not cfg.workloads:
         ap.error("--workloads: unknown %s (choose among %s)"
-                 % (bad, ",".join(ALL_WORKLOADS)))
+                 % (bad, ",".join(KNOWN_WORKLOADS)))
     cfg.mode = "quick" if args.quick else "full"
     cfg.profile = dict(PROFILES[cfg.mode])
     for opt, key in (("seq_size", "seq_size"), ("rand_size", "rand_size"),
@@ -1281,6 +1711,7 @@ def main(argv=None):
     if cfg.profile["files"] < cfg.profile["dirs"] or cfg.profile["dirs"] < 1:
         ap.error("need at least one file per directory")
     cfg.workdir = args.workdir.resolve()
+    cfg.ocfs2d_control = cfg.workdir / "ocfs2d.control"
     cfg.cache_dir = cfg.workdir / "cache"
     cfg.build_dir = (REPO / args.build_dir).resolve() if not args.build_dir.is_absolute() \
         else args.build_dir
@@ -1293,6 +1724,12 @@ def main(argv=None):
     cfg.ocfs2_format_opts = shlex.split(args.ocfs2_format_opts) \
         if args.ocfs2_format_opts is not None else None
     cfg.ocfs2d_launch = args.ocfs2d_launch
+    if cfg.ocfs2d_launch == "auto":
+        cfg.ocfs2d_launch = "server" if set(cfg.workloads) & set(DB_WORKLOADS) \
+            else "foreground"
+    # PostgreSQL runs as its own user: the FUSE mounts must let it in
+    # (ocfs2d allows other users by default)
+    cfg.fuse_other_users = "allow_other" if "pgbench" in cfg.workloads else ""
     cfg.ocfs2d_opts = args.ocfs2d_opts
     cfg.fuse2fs_opts = args.fuse2fs_opts
     cfg.ext4_opts = args.ext4_opts
@@ -1318,7 +1755,11 @@ def main(argv=None):
     started = time.time()
     results, order = {}, []
     labels = {"seq": human(cfg.profile["seq_size"]),
-              "files": "%d" % cfg.profile["files"], "tar": ""}
+              "files": "%d" % cfg.profile["files"], "tar": "",
+              "writers": "%d" % cfg.profile["sqlite_writers"],
+              "jobs": "%d" % cfg.profile["sync_jobs"],
+              "pgscale": "%d" % cfg.profile["pg_scale"],
+              "pgclients": "%d" % cfg.profile["pg_clients"]}
     old_halt_poll = None
     try:
         if args.guest_halt_poll is not None:
@@ -1405,6 +1846,7 @@ def main(argv=None):
             "values": results[k].values, "samples": results[k].samples,
             "details": results[k].details,
             "errors": results[k].errors,
+            "skipped": results[k].skipped,
             "ratios": {"ocfs2d/%s" % o: ratio(results[k].values.get("ocfs2d"),
                                                 results[k].values.get(o))
                        for o in ("fuse2fs", "floor", "ext4")
@@ -1454,12 +1896,18 @@ def tool_versions(cfg):
                       ("fuse2fs", ["dpkg-query", "-W", "-f=${Version}", "fuse2fs"]),
                       ("fuse-overlayfs", ["dpkg-query", "-W", "-f=${Version}",
                                           "fuse-overlayfs"]),
-                      ("e2fsprogs", ["dpkg-query", "-W", "-f=${Version}", "e2fsprogs"])):
+                      ("e2fsprogs", ["dpkg-query", "-W", "-f=${Version}", "e2fsprogs"]),
+                      ("postgresql", ["dpkg-query", "-W", "-f=${Version}", "postgresql"])):
         try:
             v[name] = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, timeout=10).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             v[name] = None
+    try:
+        import sqlite3
+        v["sqlite"] = sqlite3.sqlite_version
+    except ImportError:
+        v["sqlite"] = None
     try:
         v["ocfs2d_commit"] = subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],

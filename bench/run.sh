@@ -4,6 +4,10 @@
 # benchmark.  Arguments go to bench/bench.py, e.g.:
 #   bench/run.sh --quick
 #   bench/run.sh --size 8G --repeat 3
+#   bench/run.sh --db                (the database rows: SQLite, fio fdatasync
+#                                     and O_DIRECT, pgbench)
+# bench.py installs the tools a run needs (fio, fuse2fs, fuse-overlayfs,
+# and postgresql for pgbench) with apt-get unless --no-install is given.
 set -eu
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" -ne 0 ]; then

@@ -625,6 +625,54 @@ int ctl_daemon_cluster_state(const char *mountpoint, bool json)
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
 
+/* Volume.Statistics: the journal's and the device's counters of a mounted volume. */
+static int do_stats(bool json, const char *mountpoint)
+{
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GDBusConnection) c = NULL;
+	g_autoptr(GPtrArray) vols = NULL;
+	g_autofree char *abs = realpath(mountpoint, NULL);
+	g_autoptr(GVariant) st = NULL;
+	O2dVolume *vol = NULL;
+	struct json_writer j;
+	GVariantIter it;
+	const char *key;
+	guint64 n;
+	bool absent;
+
+	if (!abs)
+		return fail("stats", "%s: %s", mountpoint, g_strerror(errno));
+	c = connect_daemon(&absent, &err);
+	if (!c)
+		return fail("stats", "%s: ocfs2d is not running (%s)", abs,
+			    absent ? "no control socket" : err->message);
+	vols = list_volumes(c, &err);
+	for (guint i = 0; vols && i < vols->len && !vol; i++)
+		if (!g_strcmp0(o2d_volume_get_mount_point(vols->pdata[i]), abs))
+			vol = vols->pdata[i];
+	if (!vol)
+		return fail("stats", "%s: ocfs2d serves no volume mounted there", abs);
+	if (!o2d_volume_call_statistics_sync(vol, g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0),
+					     &st, NULL, &err))
+		return fail("stats", "%s: %s", abs, message_of(err));
+	if (json) {
+		json_init(&j, stdout);
+		json_object_begin(&j, NULL);
+		json_string(&j, "mountpoint", abs);
+		g_variant_iter_init(&it, st);
+		while (g_variant_iter_next(&it, "{&st}", &key, &n))
+			json_uint(&j, key, n);
+		json_object_end(&j);
+		json_finish(&j);
+	} else {
+		printf("%s\n", abs);
+		g_variant_iter_init(&it, st);
+		while (g_variant_iter_next(&it, "{&st}", &key, &n))
+			printf("  %-20s %" G_GUINT64_FORMAT "\n", key, n);
+	}
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
 /*
  * The names a volume goes by in the log for what (a mount point or a
  * device): what itself, resolved; the device the daemon serves on it now;
@@ -784,6 +832,11 @@ int ctl_mount_main(int argc, char **argv, bool json)
 		if (geteuid() != 0)
 			return fail(verb, "must be run as root");
 		return do_umount(json, force, pos[0]);
+	}
+	if (!strcmp(verb, "stats")) {
+		if (npos != 1)
+			return usage(verb, "[--json] MOUNTPOINT");
+		return do_stats(json, pos[0]);
 	}
 	if (!strcmp(verb, "log")) {
 		if (npos > 1)

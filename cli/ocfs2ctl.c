@@ -47,6 +47,7 @@ static const struct verb verbs[] = {
 	{ "mount", NULL, 2, 2, "[-o OPTS] [--foreground] DEVICE DIR", "serve a volume through ocfs2d" },
 	{ "umount", NULL, 1, 1, "[-f] DIR", "unmount cleanly (-f: even if busy)" },
 	{ "mounts", NULL, 0, 0, "", "volumes the running ocfs2d serves" },
+	{ "stats", NULL, 1, 1, "DIR", "a mounted volume's journal commits and device flushes" },
 	{ "log", NULL, 0, 1, "[-n LINES] [DIR|DEVICE]", "ocfs2d's log, or one volume's lines of it" },
 };
 
@@ -286,7 +287,8 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "format"))
 			return ctl_format_main(argc - i, argv + i, c.json);
 		if (!strcmp(argv[i], "mount") || !strcmp(argv[i], "umount") ||
-		    !strcmp(argv[i], "mounts") || !strcmp(argv[i], "log"))
+		    !strcmp(argv[i], "mounts") || !strcmp(argv[i], "log") ||
+		    !strcmp(argv[i], "stats"))
 			return ctl_mount_main(argc - i, argv + i, c.json);
 		break;
 	}

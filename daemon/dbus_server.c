@@ -72,6 +72,8 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 			       const char *destination, GVariant *options, gpointer data);
 static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
 				     gpointer data);
+static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+				  gpointer data);
 
 /* ---- the main loop side: exports and skeletons ---- */
 
@@ -104,6 +106,7 @@ static void export_volume(struct export *x, struct mounted *m)
 	g_signal_connect(vol, "handle-unmount", G_CALLBACK(handle_unmount), x->s);
 	g_signal_connect(vol, "handle-reflink", G_CALLBACK(handle_reflink), x->s);
 	g_signal_connect(vol, "handle-cluster-state", G_CALLBACK(handle_cluster_state), x->s);
+	g_signal_connect(vol, "handle-statistics", G_CALLBACK(handle_statistics), x->s);
 	o2d_object_skeleton_set_volume(obj, vol);
 	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
 }
@@ -612,6 +615,47 @@ static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv,
 			      (guint64)(st.requests + st.downconverts + st.cancels));
 	g_variant_builder_add(&b, "{sv}", "locks", g_variant_builder_end(&lb));
 	o2d_volume_complete_cluster_state(vol, inv, g_variant_builder_end(&b));
+	return TRUE;
+}
+
+/*
+ * The volume's journal and device counters: read under the volume's lock
+ * (every commit and flush happens under it), so that the four are of one
+ * moment and the volume is not closed meanwhile.  Open to any caller.
+ */
+static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+				  gpointer data)
+{
+	struct dbus_server *s = data;
+	g_autoptr(GError) err = NULL;
+	struct o2_fs_stats st;
+	struct volume *v;
+	GVariantBuilder b;
+
+	if (!o2d_parse_statistics(g_dbus_method_invocation_get_parameters(inv), &err)) {
+		return_error(inv, err);
+		return TRUE;
+	}
+	v = target_or_reply(s, inv);
+	if (!v)
+		return TRUE;
+	g_mutex_lock(&v->lock);
+	if (!v->fs) {
+		g_mutex_unlock(&v->lock);
+		volume_unref(v);
+		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
+							      "that volume is no longer mounted");
+		return TRUE;
+	}
+	o2_fs_stats(v->fs, &st);
+	g_mutex_unlock(&v->lock);
+	volume_unref(v);
+	g_variant_builder_init(&b, G_VARIANT_TYPE("a{st}"));
+	g_variant_builder_add(&b, "{st}", "journal_commits", (guint64)st.journal_commits);
+	g_variant_builder_add(&b, "{st}", "journal_checkpoints", (guint64)st.journal_checkpoints);
+	g_variant_builder_add(&b, "{st}", "journal_log_blocks", (guint64)st.journal_log_blocks);
+	g_variant_builder_add(&b, "{st}", "device_flushes", (guint64)st.device_flushes);
+	o2d_volume_complete_statistics(vol, inv, g_variant_builder_end(&b));
 	return TRUE;
 }
 

@@ -74,6 +74,8 @@ bool o2d_parse_unmount(GVariant *params, struct o2d_unmount_req *req, GError **e
 bool o2d_parse_reflink(GVariant *params, struct o2d_reflink_req *req, GError **err);
 /* Volume.ClusterState(a{sv} options): no options yet beyond auth.* */
 bool o2d_parse_cluster_state(GVariant *params, GError **err);
+/* Volume.Statistics(a{sv} options): no options yet beyond auth.* */
+bool o2d_parse_statistics(GVariant *params, GError **err);
 void o2d_reflink_req_clear(struct o2d_reflink_req *req);
 
 /*

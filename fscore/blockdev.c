@@ -53,6 +53,7 @@ int o2_blockdev_flush(struct o2_blockdev *dev)
 {
 	if (dev->read_only || !dev->ops->flush)
 		return 0;
+	dev->flushes++;
 	return dev->ops->flush(dev);
 }
 

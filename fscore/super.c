@@ -469,6 +469,17 @@ int o2_fs_sync(struct o2_fs *fs)
 	return 0;
 }
 
+void o2_fs_stats(const struct o2_fs *fs, struct o2_fs_stats *ret)
+{
+	struct o2_journal_stats js;
+
+	o2_journal_stats(fs, &js);
+	ret->journal_commits = js.commits;
+	ret->journal_checkpoints = js.checkpoints;
+	ret->journal_log_blocks = js.log_blocks_written;
+	ret->device_flushes = fs->dev ? fs->dev->flushes : 0;
+}
+
 int o2_fs_tick(struct o2_fs *fs)
 {
 	struct o2_trans *t;

@@ -28,6 +28,7 @@ root and /dev/fuse (else exit 77, the skip).
 """
 
 import errno
+import json
 import os
 import re
 import shutil
@@ -1031,6 +1032,34 @@ def case_bus(env, chk):
 
     # files written through the mount; a reflink through the bus
     tree = write_tree(os.path.join(a.mnt, "top"), "labelled")
+
+    # Statistics: the journal's and the device's counters, which grow
+    # with writes and an fsync (a new file's fsync commits its creation
+    # and flushes the image)
+    stat_keys = ["device_flushes", "journal_checkpoints", "journal_commits", "journal_log_blocks"]
+    r = ctx.call(path_a, "Statistics", {})
+    if chk.ok(r.ok and len(r.value) == 1 and sorted(r.value[0]) == stat_keys,
+              "Statistics returns the four counters: %r" % r):
+        before = r.value[0]
+        fd = os.open(os.path.join(a.mnt, "synced"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            for _ in range(4):
+                os.write(fd, b"s" * 65536)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        r = ctx.call(path_a, "Statistics", {"auth.no_user_interaction": True})
+        after = r.value[0] if r.ok and r.value else {}
+        log("Statistics before %r, after writes and fsyncs %r" % (before, after))
+        for k in ("journal_commits", "journal_log_blocks", "device_flushes"):
+            chk.ok(after.get(k, 0) > before[k], "Statistics: %s grew after writes and an fsync (%r -> %r)"
+                   % (k, before[k], after.get(k)))
+        chk.ok(after.get("device_flushes", 0) - before["device_flushes"] >= 4,
+               "Statistics: at least one device flush per fsync of new data (%r -> %r)"
+               % (before["device_flushes"], after.get("device_flushes")))
+        chk.ok(all(after.get(k, -1) >= before[k] for k in stat_keys), "no counter went down: %r" % after)
+    r = ctx.call(path_a, "Statistics", {"reset": True})
+    ctx.refused(r, E + "OptionNotPermitted", "Statistics with an unknown option")
     t0 = time.time()
     r = ctx.call(path_a, "Reflink", "/top/big", "/top/big.reflink", {})
     log("Reflink over the bus: %.2fs" % (time.time() - t0))
@@ -1111,6 +1140,9 @@ def case_bus(env, chk):
         chk.eq(props.get(k), v, "read-only volume: Volume.%s" % k)
     chk.eq(props.get("Label"), "", "an unlabelled volume's Label")
     chk.ok(props.get("Options", "").split(",")[:1] == ["ro"], "Options of a ro mount: %r" % props.get("Options"))
+    r = ctx.call(volume_path(b.mnt), "Statistics", {})
+    chk.ok(r.ok and r.value and set(r.value[0].values()) == {0},
+           "Statistics of a read-only volume: all zero (%r)" % r)
     try:
         write_file(os.path.join(b.mnt, "x"), b"x")
         chk.ok(False, "writing to the read-only mount succeeded")
@@ -1122,7 +1154,10 @@ def case_bus(env, chk):
     r = ctx.call(volume_path(b.mnt), "Unmount", {})
     chk.ok(r.ok and not b.mounted(), "Unmount of the read-only volume: %r" % r)
     unmounted(b)
-    chk.ok(mon.wait("InterfacesRemoved", "'%s'" % volume_path(b.mnt)), "InterfacesRemoved for b")
+    # b's path was removed once already (its first unmount): wait for the second
+    ctx.wait_for(lambda: len([1 for _, a_ in mon.signals("InterfacesRemoved")
+                              if "'%s'" % volume_path(b.mnt) in a_]) >= 2,
+                 "InterfacesRemoved for b, once per unmount")
     mon.stop()
     # (the monitor follows the name's owner: the second daemon is not heard)
     chk.eq(len([s for s in mon.signals("InterfacesAdded") if "/volumes/" in s[1]]), 3,
@@ -1384,6 +1419,10 @@ def case_auth(env, chk):
                  user=NOBODY)
     chk.ok(r.ok and "interface %s" % VOL in r.out and "Unmount(" in r.out,
            "introspection as uid %d: %r" % (NOBODY, r))
+    r = ctx.call(path_v, "Statistics", {}, user=NOBODY)
+    chk.ok(r.ok and r.value and sorted(r.value[0]) == ["device_flushes", "journal_checkpoints",
+                                                        "journal_commits", "journal_log_blocks"],
+           "Statistics as uid %d (anyone may read the counters): %r" % (NOBODY, r))
     r = ctx.call(path_v, PROPS + ".Set", VOL, "Label", Typed("variant", "x"), user=NOBODY)
     chk.ok(not r.ok, "Set of a read-only property as uid %d fails: %r" % (NOBODY, r))
     r = ctx.call(path_v, PROPS + ".Set", VOL, "Label", Typed("variant", "x"))
@@ -1434,6 +1473,17 @@ def case_auth(env, chk):
     cenv = dict(ctx.client_env, OCFS2D_CONTROL=srv.control)
     r = ctx.tool([env.ctl, "mounts"], env=cenv)
     chk.ok(r.ok and os.path.realpath(v.mnt) in r.out, "ocfs2ctl mounts as root on the control socket: %r" % r)
+    r = ctx.tool([env.ctl, "stats", "--json", v.mnt], env=cenv, parse=json.loads)
+    chk.ok(r.ok and r.value.get("mountpoint") == os.path.realpath(v.mnt) and
+           isinstance(r.value.get("journal_commits"), int) and
+           isinstance(r.value.get("device_flushes"), int),
+           "ocfs2ctl stats --json as root on the control socket: %r" % r)
+    r = ctx.tool([env.ctl, "stats", v.mnt], env=cenv, parse=str)
+    chk.ok(r.ok and re.search(r"^\s+device_flushes\s+\d+$", r.out, re.M),
+           "ocfs2ctl stats as root on the control socket: %r" % r)
+    r = ctx.tool([env.ctl, "stats", w.mnt], env=cenv, parse=str)
+    chk.ok(r.rc == 1 and "ocfs2ctl: stats: " in r.err and "serves no volume" in r.err,
+           "ocfs2ctl stats of a directory nothing is mounted on: %r" % r)
 
     def nobody_locked_out(what):
         r = ctx.tool([env.ctl, "mounts"], user=NOBODY, env=cenv)

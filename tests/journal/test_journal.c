@@ -536,6 +536,14 @@ START_TEST(commit_checkpoint_wrap)
 	ck_assert_uint_ge(wraps, 2);
 	ck_assert_uint_ge(checkpoints, 2);
 	ck_assert_uint_gt(js.next_tid, js.commits);
+	/* the public counters (o2_fs_stats, what the daemon serves) are the journal's */
+	struct o2_fs_stats fst;
+
+	o2_fs_stats(fs, &fst);
+	ck_assert_uint_eq(fst.journal_commits, js.commits);
+	ck_assert_uint_eq(fst.journal_checkpoints, js.checkpoints);
+	ck_assert_uint_eq(fst.journal_log_blocks, js.log_blocks_written);
+	ck_assert_uint_eq(fst.device_flushes, dev->flushes);
 	/* a clean close leaves an empty log and a clean journal inode */
 	ck_assert_int_eq(o2_fs_close(fs), 0);
 	ck_assert_int_eq(o2_fs_open(dev, O2_OPEN_RDONLY, &fs, err, sizeof(err)), 0);

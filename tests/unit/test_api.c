@@ -239,6 +239,26 @@ START_TEST(test_other_args)
 	ck_assert(!o2d_parse_cluster_state(p4, &err));
 	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
 	ck_assert(!o2d_parse_cluster_state(NULL, NULL));
+	g_clear_error(&err);
+	/* Statistics: the same, options only, none but auth.* known */
+	g_autoptr(GVariant) p9 = params("({'reset': <true>},)");
+	g_autoptr(GVariant) p10 = params("({'auth.no_user_interaction': <'yes'>},)");
+	g_autoptr(GVariant) p11 = params("@a{sv} {}");
+
+	ck_assert(o2d_parse_statistics(p7, NULL));
+	ck_assert(o2d_parse_statistics(p8, NULL));
+	ck_assert(!o2d_parse_statistics(p9, &err));
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_OPTION_NOT_PERMITTED));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_statistics(p10, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_statistics(p4, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_statistics(p11, &err)); /* not a tuple */
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	ck_assert(!o2d_parse_statistics(NULL, NULL));
 }
 END_TEST
 

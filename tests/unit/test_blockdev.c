@@ -70,7 +70,11 @@ static void exercise_device(struct o2_blockdev *dev)
 		fill(buf, lens[i], offs[i], i);
 		ck_assert_int_eq(o2_blockdev_write(dev, buf, lens[i], offs[i]), 0);
 	}
+	/* each flush that reaches the device is counted (memory has none) */
+	uint64_t flushes = dev->flushes;
+
 	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	ck_assert_uint_eq(dev->flushes, flushes + (dev->ops->flush ? 1 : 0));
 	for (unsigned i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
 		/* Later writes overlap earlier ones; check only what stayed. */
 		int overwritten = 0;
@@ -306,8 +310,9 @@ START_TEST(test_file_readonly)
 	ck_assert(check_pattern(buf, sizeof(buf), 4096, 3));
 	ck_assert_int_eq(o2_blockdev_write(dev, buf, sizeof(buf), 0), -EROFS);
 	ck_assert_int_eq(o2_blockdev_write(dev, buf, 512, MiB - 512), -EROFS);
-	/* Flushing a read-only device is harmless. */
+	/* Flushing a read-only device is harmless, and not counted. */
 	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	ck_assert_uint_eq(dev->flushes, 0);
 	/* Out-of-range reads still fail with -ENXIO. */
 	ck_assert_int_eq(o2_blockdev_read(dev, buf, 512, MiB), -ENXIO);
 	o2_blockdev_free(dev);

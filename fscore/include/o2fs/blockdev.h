@@ -27,6 +27,12 @@ struct o2_blockdev {
 	uint64_t size; /* bytes */
 	unsigned sector_size;
 	int read_only;
+	/*
+	 * Flushes that reached ops->flush (o2_blockdev_flush counts them;
+	 * implementations leave it alone): what a volume's syncs cost the
+	 * device.  Read and written under the caller's lock, like the rest.
+	 */
+	uint64_t flushes;
 };
 
 #define O2_DEV_RDONLY 0x1 /* open for reading only */

@@ -114,6 +114,19 @@ int o2_fs_close_why(struct o2_fs *fs, char *errbuf, size_t errlen);
 int o2_fs_sync(struct o2_fs *fs);
 /* Commit the running transaction if it is older than the commit interval. */
 int o2_fs_tick(struct o2_fs *fs);
+
+/*
+ * What the volume has cost its journal and device since it was opened
+ * (counters only grow; all zero for a read-only open).  For measuring how
+ * many commits and device flushes an fsync or a workload takes.
+ */
+struct o2_fs_stats {
+	uint64_t journal_commits;     /* transactions committed to the log */
+	uint64_t journal_checkpoints; /* times the log was written home and emptied */
+	uint64_t journal_log_blocks;  /* blocks written to the log */
+	uint64_t device_flushes;      /* flushes of the device (fdatasync of a file) */
+};
+void o2_fs_stats(const struct o2_fs *fs, struct o2_fs_stats *ret);
 /* Non-zero (a -errno) once a failure (I/O, a damaged block, memory in the
  * middle of an operation) has turned the volume read-only. */
 int o2_fs_readonly_reason(const struct o2_fs *fs);

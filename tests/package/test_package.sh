@@ -9,6 +9,8 @@
 #     through OCFS2D_CONTROL and --no-system-bus) serves the D-Bus API;
 #   - the installed ocfs2ctl formats a volume, mounts, lists and unmounts
 #     it through that daemon;
+#   - a private bus reading the installed bus policy and activation file
+#     starts the installed ocfs2d on the first call to org.ocfs2d.Daemon1;
 #   - mount -t fuse.ocfs2 and umount (the installed helpers) do the same;
 #   - the installed resource agent starts, monitors and stops the volume,
 #     the ocfs2ctl it runs starting the installed ocfs2d on its own;
@@ -23,7 +25,8 @@
 #   meson test -C build --setup package --suite package
 # Skips (77) when not root, without /dev/fuse or fsck.ocfs2, or when an
 # ocfs2d is already installed on the system (a package or /usr/sbin/ocfs2d)
-# that the purge would take away.
+# that the purge would take away.  OCFS2D_TEST_DEBS=DIR uses the packages
+# an earlier packaging/build-deb.sh DIR made instead of building them.
 set -u
 top=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -72,6 +75,7 @@ img=$work/vol.img
 mkdir "$mnt"
 installed=0
 daemon_pid=""
+bus_pid=""
 
 # dpkg has no lock timeout of its own: wait while another dpkg runs
 dpkg_locked() {
@@ -88,10 +92,12 @@ dpkg_locked() {
 
 # our daemons only: the one we started and any that answers on our socket
 our_daemons() {
-	for p in /proc/[0-9]*; do
-		[ "$(readlink "$p/exe" 2>/dev/null)" = /usr/sbin/ocfs2d ] || continue
-		tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "OCFS2D_CONTROL=$ctl" &&
-			echo "${p#/proc/}"
+	# (pgrep only lists the candidates; each is checked by its exe and
+	# environment, and only those are ever signalled)
+	for p in $(pgrep -x ocfs2d); do
+		[ "$(readlink "/proc/$p/exe" 2>/dev/null)" = /usr/sbin/ocfs2d ] || continue
+		tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OCFS2D_CONTROL=$ctl" &&
+			echo "$p"
 	done
 }
 
@@ -106,6 +112,7 @@ cleanup() {
 	for p in $daemon_pid $(our_daemons); do
 		kill -9 "$p" 2>/dev/null
 	done
+	[ -n "$bus_pid" ] && kill "$bus_pid" 2>/dev/null
 	if [ "$installed" = 1 ]; then
 		dpkg_locked dpkg -P resource-agents-ocfs2d ocfs2d >/dev/null
 	fi
@@ -115,9 +122,16 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM
 
 t0=$(date +%s)
-step "building the packages (packaging/build-deb.sh)"
-"$top/packaging/build-deb.sh" "$work/deb" > "$work/build.log" 2>&1 || {
-	tail -n 40 "$work/build.log"; fail "packaging/build-deb.sh failed (log above)"; }
+if [ -n "${OCFS2D_TEST_DEBS:-}" ]; then
+	# working on this test: the packages of an earlier build-deb.sh run
+	step "using the packages in $OCFS2D_TEST_DEBS"
+	mkdir "$work/deb" || fail "mkdir"
+	cp "$OCFS2D_TEST_DEBS"/* "$work/deb/" || fail "no packages in $OCFS2D_TEST_DEBS"
+else
+	step "building the packages (packaging/build-deb.sh)"
+	"$top/packaging/build-deb.sh" "$work/deb" > "$work/build.log" 2>&1 || {
+		tail -n 40 "$work/build.log"; fail "packaging/build-deb.sh failed (log above)"; }
+fi
 t1=$(date +%s)
 echo "built in $((t1 - t0)) s:"
 ls -l "$work/deb"
@@ -128,8 +142,7 @@ version=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$top/meson.build" | head
 [ "$(dpkg-deb -f "$ra" Version)" = "$version" ] || fail "the agent's version is not meson.build's $version"
 
 step "lintian"
-lintian --fail-on error --suppress-tags running-with-root-privileges \
-	"$work"/deb/ocfs2d_*.changes > "$work/lintian.log" 2>&1
+lintian --fail-on error "$work"/deb/ocfs2d_*.changes > "$work/lintian.log" 2>&1
 lrc=$?
 sed 's/^/lintian: /' "$work/lintian.log"
 grep -q '^E: ' "$work/lintian.log" && fail "lintian reports errors"
@@ -202,6 +215,65 @@ done
 wait "$daemon_pid" || fail "the daemon exited with $?"
 daemon_pid=""
 sed 's/^/ocfs2d: /' "$work/daemon.log"
+
+# The installed activation file and bus policy: a private bus that reads
+# them where the package put them (a bus of its own, not the system's:
+# activation runs Exec itself, with the bus's environment, so the daemon
+# gets our control socket and this bus as its "system bus").
+if command -v dbus-daemon >/dev/null && command -v gdbus >/dev/null; then
+	step "D-Bus activation on a private bus with the installed policy"
+	bus=$work/bus
+	cat > "$work/bus.conf" <<EOT
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <auth>EXTERNAL</auth>
+  <listen>unix:path=$bus</listen>
+  <servicedir>/usr/share/dbus-1/system-services</servicedir>
+  <policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+  </policy>
+  <includedir>/usr/share/dbus-1/system.d</includedir>
+</busconfig>
+EOT
+	DBUS_SYSTEM_BUS_ADDRESS=unix:path=$bus dbus-daemon --config-file="$work/bus.conf" \
+		--nofork --nopidfile 2> "$work/bus.log" &
+	bus_pid=$!
+	n=0
+	until [ -S "$bus" ]; do
+		[ $n -lt 100 ] || { cat "$work/bus.log"; fail "the private bus did not start"; }
+		n=$((n + 1)); sleep 0.1
+	done
+	export DBUS_SYSTEM_BUS_ADDRESS="unix:path=$bus"
+	gdbus introspect --system --dest org.ocfs2d.Daemon1 --object-path /org/ocfs2d/Daemon1 \
+		-r > "$work/introspect" 2>&1 || { cat "$work/introspect" "$work/bus.log"; fail "activation failed"; }
+	grep -q "org.ocfs2d.Daemon1.Manager" "$work/introspect" || {
+		cat "$work/introspect"; fail "the activated daemon does not offer the Manager"; }
+	pids=$(our_daemons)
+	[ -n "$pids" ] || fail "no /usr/sbin/ocfs2d was activated"
+	echo "activated: pid $pids, $(readlink /proc/"$pids"/exe)"
+	/usr/bin/ocfs2ctl mounts || fail "ocfs2ctl cannot reach the activated daemon"
+	kill "$pids"
+	n=0
+	while [ -n "$(our_daemons)" ]; do
+		[ $n -lt 100 ] || fail "the activated daemon did not exit after SIGTERM"
+		n=$((n + 1)); sleep 0.1
+	done
+	kill "$bus_pid"; wait "$bus_pid" 2>/dev/null
+	bus_pid=""
+	unset DBUS_SYSTEM_BUS_ADDRESS
+fi
 
 step "the resource agent (its ocfs2ctl starts the installed ocfs2d)"
 agent=/usr/lib/ocf/resource.d/ocfs2d/volume

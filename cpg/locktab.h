@@ -82,6 +82,16 @@
 #define O2LT_LVB_LEN 64
 /* the largest message o2lt_deliver takes (snapshots included) */
 #define O2LT_MSG_MAX (16u << 20)
+/*
+ * Snapshots whose state is larger than O2LT_SNAP_PLAIN_MAX bytes travel
+ * deflated (zlib): about 123 bytes a lock held by one member before, a
+ * tenth of that or less after, so that a group holding hundreds of
+ * thousands of locks still fits a joiner's snapshot in one message.  The
+ * state itself may not exceed O2LT_SNAP_STATE_MAX bytes (what a joiner
+ * allocates to inflate it).
+ */
+#define O2LT_SNAP_PLAIN_MAX 512u
+#define O2LT_SNAP_STATE_MAX (1024u << 20)
 
 enum o2lt_mode {
 	O2LT_NL = 0,

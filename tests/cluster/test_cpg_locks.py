@@ -289,8 +289,9 @@ def case_bigjoin(cluster, client, tmp):
     cacheclient = os.path.join(os.path.dirname(client), "cacheclient")
     per = int(os.environ.get("BIGJOIN_N", "50000"))
     bound = float(os.environ.get("BIGJOIN_BOUND", "30"))
+    threads = os.environ.get("BIGJOIN_THREADS", "16")
     holders = [Lines(nd.spawn([cacheclient, "ocfs2d-test", "many", str(1000 + i * per), str(per),
-                               "16", "0", "1"]))
+                               threads, "0", "1"]))
                for i, nd in enumerate(cluster.nodes)]
     for i, h in enumerate(holders):
         t = h.until("taken", 280)

@@ -748,7 +748,10 @@ START_TEST(test_forget_waits_for_holder)
 	mem[0].cached = 4;
 	o2lc_unlock(a, O2LT_EX);
 	g_usleep(50000);
-	ck_assert_uint_eq(stats(0).drops, 0); /* still referenced */
+	ck_assert_uint_eq(stats(0).drops, 0); /* still referenced: kept */
+	ck_assert_int_eq(o2lc_res_mode(a), O2LT_EX);
+	ck_assert_uint_eq(table_entries(0), 1);
+	ck_assert_uint_eq(stats(0).downconverts, 0);
 	o2lc_res_put(a);
 	ck_assert(wait_resources(0, 0));
 	ck_assert_uint_eq(disk, 4);

@@ -2747,7 +2747,7 @@ static Suite *locktab_suite(void)
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("big");
-	tcase_set_timeout(tc, 120);
+	tcase_set_timeout(tc, 280);
 	tcase_add_test(tc, test_big_join);
 	suite_add_tcase(s, tc);
 

@@ -219,6 +219,14 @@ static void trim(struct o2lc *c)
 	}
 }
 
+/* A drop that has not committed a step is given up: r stays. */
+static void drop_abandon(struct o2lc_res *r)
+{
+	r->dropping = false;
+	if (!r->refs)
+		lru_add(r);
+}
+
 /* Continue or start r's drop if it is due; under c->mu; may free r. */
 static void drop_due(struct o2lc_res *r)
 {
@@ -229,7 +237,7 @@ static void drop_due(struct o2lc_res *r)
 			return; /* a step is in flight */
 		if (r->refs || r->holders[O2LT_PR] || r->holders[O2LT_EX]) {
 			/* taken again meanwhile: it stays, its users ask again */
-			r->dropping = false;
+			drop_abandon(r);
 			return;
 		}
 		drop_go(r); /* the next step, or the end */
@@ -504,10 +512,17 @@ static void downconvert(struct o2lc *c, struct o2lc_res *r)
 {
 	g_mutex_lock(&c->mu);
 	r->dc_queued = false;
-	if (r->dropping) {
+	if (r->dropping && r->dc_running) {
+		/* the drop's own write-back, queued by drop_go */
 		drop_writeback(c, r);
 		g_mutex_unlock(&c->mu);
 		return;
+	}
+	if (r->dropping) {
+		/* a downconvert another node asked for while a failed drop waited
+		   to be tried again: a local user may hold r by now, so the
+		   drop gives way and this is an ordinary downconvert */
+		drop_abandon(r);
 	}
 	int to = r->blocked == NONE ? NONE : target_for(r->granted, r->blocked);
 	if (c->lost || to == NONE || r->granted == NONE || to >= r->granted || r->pending != NONE ||

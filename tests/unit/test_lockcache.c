@@ -982,6 +982,38 @@ START_TEST(test_drop_then_new_user)
 }
 END_TEST
 
+START_TEST(test_drop_gives_way)
+{
+	/* a drop whose write-back failed waits a second to try again; a local
+	   user takes the lock meanwhile, and another node asks for PR: the
+	   downconvert to PR that follows must not finish the drop under it */
+	ck_assert_int_eq(take(0, O2LT_EX, 0), 0);
+	mem[0].cached = 30;
+	struct o2lc_res *r = counter(0);
+	o2lc_unlock(r, O2LT_EX);
+	o2lc_res_put(r);
+	mem[0].fail_downconverts = 1;
+	o2lc_res_forget(r);
+	g_usleep(100000);
+	ck_assert_uint_eq(mem[0].downconverts_seen, 1);
+	r = counter(0);
+	ck_assert_int_eq(o2lc_lock(r, O2LT_PR, 0), 0);
+	struct taker t;
+	start_taker(&t, 1, O2LT_PR);
+	ck_assert(wait_done(&t, WAIT_S * 1000));
+	g_thread_join(t.thread);
+	ck_assert_int_eq(t.rc, 0);
+	ck_assert_uint_eq(mem[1].cached, 30);
+	ck_assert_int_eq(o2lc_res_mode(r), O2LT_PR); /* still held, as its user believes */
+	ck_assert_uint_eq(table_entries(0), 1);
+	ck_assert_uint_eq(stats(0).drops, 0);
+	o2lc_unlock(r, O2LT_PR);
+	o2lc_unlock(counter(1), O2LT_PR);
+	o2lc_res_put(r);
+	ck_assert_uint_eq(stats(0).unused, 1); /* back on the LRU */
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
 	ck_assert_ptr_null(o2lc_res_get(mem[0].c, "", 0, NULL, NULL));
@@ -1018,6 +1050,7 @@ static Suite *lockcache_suite(void)
 	tcase_add_test(tc, test_lru_bound);
 	tcase_add_test(tc, test_drops_no_lost_update);
 	tcase_add_test(tc, test_drop_then_new_user);
+	tcase_add_test(tc, test_drop_gives_way);
 	suite_add_tcase(s, tc);
 	return s;
 }

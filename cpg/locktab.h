@@ -213,8 +213,8 @@ size_t o2lt_members(const struct o2lt_table *t, struct o2lt_member_info *buf, si
  * The message that gives target this table's state, at this point of the
  * stream (see SEND_SNAPSHOT).  *ret_msg is g_malloc'ed; the caller
  * multicasts and g_free's it.  -ENOENT: target is not a member waiting for
- * a snapshot; -EAGAIN: this table is not synced; -EMSGSIZE: the state does
- * not fit in O2LT_MSG_MAX.
+ * a snapshot; -EAGAIN: this table is not synced; -EMSGSIZE: the state is
+ * over O2LT_SNAP_STATE_MAX, or does not fit in O2LT_MSG_MAX even deflated.
  */
 int o2lt_snapshot(struct o2lt_table *t, struct o2lt_member target, void **ret_msg, size_t *ret_len);
 

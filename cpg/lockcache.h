@@ -155,10 +155,13 @@ struct o2lc_res *o2lc_res_get(struct o2lc *c, const void *name, size_t namelen,
  * refreshed (from, O2LT_NL; leaving EX, the value block it leaves is
  * stored), then the service is told (DOWN to UNLOCK); once it confirms,
  * the resource is freed and a later o2lc_res_get makes a new one.  If the
- * callback fails, the drop is tried again a second later, as a downconvert.
+ * callback fails, the drop is tried again a second later, as a downconvert;
+ * until then the lock is still held, and a local user who takes it (or a
+ * downconvert another node asks for) makes the drop give way.
  *
  * Races: an o2lc_res_get of the same name while a drop is under way gets
- * the resource being dropped; a drop, once started, is not undone: that
+ * the resource being dropped; a drop whose write-back has begun is not
+ * undone (a failed one aside, as above): that
  * user's o2lc_lock waits until the service has confirmed it, then asks the
  * service again (and gets O2LC_REFRESH), so nobody ever believes it holds
  * a lock the service has dropped.  The resource then stays.  Any thread

@@ -15,6 +15,19 @@
  * cancel of the pending request.  The downconvert thread runs the
  * resources' callbacks; while one runs (dc_running) no local user may take
  * the resource, since what is being written back must not change.
+ *
+ * Lifetime.  Each o2lc_res_get is a reference; a resource nobody references
+ * (refs 0) sits on the cache's LRU, least recently put first.  It is
+ * dropped (DOWN to UNLOCK, after the downconvert callback if it held PR or
+ * EX and was refreshed) when it was forgotten, or when the LRU is longer
+ * than the limit, and only once it is idle: no reference, no holder,
+ * nothing in flight (res_busy, queued sends included).  A drop commits at
+ * once (dropping, dc_running or down_to set: local users wait) and ends
+ * when the service confirms (DOWNED); the resource is then freed, unless
+ * someone took a reference meanwhile: it then stays, granted nothing, and
+ * that user's o2lc_lock asks the service again.  Only kick() frees, and
+ * only the resource it was called for; trim() frees others, so it runs
+ * only where no caller keeps a pointer to an unreferenced resource.
  */
 #include "lockcache.h"
 
@@ -36,6 +49,8 @@ struct o2lc {
 	GThread *dc_thread;
 	GAsyncQueue *dcq; /* resources to downconvert; the cache itself = stop */
 	unsigned retries; /* resources with dc_retry_at set */
+	GQueue lru;	  /* unreferenced resources not being dropped, least recent first */
+	unsigned limit;	  /* at most this many on the lru (0: no bound) */
 	gint refs;	  /* o2lc_free's, plus one per send queued on the service side */
 };
 
@@ -65,6 +80,12 @@ struct o2lc_res {
 	gint64 dc_retry_at; /* after a failed callback: when to try again, or 0 */
 	uint8_t lvb[O2LC_LVB_LEN];
 	bool lvb_valid;
+	unsigned refs;	    /* o2lc_res_get's not yet put */
+	unsigned sends;	    /* service-side calls queued that use r */
+	bool forget;	    /* drop it as soon as it is idle */
+	bool dropping;	    /* being dropped: DOWN to UNLOCK, then freed */
+	GList *lru_link;    /* its link on c->lru (data: r) */
+	bool on_lru;
 };
 
 struct send {
@@ -113,15 +134,139 @@ static void on_service_side(struct o2lc *c, GSourceFunc fn, gpointer p)
 	g_source_unref(s);
 }
 
+/* The same for a call that uses r: r stays until fn has run. */
+static void res_on_service_side(struct o2lc_res *r, GSourceFunc fn, gpointer p)
+{
+	r->sends++;
+	on_service_side(r->c, fn, p);
+}
+
+/* Whether r has anything in flight; under c->mu. */
+static bool res_busy(const struct o2lc_res *r)
+{
+	return r->refreshing || r->pending != NONE || r->finishing || r->dc_queued || r->dc_running ||
+	       r->down_to != NONE || r->dc_retry_at || r->sends;
+}
+
+/* Nobody uses r and nothing is in flight: it may be dropped. */
+static bool res_idle(const struct o2lc_res *r)
+{
+	return !r->refs && !r->holders[O2LT_PR] && !r->holders[O2LT_EX] && !r->dropping &&
+	       !res_busy(r);
+}
+
+static void lru_remove(struct o2lc_res *r)
+{
+	if (r->on_lru) {
+		g_queue_unlink(&r->c->lru, r->lru_link);
+		r->on_lru = false;
+	}
+}
+
+static void lru_add(struct o2lc_res *r)
+{
+	lru_remove(r);
+	g_queue_push_tail_link(&r->c->lru, r->lru_link);
+	r->on_lru = true;
+}
+
+static gboolean send_down(gpointer p);
+
 /*
- * Called under c->mu after any change to r: wake waiters, and start what
+ * Drop r (idle, or dropping and idle again after a failed step): free it
+ * now if it holds nothing, else write back (downconvert thread) and send
+ * DOWN to UNLOCK.  Under c->mu; may free r.
+ */
+static void drop_go(struct o2lc_res *r)
+{
+	struct o2lc *c = r->c;
+	lru_remove(r);
+	if (r->granted == NONE) {
+		c->stats.drops++;
+		g_hash_table_remove(c->res, r->key); /* frees r */
+		return;
+	}
+	r->dropping = true;
+	r->dc_running = true; /* local users wait from here on */
+	r->blocked = NONE;    /* whoever waits gets more than it asked */
+	if (r->granted >= O2LT_PR && !r->need_refresh && r->ops && r->ops->downconvert) {
+		r->dc_queued = true;
+		g_async_queue_push(c->dcq, r);
+	} else {
+		r->down_to = O2LT_UNLOCK;
+		r->down_id = 0;
+		r->down_lvb = false;
+		res_on_service_side(r, send_down, r);
+	}
+}
+
+/*
+ * Drop the least recently used idle resources while the LRU is longer
+ * than the limit.  Under c->mu; frees resources, so its caller must keep
+ * no pointer to an unreferenced one.
+ */
+static void trim(struct o2lc *c)
+{
+	if (!c->limit || c->lost)
+		return;
+	GList *l = c->lru.head;
+	while (l && c->lru.length > c->limit) {
+		GList *next = l->next;
+		struct o2lc_res *r = l->data;
+		if (res_idle(r))
+			drop_go(r);
+		l = next;
+	}
+}
+
+/* A drop that has not committed a step is given up: r stays. */
+static void drop_abandon(struct o2lc_res *r)
+{
+	r->dropping = false;
+	if (!r->refs)
+		lru_add(r);
+}
+
+/* Continue or start r's drop if it is due; under c->mu; may free r. */
+static void drop_due(struct o2lc_res *r)
+{
+	if (r->c->lost)
+		return;
+	if (r->dropping) {
+		if (res_busy(r))
+			return; /* a step is in flight */
+		if (r->refs || r->holders[O2LT_PR] || r->holders[O2LT_EX]) {
+			/* taken again meanwhile: it stays, its users ask again */
+			drop_abandon(r);
+			return;
+		}
+		drop_go(r); /* the next step, or the end */
+		return;
+	}
+	if (r->forget && res_idle(r))
+		drop_go(r);
+}
+
+/* kick's part for another node waiting on r */
+static void kick_blocked(struct o2lc_res *r);
+
+/*
+ * Called under c->mu after any change to r: wake waiters, start what
  * another node waiting on us needs (a cancel of our own conversion, or a
- * downconvert once no local user is in its way).
+ * downconvert once no local user is in its way), and go on with r's drop
+ * if one is due.  May free r if nobody references it: the caller must not
+ * touch r after unless it holds a reference.
  */
 static void kick(struct o2lc_res *r)
 {
+	g_cond_broadcast(&r->c->cond);
+	kick_blocked(r);
+	drop_due(r);
+}
+
+static void kick_blocked(struct o2lc_res *r)
+{
 	struct o2lc *c = r->c;
-	g_cond_broadcast(&c->cond);
 	if (r->blocked == NONE || c->lost || r->granted == NONE)
 		return;
 	int to = target_for(r->granted, r->blocked);
@@ -137,7 +282,7 @@ static void kick(struct o2lc_res *r)
 		if (!r->cancelling && r->pending_id > 0) {
 			r->cancelling = true;
 			c->stats.cancels++;
-			on_service_side(c, send_cancel, r);
+			res_on_service_side(r, send_cancel, r);
 		}
 		return;
 	}
@@ -166,6 +311,7 @@ static gboolean send_lock(gpointer p)
 	struct o2lc_res *r = s->r;
 	struct o2lc *c = r->c;
 	g_mutex_lock(&c->mu);
+	r->sends--;
 	int64_t id = c->lost ? -ENOTCONN : c->backend->lock(c->be, r->name, r->namelen, s->mode, s->flags);
 	if (id < 0) {
 		r->done_error = (int)id;
@@ -187,6 +333,7 @@ static gboolean send_cancel(gpointer p)
 	struct o2lc_res *r = p;
 	struct o2lc *c = r->c;
 	g_mutex_lock(&c->mu);
+	r->sends--;
 	if (r->cancelling && r->pending != NONE && !c->lost) {
 		int64_t id = c->backend->cancel(c->be, r->name, r->namelen);
 		if (id < 0) {
@@ -195,6 +342,7 @@ static gboolean send_cancel(gpointer p)
 			r->cancelling = false;
 		}
 	}
+	kick(r);
 	g_mutex_unlock(&c->mu);
 	cache_unref(c);
 	return G_SOURCE_REMOVE;
@@ -205,6 +353,7 @@ static gboolean send_down(gpointer p)
 	struct o2lc_res *r = p;
 	struct o2lc *c = r->c;
 	g_mutex_lock(&c->mu);
+	r->sends--;
 	int64_t id = -ENOTCONN;
 	if (!c->lost)
 		id = c->backend->down(c->be, r->name, r->namelen, r->down_to,
@@ -309,8 +458,9 @@ void o2lc_event(struct o2lc *c, const struct o2lt_event *ev)
 				r->blocked = ev->mode;
 			break;
 		}
-		kick(r);
+		kick(r); /* r may be gone now */
 	}
+	trim(c);
 	g_mutex_unlock(&c->mu);
 }
 
@@ -324,10 +474,56 @@ void o2lc_lost(struct o2lc *c)
 
 /* ---- the downconvert thread ---- */
 
+/* The write-back of a drop (drop_go), then its DOWN to UNLOCK. */
+static void drop_writeback(struct o2lc *c, struct o2lc_res *r)
+{
+	if (c->lost || r->granted == NONE) {
+		r->dc_running = false;
+		kick(r);
+		return;
+	}
+	int from = r->granted;
+	uint8_t lvb[O2LC_LVB_LEN];
+	if (r->lvb_valid)
+		memcpy(lvb, r->lvb, sizeof(lvb));
+	else
+		memset(lvb, 0, sizeof(lvb));
+	g_mutex_unlock(&c->mu);
+	int rc = r->ops->downconvert(r, from, O2LT_NL, lvb, r->data);
+	g_mutex_lock(&c->mu);
+	if (rc < 0) {
+		g_warning("lock %.*s: writing back before dropping it failed: %s; trying again",
+			  (int)r->namelen, (const char *)r->name, g_strerror(-rc));
+		retry_later(r); /* then drop_due decides again: a user may have come */
+	} else {
+		r->down_lvb = from == O2LT_EX;
+		if (r->down_lvb) {
+			memcpy(r->lvb, lvb, sizeof(lvb));
+			r->lvb_valid = true;
+		}
+		r->down_to = O2LT_UNLOCK;
+		r->down_id = 0;
+		res_on_service_side(r, send_down, r);
+	}
+	kick(r);
+}
+
 static void downconvert(struct o2lc *c, struct o2lc_res *r)
 {
 	g_mutex_lock(&c->mu);
 	r->dc_queued = false;
+	if (r->dropping && r->dc_running) {
+		/* the drop's own write-back, queued by drop_go */
+		drop_writeback(c, r);
+		g_mutex_unlock(&c->mu);
+		return;
+	}
+	if (r->dropping) {
+		/* a downconvert another node asked for while a failed drop waited
+		   to be tried again: a local user may hold r by now, so the
+		   drop gives way and this is an ordinary downconvert */
+		drop_abandon(r);
+	}
 	int to = r->blocked == NONE ? NONE : target_for(r->granted, r->blocked);
 	if (c->lost || to == NONE || r->granted == NONE || to >= r->granted || r->pending != NONE ||
 	    r->down_to != NONE || r->dc_running || holders_in_way(r, r->blocked) || r->refreshing ||
@@ -364,7 +560,7 @@ static void downconvert(struct o2lc *c, struct o2lc_res *r)
 		}
 		r->down_to = to;
 		r->down_id = 0;
-		on_service_side(c, send_down, r);
+		res_on_service_side(r, send_down, r);
 	}
 	kick(r);
 	g_mutex_unlock(&c->mu);
@@ -412,7 +608,8 @@ static gpointer dc_main(gpointer p)
 		g_mutex_lock(&c->mu);
 		next = c->retries && !c->lost ? retry_due(c, due) : 0;
 		for (guint i = 0; i < due->len; i++)
-			kick(due->pdata[i]);
+			kick(due->pdata[i]); /* frees none of the others */
+		trim(c);
 		g_mutex_unlock(&c->mu);
 		g_ptr_array_free(due, TRUE);
 	}
@@ -424,6 +621,7 @@ static void res_free(gpointer p)
 {
 	struct o2lc_res *r = p;
 	g_bytes_unref(r->key);
+	g_list_free_1(r->lru_link);
 	g_free(r);
 }
 
@@ -478,13 +676,6 @@ static bool all_dropped(struct o2lc *c)
 			return false;
 	}
 	return true;
-}
-
-/* Whether r has anything in flight; under c->mu. */
-static bool res_busy(const struct o2lc_res *r)
-{
-	return r->refreshing || r->pending != NONE || r->finishing || r->dc_queued || r->dc_running ||
-	       r->down_to != NONE || r->dc_retry_at;
 }
 
 int o2lc_drop_all(struct o2lc *c, GMainContext *ctx, unsigned timeout_ms)
@@ -591,7 +782,12 @@ struct o2lc_res *o2lc_res_get(struct o2lc *c, const void *name, size_t namelen,
 		return NULL;
 	g_mutex_lock(&c->mu);
 	struct o2lc_res *r = res_find(c, name, namelen);
-	if (!r) {
+	if (r) {
+		/* wanted again: off the LRU; a drop under way goes on, and
+		   this user's o2lc_lock waits for it and then asks again */
+		lru_remove(r);
+		r->forget = false;
+	} else {
 		r = g_new0(struct o2lc_res, 1);
 		r->c = c;
 		r->key = g_bytes_new(name, namelen);
@@ -599,10 +795,50 @@ struct o2lc_res *o2lc_res_get(struct o2lc *c, const void *name, size_t namelen,
 		r->ops = ops;
 		r->data = data;
 		r->granted = r->pending = r->down_to = r->blocked = NONE;
+		r->lru_link = g_list_alloc();
+		r->lru_link->data = r;
 		g_hash_table_insert(c->res, r->key, r);
 	}
+	r->refs++;
 	g_mutex_unlock(&c->mu);
 	return r;
+}
+
+static void res_put(struct o2lc_res *r, bool forget)
+{
+	struct o2lc *c = r->c;
+	g_mutex_lock(&c->mu);
+	if (!r->refs) {
+		g_critical("lock %.*s: put of a resource nobody references", (int)r->namelen,
+			   (const char *)r->name);
+		g_mutex_unlock(&c->mu);
+		return;
+	}
+	if (forget)
+		r->forget = true;
+	if (!--r->refs && !r->dropping)
+		lru_add(r);
+	kick(r); /* r may be gone now */
+	trim(c);
+	g_mutex_unlock(&c->mu);
+}
+
+void o2lc_res_put(struct o2lc_res *r)
+{
+	res_put(r, false);
+}
+
+void o2lc_res_forget(struct o2lc_res *r)
+{
+	res_put(r, true);
+}
+
+void o2lc_set_limit(struct o2lc *c, unsigned n)
+{
+	g_mutex_lock(&c->mu);
+	c->limit = n;
+	trim(c);
+	g_mutex_unlock(&c->mu);
 }
 
 /* A local user takes r (granted at mode or above); unlocks c->mu. */
@@ -682,7 +918,7 @@ int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)
 			mine = ++r->pending_seq;
 			if (!mine)
 				mine = ++r->pending_seq;
-			on_service_side(c, send_lock, s);
+			res_on_service_side(r, send_lock, s);
 		}
 wait:
 		g_cond_wait(&c->cond, &c->mu);
@@ -726,6 +962,8 @@ void o2lc_stats(struct o2lc *c, struct o2lc_stats *st)
 {
 	g_mutex_lock(&c->mu);
 	*st = c->stats;
+	st->resources = g_hash_table_size(c->res);
+	st->unused = c->lru.length;
 	g_mutex_unlock(&c->mu);
 }
 

@@ -124,12 +124,52 @@ void o2lc_free(struct o2lc *c);
 
 /*
  * The resource named name (1..O2LC_NAME_MAX bytes), created on first use
- * with ops/data (later calls for the same name get the same resource and
- * their ops/data are ignored).  Resources live as long as the cache.  NULL
- * for a bad name.  Any thread.
+ * with ops/data (later calls for the same name get the same resource while
+ * it exists, and their ops/data are ignored).  Each call takes a reference
+ * that o2lc_res_put or o2lc_res_forget gives back; o2lc_lock, o2lc_unlock,
+ * o2lc_refresh_done, o2lc_lvb and o2lc_res_mode may be called only while
+ * holding one, and a local user holds its reference until after its
+ * o2lc_unlock.  A resource that was never put lives as long as the cache.
+ * NULL for a bad name.  Any thread.
  */
 struct o2lc_res *o2lc_res_get(struct o2lc *c, const void *name, size_t namelen,
 			      const struct o2lc_res_ops *ops, void *data);
+
+/*
+ * Lock lifetime (docs/ARCHITECTURE.md, "Cluster locks"): idle locks are
+ * dropped so that the replicated lock table stays small.
+ *
+ * o2lc_res_put gives a reference back; r must not be used after it.  A
+ * resource nobody references stays cached (the lock is kept, as after its
+ * last local user) on the cache's LRU, least recently put first.
+ * o2lc_res_forget does the same and asks that the lock be dropped as soon
+ * as nobody references the resource (FUSE's FORGET, an inode's eviction).
+ * o2lc_set_limit bounds the LRU: when more than n resources are cached
+ * unreferenced, the least recently put are dropped (0, the default: no
+ * bound).  A later o2lc_res_get of a forgotten resource cancels the forget.
+ *
+ * Dropping: never while the resource is referenced, held, or has anything
+ * in flight (a request, a conversion, a refresh, a downconvert another
+ * node asked for or its retry); those are dropped once that ends.  The
+ * downconvert callback runs first if the lock is held in PR or EX and was
+ * refreshed (from, O2LT_NL; leaving EX, the value block it leaves is
+ * stored), then the service is told (DOWN to UNLOCK); once it confirms,
+ * the resource is freed and a later o2lc_res_get makes a new one.  If the
+ * callback fails, the drop is tried again a second later, as a downconvert;
+ * until then the lock is still held, and a local user who takes it (or a
+ * downconvert another node asks for) makes the drop give way.
+ *
+ * Races: an o2lc_res_get of the same name while a drop is under way gets
+ * the resource being dropped; a drop whose write-back has begun is not
+ * undone (a failed one aside, as above): that
+ * user's o2lc_lock waits until the service has confirmed it, then asks the
+ * service again (and gets O2LC_REFRESH), so nobody ever believes it holds
+ * a lock the service has dropped.  The resource then stays.  Any thread
+ * (they never block).
+ */
+void o2lc_res_put(struct o2lc_res *r);
+void o2lc_res_forget(struct o2lc_res *r);
+void o2lc_set_limit(struct o2lc *c, unsigned n);
 
 /*
  * Take the resource in mode (O2LT_PR or O2LT_EX) for one local user.
@@ -158,6 +198,9 @@ struct o2lc_stats {
 	uint64_t downconverts;	/* downconverts sent to the service */
 	uint64_t cancels;	/* conversions cancelled to break a deadlock */
 	uint64_t blocking;	/* BLOCKING events received */
+	uint64_t drops;		/* unreferenced resources dropped and freed (forgotten or LRU) */
+	uint64_t resources;	/* now: resources in the cache */
+	uint64_t unused;	/* now: of those, unreferenced and not being dropped (the LRU) */
 };
 void o2lc_stats(struct o2lc *c, struct o2lc_stats *st);
 

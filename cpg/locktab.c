@@ -20,6 +20,7 @@
 #include <glib.h>
 #include <stdio.h>
 #include <string.h>
+#include <zlib.h>
 
 #define MSG_MAGIC 0x544c324fu /* "O2LT" little-endian */
 #define MSG_VERSION 1
@@ -35,6 +36,7 @@ enum msg_type {
 };
 
 #define DOWN_F_LVB 0x1u
+#define SNAP_F_ZLIB 0x1u /* the state after the snapshot's head is deflated */
 #define LOCK_FLAGS (O2LT_F_NOQUEUE | O2LT_F_RECOVERY)
 #define NONE 0xff /* no mode (wire and entry fields) */
 
@@ -792,12 +794,19 @@ static int apply_recovered(struct o2lt_table *t, struct member *s, const struct 
 	return 0;
 }
 
-/* snapshot body: target nodeid, pid, cut, then the state (see snap_encode) */
+/*
+ * snapshot body: target nodeid, pid, cut, then the state (see o2lt_snapshot);
+ * with SNAP_F_ZLIB, the state's length (u32), four zero bytes and the state
+ * as one zlib stream.  Every member reads the head; only the target reads
+ * the state (a state that does not inflate fails its sync, as one that does
+ * not decode does).
+ */
 #define SNAP_HEAD 16
+#define SNAP_ZHEAD (SNAP_HEAD + 8)
 
 static int snapshot_target(const struct msg *m, struct o2lt_member *target, uint64_t *cut)
 {
-	if (m->bodylen < SNAP_HEAD || m->flags)
+	if (m->bodylen < SNAP_HEAD || (m->flags & ~SNAP_F_ZLIB))
 		return -EBADMSG;
 	target->nodeid = get32(m->body);
 	target->pid = get32(m->body + 4);
@@ -1177,6 +1186,8 @@ static enum queue entry_queue(const struct entry *e)
 	return e->granted == NONE ? Q_WAIT : Q_CONVERT;
 }
 
+static int snapshot_deflate(GByteArray *b);
+
 int o2lt_snapshot(struct o2lt_table *t, struct o2lt_member target, void **ret_msg, size_t *ret_len)
 {
 	if (t->sync != S_SYNCED)
@@ -1233,14 +1244,48 @@ int o2lt_snapshot(struct o2lt_table *t, struct o2lt_member target, void **ret_ms
 			append(b, tmp, SNAP_ENTRY);
 		}
 	}
+	unsigned flags = 0;
+	if (b->len - HDR_LEN > O2LT_SNAP_PLAIN_MAX) {
+		int err = snapshot_deflate(b);
+		if (err) {
+			g_byte_array_free(b, TRUE);
+			return err;
+		}
+		flags = SNAP_F_ZLIB;
+	}
 	if (b->len > O2LT_MSG_MAX) {
 		g_byte_array_free(b, TRUE);
 		return -EMSGSIZE;
 	}
 	size_t len = b->len;
-	put_header(b->data, len, len, MSG_SNAPSHOT, 0, 0);
+	put_header(b->data, len, len, MSG_SNAPSHOT, flags, 0);
 	*ret_len = len;
 	*ret_msg = g_byte_array_free(b, FALSE);
+	return 0;
+}
+
+/*
+ * Deflate what follows the snapshot's head in b (header and body so far),
+ * in place.  -EMSGSIZE if the state is beyond O2LT_SNAP_STATE_MAX.
+ */
+static int snapshot_deflate(GByteArray *b)
+{
+	size_t at = HDR_LEN + SNAP_HEAD, raw = b->len - at;
+	if (raw > O2LT_SNAP_STATE_MAX)
+		return -EMSGSIZE;
+	uLongf zlen = compressBound((uLong)raw);
+	uint8_t *z = g_malloc(SNAP_ZHEAD - SNAP_HEAD + zlen);
+	/* level 1: the state is mostly zeros and repeated name prefixes, which
+	   the fastest level squeezes nearly as well as the best */
+	if (compress2(z + 8, &zlen, b->data + at, (uLong)raw, 1) != Z_OK) {
+		g_free(z);
+		return -ENOMEM;
+	}
+	put32(z, (uint32_t)raw);
+	put32(z + 4, 0);
+	g_byte_array_set_size(b, (guint)at);
+	append(b, z, 8 + zlen);
+	g_free(z);
 	return 0;
 }
 
@@ -1335,12 +1380,53 @@ static void table_clear(struct o2lt_table *t)
 	t->next_inc = 0;
 }
 
+/*
+ * The body of a deflated snapshot as it was before deflating (g_malloc'ed,
+ * length in *ret_len), or NULL if it does not inflate to exactly the length
+ * it names, with nothing after the stream.
+ */
+static uint8_t *snapshot_inflate(const struct msg *m, size_t *ret_len)
+{
+	if (m->bodylen < SNAP_ZHEAD)
+		return NULL;
+	const uint8_t *zs = m->body + SNAP_ZHEAD;
+	size_t zn = m->bodylen - SNAP_ZHEAD;
+	uint32_t raw = get32(m->body + SNAP_HEAD);
+	/* deflate expands by at most 1032 to 1: refuse a length no stream
+	   of this size could give before allocating it */
+	if (get32(m->body + SNAP_HEAD + 4) || raw == 0 || raw > O2LT_SNAP_STATE_MAX ||
+	    raw / 1032 > zn)
+		return NULL;
+	uint8_t *out = g_try_malloc(SNAP_HEAD + (size_t)raw);
+	if (!out)
+		return NULL;
+	memcpy(out, m->body, SNAP_HEAD);
+	uLongf outlen = raw;
+	uLong inlen = (uLong)zn;
+	if (uncompress2(out + SNAP_HEAD, &outlen, zs, &inlen) != Z_OK || outlen != raw ||
+	    inlen != zn) {
+		g_free(out);
+		return NULL;
+	}
+	*ret_len = SNAP_HEAD + (size_t)raw;
+	return out;
+}
+
 static int load_snapshot(struct o2lt_table *t, const struct msg *m, uint64_t *ret_cut)
 {
 	uint64_t cut;
 	char why[160];
+	const uint8_t *body = m->body;
+	size_t bodylen = m->bodylen;
+	g_autofree uint8_t *inflated = NULL;
+	if (m->flags & SNAP_F_ZLIB) {
+		inflated = snapshot_inflate(m, &bodylen);
+		if (!inflated)
+			return -EPROTO;
+		body = inflated;
+	}
 	/* the snapshot is the last input; the ones before it are what it may contain */
-	int err = decode_state(t, m->body, m->bodylen, &cut);
+	int err = decode_state(t, body, bodylen, &cut);
 	struct member *me = err ? NULL : member_find_live(t, t->self);
 	if (err || !me || me->synced || cut >= t->buffer->len ||
 	    o2lt_check(t, why, sizeof(why)) < 0) {

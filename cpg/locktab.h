@@ -82,6 +82,16 @@
 #define O2LT_LVB_LEN 64
 /* the largest message o2lt_deliver takes (snapshots included) */
 #define O2LT_MSG_MAX (16u << 20)
+/*
+ * Snapshots whose state is larger than O2LT_SNAP_PLAIN_MAX bytes travel
+ * deflated (zlib): about 123 bytes a lock held by one member before, a
+ * tenth of that or less after, so that a group holding hundreds of
+ * thousands of locks still fits a joiner's snapshot in one message.  The
+ * state itself may not exceed O2LT_SNAP_STATE_MAX bytes (what a joiner
+ * allocates to inflate it).
+ */
+#define O2LT_SNAP_PLAIN_MAX 512u
+#define O2LT_SNAP_STATE_MAX (1024u << 20)
 
 enum o2lt_mode {
 	O2LT_NL = 0,
@@ -203,8 +213,8 @@ size_t o2lt_members(const struct o2lt_table *t, struct o2lt_member_info *buf, si
  * The message that gives target this table's state, at this point of the
  * stream (see SEND_SNAPSHOT).  *ret_msg is g_malloc'ed; the caller
  * multicasts and g_free's it.  -ENOENT: target is not a member waiting for
- * a snapshot; -EAGAIN: this table is not synced; -EMSGSIZE: the state does
- * not fit in O2LT_MSG_MAX.
+ * a snapshot; -EAGAIN: this table is not synced; -EMSGSIZE: the state is
+ * over O2LT_SNAP_STATE_MAX, or does not fit in O2LT_MSG_MAX even deflated.
  */
 int o2lt_snapshot(struct o2lt_table *t, struct o2lt_member target, void **ret_msg, size_t *ret_len);
 

@@ -23,7 +23,25 @@
  * service once.
  *
  * Prints "synced", "private LOCKS REQUESTS" (the lock of its own), then
- * "done LOCKS REQUESTS DOWNCONVERTS CANCELS" (in all).  Exit
+ * "done LOCKS REQUESTS DOWNCONVERTS CANCELS" (in all).
+ *
+ *   cacheclient GROUP many BASE COUNT THREADS LIMIT HOLD
+ *
+ * Lock lifetime (cases "bigjoin" and "lru"): THREADS local users take
+ * COUNT distinct inode locks between them (OCFS2 names of blocks BASE to
+ * BASE + COUNT - 1, every fourth in EX, else PR), each once, giving the
+ * resource back after (o2lc_res_put; every tenth forgotten instead when
+ * LIMIT is set); LIMIT > 0 bounds the cache's unreferenced resources.
+ * Prints "taken COUNT REQUESTS DROPS RESOURCES UNUSED MAXUNUSED SECONDS"
+ * (MAXUNUSED: the most unreferenced resources seen after any put), and
+ * with HOLD 1 keeps its locks until SIGTERM, then drops them and leaves.
+ *
+ *   cacheclient GROUP join
+ *
+ * Joins, prints "synced SECONDS" (from joining to having the table's
+ * state, snapshot included) and leaves.
+ *
+ * Exit
  * status: 0 done, 2 usage, 3 a broken promise (the value block disagrees
  * with the file, a stale copy, a refused lock), 5 timed out,
  * 6 corosync lost.
@@ -31,6 +49,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib.h>
+#include <glib-unix.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,6 +75,15 @@ static struct {
 	uint64_t cached; /* the copy of FILE, good under the lock */
 	uint64_t seen;	 /* the highest value read: the counter never goes back */
 	GMutex mu;
+	/* "many" and "join" */
+	enum { CACHE, MANY, JOIN } what;
+	uint64_t base;
+	long count;
+	unsigned limit;
+	bool hold;
+	gint next;	   /* the next lock a "many" user takes */
+	uint64_t maxunused; /* under mu */
+	gint64 t0;
 } cl;
 
 static void fail(int status, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
@@ -205,13 +233,88 @@ static gpointer private_phase(gpointer p)
 	return NULL;
 }
 
+/* "many": one local user's share of the distinct locks */
+static gpointer many_worker(gpointer p)
+{
+	(void)p;
+	for (;;) {
+		long k = g_atomic_int_add(&cl.next, 1);
+		if (k >= cl.count || g_atomic_int_get(&cl.status))
+			break;
+		char name[O2LC_NAME_MAX];
+		int len = snprintf(name, sizeof(name), "M000000%016" PRIx64 "%08x", cl.base + (uint64_t)k,
+				   0x5eedu);
+		struct o2lc_res *r = o2lc_res_get(cl.lc, name, (size_t)len, NULL, NULL);
+		int mode = k % 4 ? O2LT_PR : O2LT_EX;
+		int rc = r ? o2lc_lock(r, mode, 0) : -EINVAL;
+		if (rc < 0) {
+			fail(rc == -ENOTCONN ? 6 : 3, "lock %s %s: %s", name, o2lt_mode_name(mode),
+			     g_strerror(-rc));
+			break;
+		}
+		if (rc == O2LC_REFRESH)
+			o2lc_refresh_done(r, true);
+		o2lc_unlock(r, mode);
+		if (cl.limit && k % 10 == 0)
+			o2lc_res_forget(r);
+		else
+			o2lc_res_put(r);
+		if (cl.limit) {
+			struct o2lc_stats st;
+			o2lc_stats(cl.lc, &st);
+			g_mutex_lock(&cl.mu);
+			cl.maxunused = MAX(cl.maxunused, st.unused);
+			g_mutex_unlock(&cl.mu);
+		}
+	}
+	if (g_atomic_int_dec_and_test(&cl.running)) {
+		/* the drops still in flight end first */
+		struct o2lc_stats st;
+		for (int i = 0; i < 3000; i++) {
+			o2lc_stats(cl.lc, &st);
+			if (!cl.limit || st.resources <= cl.limit)
+				break;
+			g_usleep(10000);
+		}
+		printf("taken %ld %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT
+		       " %" G_GUINT64_FORMAT " %" G_GUINT64_FORMAT " %.3f\n", cl.count, st.requests,
+		       st.drops, st.resources, st.unused, cl.maxunused,
+		       (double)(g_get_monotonic_time() - cl.t0) / 1e6);
+		fflush(stdout);
+		if (!cl.hold)
+			g_main_loop_quit(cl.loop);
+	}
+	return NULL;
+}
+
+static gboolean on_term(gpointer data)
+{
+	(void)data;
+	g_main_loop_quit(cl.loop);
+	return G_SOURCE_REMOVE;
+}
+
 static void on_event(const struct o2lt_event *ev, void *data)
 {
 	(void)data;
 	switch (ev->type) {
 	case O2LT_EV_SYNCED:
+		if (cl.what == JOIN) {
+			printf("synced %.3f\n", (double)(g_get_monotonic_time() - cl.t0) / 1e6);
+			fflush(stdout);
+			g_main_loop_quit(cl.loop);
+			break;
+		}
 		printf("synced\n");
 		fflush(stdout);
+		if (cl.what == MANY) {
+			cl.t0 = g_get_monotonic_time();
+			o2lc_set_limit(cl.lc, cl.limit);
+			g_atomic_int_set(&cl.running, cl.threads);
+			for (int i = 0; i < cl.threads; i++)
+				g_thread_unref(g_thread_new("user", many_worker, NULL));
+			break;
+		}
 		cl.res = o2lc_res_get(cl.lc, cl.name, strlen(cl.name), &ops, NULL);
 		g_thread_unref(g_thread_new("private", private_phase, NULL));
 		break;
@@ -263,18 +366,36 @@ static const struct o2lc_backend backend = { be_lock, be_down, be_cancel };
 
 int main(int argc, char **argv)
 {
-	if (argc != 6) {
-		fprintf(stderr, "usage: cacheclient GROUP FILE THREADS ITERATIONS LOCKNAME\n");
+	if (argc == 8 && strcmp(argv[2], "many") == 0) {
+		cl.what = MANY;
+		cl.base = g_ascii_strtoull(argv[3], NULL, 10);
+		cl.count = strtol(argv[4], NULL, 10);
+		cl.threads = atoi(argv[5]);
+		cl.limit = (unsigned)atoi(argv[6]);
+		cl.hold = atoi(argv[7]) != 0;
+		if (cl.count < 1 || cl.threads < 1) {
+			fprintf(stderr, "cacheclient: bad COUNT or THREADS\n");
+			return 2;
+		}
+	} else if (argc == 3 && strcmp(argv[2], "join") == 0) {
+		cl.what = JOIN;
+	} else if (argc != 6) {
+		fprintf(stderr, "usage: cacheclient GROUP FILE THREADS ITERATIONS LOCKNAME\n"
+			"       cacheclient GROUP many BASE COUNT THREADS LIMIT HOLD\n"
+			"       cacheclient GROUP join\n");
 		return 2;
+	} else {
+		cl.file = argv[2];
+		cl.threads = atoi(argv[3]);
+		cl.iterations = strtol(argv[4], NULL, 10);
+		cl.name = argv[5];
+		if (cl.threads < 1 || cl.iterations < 1 || !*cl.name) {
+			fprintf(stderr, "cacheclient: bad THREADS, ITERATIONS or LOCKNAME\n");
+			return 2;
+		}
 	}
-	cl.file = argv[2];
-	cl.threads = atoi(argv[3]);
-	cl.iterations = strtol(argv[4], NULL, 10);
-	cl.name = argv[5];
-	if (cl.threads < 1 || cl.iterations < 1 || !*cl.name) {
-		fprintf(stderr, "cacheclient: bad THREADS, ITERATIONS or LOCKNAME\n");
-		return 2;
-	}
+	cl.t0 = g_get_monotonic_time();
+	g_unix_signal_add(SIGTERM, on_term, NULL);
 	cl.loop = g_main_loop_new(NULL, FALSE);
 	struct o2ls_callbacks cb = { .event = on_event, .lost = on_lost };
 	g_autoptr(GError) err = NULL;
@@ -284,14 +405,16 @@ int main(int argc, char **argv)
 		return 6;
 	}
 	cl.lc = o2lc_new(&backend, cl.ls);
-	timer = g_timeout_add_seconds(TIMEOUT_S, on_timeout, NULL);
+	timer = g_timeout_add_seconds(cl.what == MANY ? 2 * TIMEOUT_S : TIMEOUT_S, on_timeout, NULL);
 	g_main_loop_run(cl.loop);
 	/* wait for the users that are still running (after a failure) */
 	while (g_atomic_int_get(&cl.running) > 0)
 		g_main_context_iteration(NULL, TRUE);
 	int status = g_atomic_int_get(&cl.status);
+	if (!status && cl.what == MANY && cl.hold)
+		printf("dropping\n");
 	if (!status) {
-		int rc = o2lc_drop_all(cl.lc, NULL, 30000);
+		int rc = o2lc_drop_all(cl.lc, NULL, 120000);
 		if (rc < 0)
 			fail(rc == -ENOTCONN ? 6 : 3, "dropping the locks: %s", g_strerror(-rc));
 		struct o2lc_stats st;

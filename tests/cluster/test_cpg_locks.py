@@ -35,6 +35,16 @@ processes join one CPG group through them, each with its own lock table.  Cases:
            No update may be lost, the value block must match the file at
            every refresh, and a lock only one member wants must cost that
            member one request however often it is taken.
+  bigjoin  lock lifetime: a member on each of three nodes takes and caches
+           50,000 distinct inode locks (BIGJOIN_N), 150,000 in the table;
+           then a fourth member joins and must have its state (one deflated
+           snapshot) within BIGJOIN_BOUND seconds (default 30).
+  lru      lock lifetime: two members with a bound of 200 unreferenced
+           resources each take 5,000 distinct locks, half of them the
+           other's too (so drops race with downconverts the other asks
+           for), every tenth forgotten: each must end with at most 200
+           resources cached, having dropped the rest, and never have seen
+           more than twice the bound unreferenced.
 
 Needs root, corosync, unshare, nsenter and ip; otherwise exits 77 (skip).
 The cluster itself is o2test.cluster's.  By hand, from the top of the tree:
@@ -44,10 +54,12 @@ The cluster itself is o2test.cluster's.  By hand, from the top of the tree:
 Usage: test_cpg_locks.py LOCKCLIENT CASE
 """
 import os
+import queue
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 
 from o2test.cluster import Cluster, fail, finish, need_cluster_tools, wait_line
@@ -234,6 +246,101 @@ def case_cache(cluster, client, tmp):
           f"({len(members) * 2 * n} of them on locks nobody else wanted, 1 request each)")
 
 
+class Lines:
+    """p's stdout, line by line, read on a thread (no lines eaten)."""
+
+    def __init__(self, p):
+        self.p, self.q = p, queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.q.put(line.rstrip("\n"))
+        self.q.put(None)
+
+    def until(self, prefix, timeout):
+        deadline = time.time() + timeout
+        while True:
+            try:
+                line = self.q.get(timeout=max(0.1, deadline - time.time()))
+            except queue.Empty:
+                fail(f"no '{prefix}' line within {timeout} s")
+            if line is None:
+                self.p.wait()
+                fail(f"client ended ({self.p.returncode}) before '{prefix}': "
+                     f"{self.p.stderr.read()}")
+            if line.startswith(prefix):
+                return line.split()
+            if time.time() > deadline:
+                fail(f"no '{prefix}' line within {timeout} s")
+
+    def end(self, what, timeout):
+        try:
+            self.p.wait(timeout=timeout)
+        except Exception:
+            self.p.kill()
+            fail(f"{what} did not finish")
+        if self.p.returncode != 0:
+            fail(f"{what} exited {self.p.returncode}: {self.p.stderr.read().strip()}")
+
+
+def case_bigjoin(cluster, client, tmp):
+    """150,000 cached locks in the table; a joiner still syncs, quickly."""
+    cacheclient = os.path.join(os.path.dirname(client), "cacheclient")
+    per = int(os.environ.get("BIGJOIN_N", "50000"))
+    bound = float(os.environ.get("BIGJOIN_BOUND", "30"))
+    threads = os.environ.get("BIGJOIN_THREADS", "16")
+    holders = [Lines(nd.spawn([cacheclient, "ocfs2d-test", "many", str(1000 + i * per), str(per),
+                               threads, "0", "1"]))
+               for i, nd in enumerate(cluster.nodes)]
+    for i, h in enumerate(holders):
+        t = h.until("taken", 280)
+        if int(t[1]) != per or int(t[3]) != 0 or int(t[4]) != per:
+            fail(f"member {i}: {t} (want {per} locks cached, none dropped)")
+        print(f"member {i}: {per} distinct locks taken and cached in {t[7]} s "
+              f"({t[2]} requests)")
+    t0 = time.time()
+    joiner = Lines(cluster.nodes[0].spawn([cacheclient, "ocfs2d-test", "join"]))
+    synced = joiner.until("synced", 120)
+    wall = time.time() - t0
+    joiner.end("joiner", 60)
+    secs = float(synced[1])
+    print(f"joiner: synced {secs:.3f} s after joining ({wall:.3f} s from its start), "
+          f"{3 * per} locks in the table")
+    if secs > bound:
+        fail(f"the joiner took {secs:.3f} s to sync, more than {bound} s")
+    for h in holders:
+        h.p.send_signal(signal.SIGTERM)
+    for i, h in enumerate(holders):
+        h.until("done", 200)
+        h.end(f"member {i}", 60)
+    print(f"joined with {3 * per} locks held in {secs:.3f} s (bound {bound} s)")
+
+
+def case_lru(cluster, client, tmp):
+    """A bound on unreferenced resources keeps a member's locks few."""
+    cacheclient = os.path.join(os.path.dirname(client), "cacheclient")
+    limit, count = 200, int(os.environ.get("LRU_N", "5000"))
+    members = [Lines(nd.spawn([cacheclient, "ocfs2d-test", "many", str(i * count // 2), str(count),
+                               "4", str(limit), "0"]))
+               for i, nd in enumerate(cluster.nodes[:2])]
+    for i, m in enumerate(members):
+        t = m.until("taken", 250)
+        taken, requests, drops, resources, unused, maxunused = map(int, t[1:7])
+        print(f"member {i}: {taken} locks in {t[7]} s, {requests} requests, {drops} dropped, "
+              f"{resources} cached at the end ({unused} unreferenced), at most {maxunused} "
+              f"unreferenced seen")
+        if resources > limit or unused > limit:
+            fail(f"member {i}: {resources} resources cached, {unused} unreferenced, bound {limit}")
+        if drops < taken - limit:
+            fail(f"member {i}: {drops} dropped of {taken} taken with a bound of {limit}")
+        if maxunused > 2 * limit:
+            fail(f"member {i}: {maxunused} unreferenced resources seen, bound {limit}")
+        m.until("done", 120)
+        m.end(f"member {i}", 60)
+    print(f"bound {limit}: every member stayed under it")
+
+
 CASES = {
     "counter": (case_counter, 1),
     "failure": (case_failure, 1),
@@ -241,6 +348,8 @@ CASES = {
     "nodedown": (case_nodedown, 3),
     "partition": (case_partition, 3),
     "cache": (case_cache, 3),
+    "bigjoin": (case_bigjoin, 3),
+    "lru": (case_lru, 2),
 }
 
 

@@ -145,6 +145,9 @@ static void on_event(const struct o2lt_event *ev, void *data)
 		int r = o2lt_snapshot(me->t, ev->member, &msg, &len);
 		if (r < 0)
 			fz_fail("snapshot for %u/%u: %d", ev->member.nodeid, ev->member.pid, r);
+		fz_debug("  slot %d: snapshot for %u/%u, %zu bytes%s\n", (int)(me - me->sim->s),
+			 ev->member.nodeid, ev->member.pid, len,
+			 len > 7 && (((const uint8_t *)msg)[6] & 1) ? ", deflated" : "");
 		struct mail *m = post(me->sim, (int)(me - me->sim->s), msg, len);
 		g_free(msg);
 		/* a table with a damaged state passes it on */

@@ -505,6 +505,28 @@ static void locktab_seeds(const char *top)
 		LT_MERGE, LT_DELIVER, 7, LT_DELIVER, 7,	/* both sides see the conflict */
 		LT_JOIN, 0x08, LT_DELIVER, 7,
 	};
+	/* a state over O2LT_SNAP_PLAIN_MAX: the snapshot for slot 3 is deflated */
+	static const uint8_t bigsnap[] = {
+		LT_JOIN, 0x08, LT_JOIN, 0x12, LT_DELIVER, 7,
+		LT_LOCK, 0, 0, 1, LT_LOCK, 1, 0, 1, LT_LOCK, 2, 0, 1,
+		LT_LOCK, 0, 1, 2, LT_LOCK, 1, 2, 1, LT_LOCK, 2, 2, 1, LT_DELIVER, 7,
+		LT_LOCK, 1, 3, 2, LT_LOCK, 2, 4, 2, LT_LOCK, 0, 4, 1, LT_DELIVER, 7,
+		LT_DOWN, 1, 3, 0 | 4, 0x77, LT_LOCK, 0, 3, 1, LT_LOCK, 2, 3, 1, LT_DELIVER, 7,
+		LT_JOIN, 0x1b,				/* slot 3 joins: a deflated snapshot */
+		LT_LOCK, 1, 1, 1, LT_DELIVER, 7, LT_DELIVER, 7,
+		LT_LOCK, 3, 3, 2, LT_DELIVER, 7, LT_REACT, 0, LT_REACT, 2, LT_DELIVER, 7,
+	};
+	/* the same, with the deflated stream damaged, then the flag cleared */
+	static const uint8_t bigsnap_damaged[] = {
+		LT_JOIN, 0x08, LT_JOIN, 0x12, LT_DELIVER, 7,
+		LT_LOCK, 0, 0, 1, LT_LOCK, 1, 0, 1, LT_LOCK, 2, 0, 1,
+		LT_LOCK, 0, 1, 2, LT_LOCK, 1, 2, 1, LT_LOCK, 2, 2, 1, LT_DELIVER, 7,
+		LT_LOCK, 1, 3, 2, LT_LOCK, 2, 4, 2, LT_LOCK, 0, 4, 1, LT_DELIVER, 7,
+		LT_JOIN, 0x1b, LT_MUTATE, 90, 0, 0x20, LT_DELIVER, 7,
+		LT_JOIN, 0x24, LT_MUTATE, 6, 0, 0x01, LT_DELIVER, 7,
+		LT_JOIN, 0x2d, LT_MUTATE, 40, 0, 0x01, LT_DELIVER, 7,
+		LT_LOCK, 0, 2, 2, LT_DELIVER, 7, LT_REACT, 1, LT_REACT, 2, LT_DELIVER, 7,
+	};
 	char dir[4096];
 
 	snprintf(dir, sizeof(dir), "%s/fuzz_locktab", top);
@@ -515,6 +537,8 @@ static void locktab_seeds(const char *top)
 	put(dir, "seed-failure", failure, sizeof(failure));
 	put(dir, "seed-hostile", hostile, sizeof(hostile));
 	put(dir, "seed-partition", partition, sizeof(partition));
+	put(dir, "seed-bigsnap", bigsnap, sizeof(bigsnap));
+	put(dir, "seed-bigsnap-damaged", bigsnap_damaged, sizeof(bigsnap_damaged));
 }
 
 static void encode(const char *in, const char *out, uint8_t flags)

@@ -663,6 +663,357 @@ START_TEST(test_drop_all)
 }
 END_TEST
 
+/* ---- lock lifetime: forget, the LRU bound, drops racing new users ---- */
+
+struct table_count {
+	int member; /* whose entries */
+	int table;  /* in whose table */
+	unsigned n;
+};
+
+static void count_entries(void *arg)
+{
+	struct table_count *tc = arg;
+	pump(NULL);
+	char *dump = o2lt_dump(mem[tc->table].t);
+	char pat[32];
+	snprintf(pat, sizeof(pat), "\n  %d holds ", tc->member + 1); /* incarnations from 1 */
+	tc->n = 0;
+	for (const char *p = strstr(dump, pat); p; p = strstr(p + 1, pat))
+		tc->n++;
+	g_free(dump);
+}
+
+/* the locks member i has in the lock table, as member (i + 1) % N sees them */
+static unsigned table_entries(int i)
+{
+	struct table_count tc = { .member = i, .table = (i + 1) % N };
+	on_service(count_entries, &tc);
+	return tc.n;
+}
+
+/* wait until member i's cache has at most n resources */
+static bool wait_resources(int i, uint64_t n)
+{
+	for (int k = 0; k < WAIT_S * 200; k++) {
+		if (stats(i).resources <= n)
+			return true;
+		g_usleep(5000);
+	}
+	return false;
+}
+
+START_TEST(test_forget_drops)
+{
+	struct o2lc_res *r = counter(0);
+	ck_assert_int_eq(take(0, O2LT_EX, 0), 0);
+	mem[0].cached = 9;
+	o2lc_unlock(r, O2LT_EX);
+	o2lc_res_put(r); /* take()'s reference */
+	ck_assert_uint_eq(table_entries(0), 1);
+	ck_assert_uint_eq(stats(0).unused, 0); /* test's reference still out */
+	unsigned seen = mem[0].downconverts_seen;
+	o2lc_res_forget(r);
+	ck_assert(wait_resources(0, 0));
+	ck_assert_uint_eq(mem[0].downconverts_seen, seen + 1); /* written back first */
+	ck_assert_uint_eq(disk, 9);
+	ck_assert_uint_eq(table_entries(0), 0); /* gone from the table */
+	struct o2lc_stats st = stats(0);
+	ck_assert_uint_eq(st.drops, 1);
+	ck_assert_uint_eq(st.unused, 0);
+	/* a new resource: it asks the service again and refreshes */
+	ck_assert_uint_eq(final_value(2), 9);
+	r = counter(0);
+	ck_assert_int_eq(o2lc_res_mode(r), -1);
+	mem[0].cached = 0;
+	ck_assert_int_eq(o2lc_lock(r, O2LT_PR, 0), O2LC_REFRESH);
+	o2lc_refresh_done(r, true);
+	o2lc_unlock(r, O2LT_PR);
+	ck_assert_uint_eq(stats(0).requests, 2);
+}
+END_TEST
+
+START_TEST(test_forget_waits_for_holder)
+{
+	/* forgotten while another reference holds it: dropped only when that
+	   one goes, never under a holder */
+	struct o2lc_res *a = counter(0), *b = counter(0);
+	ck_assert_ptr_eq(a, b);
+	ck_assert_int_eq(o2lc_lock(a, O2LT_EX, 0), O2LC_REFRESH);
+	o2lc_refresh_done(a, true);
+	o2lc_res_forget(b);
+	g_usleep(50000);
+	ck_assert_int_eq(o2lc_res_mode(a), O2LT_EX);
+	ck_assert_uint_eq(stats(0).drops, 0);
+	mem[0].cached = 4;
+	o2lc_unlock(a, O2LT_EX);
+	g_usleep(50000);
+	ck_assert_uint_eq(stats(0).drops, 0); /* still referenced: kept */
+	ck_assert_int_eq(o2lc_res_mode(a), O2LT_EX);
+	ck_assert_uint_eq(table_entries(0), 1);
+	ck_assert_uint_eq(stats(0).downconverts, 0);
+	o2lc_res_put(a);
+	ck_assert(wait_resources(0, 0));
+	ck_assert_uint_eq(disk, 4);
+}
+END_TEST
+
+static int named_downconvert(struct o2lc_res *r, int from, int to, uint8_t *lvb, void *data)
+{
+	(void)r;
+	(void)to;
+	(void)lvb;
+	(void)from;
+	struct member *m = data;
+	m->downconverts_seen++;
+	return 0;
+}
+
+static const struct o2lc_res_ops named_ops = { .downconvert = named_downconvert };
+
+START_TEST(test_lru_bound)
+{
+	enum { LIMIT = 10, NAMES = 200 };
+	o2lc_set_limit(mem[0].c, LIMIT);
+	for (int k = 0; k < NAMES; k++) {
+		char name[32];
+		int len = snprintf(name, sizeof(name), "M%030d", k);
+		struct o2lc_res *r = o2lc_res_get(mem[0].c, name, (size_t)len, &named_ops, &mem[0]);
+		int rc = o2lc_lock(r, k % 3 ? O2LT_PR : O2LT_EX, 0);
+		ck_assert_int_eq(rc, O2LC_REFRESH);
+		o2lc_refresh_done(r, true);
+		o2lc_unlock(r, k % 3 ? O2LT_PR : O2LT_EX);
+		o2lc_res_put(r);
+		ck_assert_uint_le(stats(0).unused, LIMIT);
+	}
+	ck_assert(wait_resources(0, LIMIT));
+	struct o2lc_stats st = stats(0);
+	ck_assert_uint_eq(st.drops, NAMES - LIMIT);
+	ck_assert_uint_eq(st.unused, LIMIT);
+	ck_assert_uint_eq(table_entries(0), LIMIT);
+	ck_assert_uint_eq(mem[0].downconverts_seen, NAMES - LIMIT); /* each one's write-back */
+	/* the most recent ones stayed: taking them again costs no request */
+	uint64_t req = st.requests;
+	for (int k = NAMES - LIMIT; k < NAMES; k++) {
+		char name[32];
+		int len = snprintf(name, sizeof(name), "M%030d", k);
+		struct o2lc_res *r = o2lc_res_get(mem[0].c, name, (size_t)len, &named_ops, &mem[0]);
+		ck_assert_int_eq(o2lc_lock(r, O2LT_PR, 0), 0);
+		o2lc_unlock(r, O2LT_PR);
+		o2lc_res_put(r);
+	}
+	ck_assert_uint_eq(stats(0).requests, req);
+	/* a smaller bound drops at once */
+	o2lc_set_limit(mem[0].c, 2);
+	ck_assert(wait_resources(0, 2));
+	ck_assert_uint_eq(table_entries(0), 2);
+}
+END_TEST
+
+/*
+ * Many threads on every member lock names from a small set, each a counter
+ * under its lock, while a bound of one unreferenced resource (and forgets)
+ * drop them all the time: no increment may be lost, whatever order drops,
+ * write-backs, new users of the same name and other members' requests
+ * come in.
+ */
+#define RNAMES 4
+
+struct slot {
+	int member, name;
+};
+
+static uint64_t rdisk[RNAMES], rcached[N][RNAMES];
+static struct slot slots[N][RNAMES];
+
+static int slot_downconvert(struct o2lc_res *r, int from, int to, uint8_t *lvb, void *data)
+{
+	(void)r;
+	(void)to;
+	struct slot *sl = data;
+	if (from == O2LT_EX) {
+		g_mutex_lock(&disk_mu);
+		rdisk[sl->name] = rcached[sl->member][sl->name];
+		g_mutex_unlock(&disk_mu);
+		memcpy(lvb, &rcached[sl->member][sl->name], sizeof(uint64_t));
+	}
+	return 0;
+}
+
+static const struct o2lc_res_ops slot_ops = { .downconvert = slot_downconvert };
+
+static struct o2lc_res *slot_get(int i, int n)
+{
+	char name[8];
+	snprintf(name, sizeof(name), "slot%d", n);
+	return o2lc_res_get(mem[i].c, name, strlen(name), &slot_ops, &slots[i][n]);
+}
+
+static void slot_take(int i, int n, struct o2lc_res *r, int mode)
+{
+	int rc = o2lc_lock(r, mode, 0);
+	ck_assert_int_ge(rc, 0);
+	if (rc == O2LC_REFRESH) {
+		uint8_t lvb[O2LC_LVB_LEN];
+		uint64_t v;
+		g_mutex_lock(&disk_mu);
+		if (o2lc_lvb(r, lvb)) {
+			memcpy(&v, lvb, sizeof(v));
+			ck_assert_uint_eq(v, rdisk[n]);
+		} else {
+			v = rdisk[n];
+		}
+		g_mutex_unlock(&disk_mu);
+		g_mutex_lock(&mem[i].mu);
+		rcached[i][n] = v;
+		g_mutex_unlock(&mem[i].mu);
+		o2lc_refresh_done(r, true);
+	}
+}
+
+static gint rincrements[RNAMES];
+
+static gpointer random_worker(gpointer p)
+{
+	struct worker *w = p;
+	GRand *rand = g_rand_new_with_seed((guint32)(w->member * 7919 + w->iterations + GPOINTER_TO_INT(w->thread)));
+	for (int k = 0; k < w->iterations; k++) {
+		int n = g_rand_int_range(rand, 0, RNAMES);
+		struct o2lc_res *r = slot_get(w->member, n);
+		if (g_rand_int_range(rand, 0, 4) == 0) {
+			slot_take(w->member, n, r, O2LT_PR);
+			o2lc_unlock(r, O2LT_PR);
+		} else {
+			slot_take(w->member, n, r, O2LT_EX);
+			g_mutex_lock(&mem[w->member].mu);
+			uint64_t v = rcached[w->member][n];
+			if (k % 7 == 0)
+				g_usleep(50);
+			rcached[w->member][n] = v + 1;
+			g_mutex_unlock(&mem[w->member].mu);
+			g_atomic_int_inc(&rincrements[n]);
+			o2lc_unlock(r, O2LT_EX);
+		}
+		if (g_rand_int_range(rand, 0, 5) == 0)
+			o2lc_res_forget(r);
+		else
+			o2lc_res_put(r);
+	}
+	g_rand_free(rand);
+	return NULL;
+}
+
+START_TEST(test_drops_no_lost_update)
+{
+	memset(rdisk, 0, sizeof(rdisk));
+	memset(rcached, 0, sizeof(rcached));
+	memset(rincrements, 0, sizeof(rincrements));
+	for (int i = 0; i < N; i++) {
+		for (int n = 0; n < RNAMES; n++)
+			slots[i][n] = (struct slot){ i, n };
+		o2lc_set_limit(mem[i].c, 1);
+	}
+	enum { THREADS = 3 };
+	struct worker w[THREADS * N];
+	for (int i = 0; i < THREADS * N; i++) {
+		w[i] = (struct worker){ .member = i % N, .iterations = 400 + i };
+		w[i].thread = g_thread_new("worker", random_worker, &w[i]);
+	}
+	for (int i = 0; i < THREADS * N; i++)
+		g_thread_join(w[i].thread);
+	uint64_t drops = 0;
+	for (int i = 0; i < N; i++) {
+		for (int n = 0; n < RNAMES; n++) {
+			struct o2lc_res *r = slot_get(i, n);
+			slot_take(i, n, r, O2LT_PR);
+			ck_assert_msg(rcached[i][n] == (uint64_t)g_atomic_int_get(&rincrements[n]),
+				      "member %d name %d: %" G_GUINT64_FORMAT " of %d increments", i, n,
+				      rcached[i][n], g_atomic_int_get(&rincrements[n]));
+			o2lc_unlock(r, O2LT_PR);
+			o2lc_res_put(r);
+		}
+		drops += stats(i).drops;
+	}
+	ck_assert_uint_ge(drops, 100); /* the bound did drop, often */
+	for (int i = 0; i < N; i++) {
+		ck_assert(wait_resources(i, 1));
+		ck_assert_uint_le(table_entries(i), 1);
+	}
+}
+END_TEST
+
+START_TEST(test_drop_then_new_user)
+{
+	/* a user takes the name again while its drop is in flight (the
+	   write-back is slow): it waits for the drop, then asks again */
+	ck_assert_int_eq(take(0, O2LT_EX, 0), 0);
+	mem[0].cached = 21;
+	struct o2lc_res *r = counter(0);
+	o2lc_unlock(r, O2LT_EX);
+	o2lc_res_put(r);
+	mem[0].fail_downconverts = 1; /* the drop's write-back fails once: a second's retry */
+	o2lc_res_forget(r);
+	g_usleep(100000);
+	unsigned seen = mem[0].downconverts_seen;
+	ck_assert_uint_eq(seen, 1);
+	/* during the retry wait the lock is still held: a new user may take it
+	   (the drop is then abandoned) */
+	r = counter(0);
+	ck_assert_int_eq(o2lc_lock(r, O2LT_EX, 0), 0);
+	mem[0].cached++;
+	o2lc_unlock(r, O2LT_EX);
+	g_usleep(1200000);
+	ck_assert_int_eq(o2lc_res_mode(r), O2LT_EX); /* kept: it was wanted again */
+	ck_assert_uint_eq(stats(0).drops, 0);
+	/* now a drop that commits: the new user waits it out and asks again
+	   (its refresh reads the disk: the table forgets a value block nobody
+	   holds a lock for) */
+	uint64_t req = stats(0).requests;
+	o2lc_res_forget(r);
+	ck_assert_int_eq(take(0, O2LT_PR, 0), 0);
+	r = counter(0);
+	ck_assert_uint_eq(mem[0].cached, 22);
+	ck_assert_uint_eq(stats(0).requests, req + 1); /* asked the service again */
+	ck_assert_uint_eq(disk, 22);
+	o2lc_unlock(r, O2LT_PR);
+	o2lc_res_put(r);
+	ck_assert_uint_eq(final_value(1), 22);
+	o2lc_res_put(r);
+}
+END_TEST
+
+START_TEST(test_drop_gives_way)
+{
+	/* a drop whose write-back failed waits a second to try again; a local
+	   user takes the lock meanwhile, and another node asks for PR: the
+	   downconvert to PR that follows must not finish the drop under it */
+	ck_assert_int_eq(take(0, O2LT_EX, 0), 0);
+	mem[0].cached = 30;
+	struct o2lc_res *r = counter(0);
+	o2lc_unlock(r, O2LT_EX);
+	o2lc_res_put(r);
+	mem[0].fail_downconverts = 1;
+	o2lc_res_forget(r);
+	g_usleep(100000);
+	ck_assert_uint_eq(mem[0].downconverts_seen, 1);
+	r = counter(0);
+	ck_assert_int_eq(o2lc_lock(r, O2LT_PR, 0), 0);
+	struct taker t;
+	start_taker(&t, 1, O2LT_PR);
+	ck_assert(wait_done(&t, WAIT_S * 1000));
+	g_thread_join(t.thread);
+	ck_assert_int_eq(t.rc, 0);
+	ck_assert_uint_eq(mem[1].cached, 30);
+	ck_assert_int_eq(o2lc_res_mode(r), O2LT_PR); /* still held, as its user believes */
+	ck_assert_uint_eq(table_entries(0), 1);
+	ck_assert_uint_eq(stats(0).drops, 0);
+	o2lc_unlock(r, O2LT_PR);
+	o2lc_unlock(counter(1), O2LT_PR);
+	o2lc_res_put(r);
+	ck_assert_uint_eq(stats(0).unused, 1); /* back on the LRU */
+}
+END_TEST
+
 START_TEST(test_bad_arguments)
 {
 	ck_assert_ptr_null(o2lc_res_get(mem[0].c, "", 0, NULL, NULL));
@@ -694,6 +1045,12 @@ static Suite *lockcache_suite(void)
 	tcase_add_test(tc, test_lost);
 	tcase_add_test(tc, test_drop_all);
 	tcase_add_test(tc, test_bad_arguments);
+	tcase_add_test(tc, test_forget_drops);
+	tcase_add_test(tc, test_forget_waits_for_holder);
+	tcase_add_test(tc, test_lru_bound);
+	tcase_add_test(tc, test_drops_no_lost_update);
+	tcase_add_test(tc, test_drop_then_new_user);
+	tcase_add_test(tc, test_drop_gives_way);
 	suite_add_tcase(s, tc);
 	return s;
 }

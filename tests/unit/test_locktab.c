@@ -1930,12 +1930,15 @@ START_TEST(test_hostile_messages)
 		set_len(b, n + 4);
 		BADMSG(b, n + 4);
 	}
-	/* SNAPSHOT: too short to name its target, or flagged */
+	/* SNAPSHOT: too short to name its target, or with a flag other than
+	   deflated (1) */
 	forge_header(b, W_SNAPSHOT, 0, W_HDR + 8, 0);
 	memset(b + W_HDR, 0, 8);
 	BADMSG(b, W_HDR + 8);
-	forge_header(b, W_SNAPSHOT, 1, W_HDR + 16, 0);
+	forge_header(b, W_SNAPSHOT, 2, W_HDR + 16, 0);
 	memset(b + W_HDR, 0, 16);
+	BADMSG(b, W_HDR + 16);
+	forge_header(b, W_SNAPSHOT, 3, W_HDR + 16, 0);
 	BADMSG(b, W_HDR + 16);
 	/* longer than any message may be */
 	{
@@ -2211,6 +2214,169 @@ START_TEST(test_bad_snapshot_fuzz)
 	hold = false;
 	req_recovered(2, nodes[3].id.nodeid, 11);
 	EVERYWHERE(3, O2LT_EV_NODE_RECOVERED, 1);
+}
+END_TEST
+
+/*
+ * 12e. A state large enough travels deflated (flag 1): it syncs a joiner
+ * like a plain one; damaged, truncated, or naming a length it does not
+ * inflate to, it fails the joiner's sync (never a broken table).
+ */
+START_TEST(test_bad_deflated_snapshot)
+{
+	JOIN(0, 1);
+	uint64_t id = 1;
+	for (int k = 0; k < 40; k++) {
+		char name[32];
+		snprintf(name, sizeof(name), "M%030d", k);
+		req_lock(k % 2, name, k % 3 ? O2LT_PR : O2LT_EX, 0, id++);
+	}
+	hold = true;
+	JOIN(2);
+	struct outmsg *m = take_snapshot_for(2);
+	const uint8_t *mb = m->msg;
+	ck_assert_uint_eq(get_le(mb + 6, 2), 1); /* deflated */
+	ck_assert_uint_lt(m->len, 40 * (4 + 31 + O2LT_LVB_LEN + S_ENTRY) / 4);
+	const struct o2lt_member joined[] = { nodes[2].id };
+	const struct o2lt_confchg join = { .members = group, .n_members = n_group,
+					   .joined = joined, .n_joined = 1 };
+	ck_assert_int_eq(try_snapshot(&join, nodes[2].id, m->sender, m->msg, m->len), 0);
+
+	uint8_t *b = g_malloc(m->len + 16);
+	for (size_t len = W_HDR + 16; len < m->len; len++) {
+		memcpy(b, m->msg, len);
+		set_len(b, len);
+		ck_assert_msg(try_snapshot(&join, nodes[2].id, m->sender, b, len) == -EPROTO,
+			      "a deflated snapshot cut to %zu of %zu bytes was taken", len, m->len);
+	}
+	/* garbage after the stream */
+	memcpy(b, m->msg, m->len);
+	memset(b + m->len, 0, 16);
+	set_len(b, m->len + 16);
+	ck_assert_int_eq(try_snapshot(&join, nodes[2].id, m->sender, b, m->len + 16), -EPROTO);
+	/* the state's length: one more, one less, none, a bomb; the pad set */
+	const size_t at = W_HDR + 16;
+	const uint32_t raw = (uint32_t)get_le(mb + at, 4);
+	const uint32_t lens[] = { raw + 1, raw - 1, 0, 0xffffffffu, (uint32_t)m->len * 2000 };
+	for (size_t i = 0; i < G_N_ELEMENTS(lens); i++) {
+		memcpy(b, m->msg, m->len);
+		put_le(b + at, lens[i], 4);
+		ck_assert_int_eq(try_snapshot(&join, nodes[2].id, m->sender, b, m->len), -EPROTO);
+	}
+	memcpy(b, m->msg, m->len);
+	b[at + 5] = 1;
+	ck_assert_int_eq(try_snapshot(&join, nodes[2].id, m->sender, b, m->len), -EPROTO);
+	/* the plain flag on deflated data, and flips anywhere */
+	memcpy(b, m->msg, m->len);
+	b[6] = 0;
+	ck_assert_int_eq(try_snapshot(&join, nodes[2].id, m->sender, b, m->len), -EPROTO);
+	for (size_t i = W_HDR; i < m->len; i++) {
+		memcpy(b, m->msg, m->len);
+		b[i] ^= 0x10;
+		try_snapshot(&join, nodes[2].id, m->sender, b, m->len);
+	}
+	g_free(b);
+
+	g_queue_push_head(&outbox, m);
+	deliver_held();
+	ck_assert(o2lt_synced(nodes[2].t));
+	char *d0 = dump_of(0), *d2 = dump_of(2);
+	ck_assert_str_eq(d0, d2);
+	g_free(d0);
+	g_free(d2);
+	hold = false;
+}
+END_TEST
+
+/*
+ * 12f. Joining a big group: three members hold 50,000 locks each (a
+ * hundred thousand inodes cached, and then some); a fourth joins and
+ * gets its state in one snapshot, quickly.  Driven without the recording
+ * harness (its per-event records would dominate).
+ */
+struct big {
+	struct o2lt_table *t;
+	struct o2lt_member id;
+	bool synced;
+	void *snap;
+	size_t snaplen;
+	uint64_t granted;
+};
+
+static void big_event(const struct o2lt_event *ev, void *data)
+{
+	struct big *b = data;
+	if (ev->type == O2LT_EV_SYNCED)
+		b->synced = true;
+	else if (ev->type == O2LT_EV_GRANTED && ev->member.pid == b->id.pid)
+		b->granted++;
+	else if (ev->type == O2LT_EV_SEND_SNAPSHOT)
+		ck_assert_int_eq(o2lt_snapshot(b->t, ev->member, &b->snap, &b->snaplen), 0);
+}
+
+START_TEST(test_big_join)
+{
+	enum { M = 4, PER = 50000 };
+	struct big g[M];
+	struct o2lt_member ids[M];
+	for (int i = 0; i < M; i++) {
+		ids[i] = (struct o2lt_member){ (uint32_t)i + 1, 1000 + (uint32_t)i };
+		g[i] = (struct big){ .id = ids[i] };
+		g[i].t = o2lt_new(ids[i], big_event, &g[i]);
+	}
+	struct o2lt_confchg c = { .members = ids, .n_members = 3, .joined = ids, .n_joined = 3 };
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(o2lt_confchg(g[i].t, &c), 0);
+	/* each member its own inode locks, PR or EX, some with a value block */
+	uint8_t buf[O2LT_MSG_SMALL], lvb[O2LT_LVB_LEN];
+	for (int i = 0; i < 3; i++) {
+		for (uint64_t k = 0; k < PER; k++) {
+			char name[32];
+			snprintf(name, sizeof(name), "M000000%016" PRIx64 "%08x", 1000 + k * 3 + (uint64_t)i, 7u);
+			ssize_t n = o2lt_msg_lock(buf, sizeof(buf), k + 1, name, 31, k % 4 ? O2LT_PR : O2LT_EX, 0);
+			for (int j = 0; j < 3; j++)
+				ck_assert_int_eq(o2lt_deliver(g[j].t, ids[i], buf, (size_t)n), 0);
+			if (k % 16 == 0 && k % 4 == 0) { /* EX to NL with a value block */
+				memset(lvb, 0, sizeof(lvb));
+				memcpy(lvb, &k, sizeof(k));
+				n = o2lt_msg_down(buf, sizeof(buf), PER + k + 1, name, 31, O2LT_NL, lvb);
+				for (int j = 0; j < 3; j++)
+					ck_assert_int_eq(o2lt_deliver(g[j].t, ids[i], buf, (size_t)n), 0);
+			}
+		}
+	}
+	for (int i = 0; i < 3; i++)
+		ck_assert_uint_eq(g[i].granted, PER);
+	/* the fourth joins */
+	struct o2lt_confchg j = { .members = ids, .n_members = 4, .joined = &ids[3], .n_joined = 1 };
+	gint64 t0 = g_get_monotonic_time();
+	ck_assert_int_eq(o2lt_confchg(g[3].t, &j), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(o2lt_confchg(g[i].t, &j), 0);
+	gint64 t1 = g_get_monotonic_time();
+	ck_assert_ptr_nonnull(g[0].snap); /* the oldest member sends it */
+	ck_assert_uint_le(g[0].snaplen, O2LT_MSG_MAX);
+	/* a request in between: the snapshot does not contain it */
+	ssize_t n = o2lt_msg_lock(buf, sizeof(buf), 9999999, "late", 4, O2LT_PR, 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(o2lt_deliver(g[i].t, ids[1], buf, (size_t)n), 0);
+	gint64 t2 = g_get_monotonic_time();
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(o2lt_deliver(g[i].t, ids[0], g[0].snap, g[0].snaplen), 0);
+	gint64 t3 = g_get_monotonic_time();
+	ck_assert(g[3].synced);
+	char *d0 = o2lt_dump(g[0].t), *d3 = o2lt_dump(g[3].t);
+	ck_assert(strcmp(d0, d3) == 0);
+	ck_assert_ptr_nonnull(strstr(d3, "lock 6c617465")); /* "late", applied after */
+	g_free(d0);
+	g_free(d3);
+	fprintf(stderr, "big join: %d locks, snapshot %zu bytes (deflated), taken in %.3f s "
+		"(with the join), applied in %.3f s\n", 3 * PER, g[0].snaplen,
+		(double)(t1 - t0) / 1e6, (double)(t3 - t2) / 1e6);
+	ck_assert_int_lt(t3 - t2, 20 * G_USEC_PER_SEC);
+	g_free(g[0].snap);
+	for (int i = 0; i < M; i++)
+		o2lt_free(g[i].t);
 }
 END_TEST
 
@@ -2580,6 +2746,11 @@ static Suite *locktab_suite(void)
 	tcase_add_test(tc, test_no_conflict_in_one_group);
 	suite_add_tcase(s, tc);
 
+	tc = tcase_create("big");
+	tcase_set_timeout(tc, 280);
+	tcase_add_test(tc, test_big_join);
+	suite_add_tcase(s, tc);
+
 	tc = tcase_create("hostile");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_hostile_messages);
@@ -2589,6 +2760,7 @@ static Suite *locktab_suite(void)
 	tcase_add_test(tc, test_bad_snapshot_conflict);
 	tcase_add_test(tc, test_bad_snapshot_variants);
 	tcase_add_test(tc, test_bad_snapshot_fuzz);
+	tcase_add_test(tc, test_bad_deflated_snapshot);
 	tcase_add_test(tc, test_encoders);
 	suite_add_tcase(s, tc);
 	return s;

@@ -484,6 +484,7 @@ static bool judge_held_slot(struct cluster *c, struct o2_fs *fs, const struct me
 		return fs_error(c, fs, r, "looking up the journal", i, err);
 	r = take(jr, O2LT_EX, O2LC_NOQUEUE);
 	if (r == -EAGAIN) {
+		o2lc_res_forget(jr);
 		g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
 			    "%s: the journal of slot %u (node %u) is locked by another node "
 			    "(recovering it?)",
@@ -491,12 +492,18 @@ static bool judge_held_slot(struct cluster *c, struct o2_fs *fs, const struct me
 		return false;
 	}
 	if (r < 0) {
+		o2lc_res_forget(jr);
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
 			    "%s: locking the journal of slot %u: %s", c->device, i, g_strerror(-r));
 		return false;
 	}
 	r = o2_journal_state(fs, i, &dirty, &pending);
 	o2lc_unlock(jr, O2LT_EX);
+	/*
+	 * Not kept cached: the slot's owner (or whoever claims it next) takes
+	 * this lock for its mount, and a cached EX here would stand in its way.
+	 */
+	o2lc_res_forget(jr);
 	if (r < 0)
 		return fs_error(c, fs, r, "reading the journal", i, err);
 	if (dirty) {
@@ -517,11 +524,16 @@ bool cluster_lock_journal(struct cluster *c, struct o2_fs *fs, unsigned slot, GE
 
 	if (r < 0)
 		return fs_error(c, fs, r, "looking up the journal", slot, err);
-	r = take(c->journal, O2LT_EX, O2LC_NOQUEUE);
+	/*
+	 * Waiting, not trying: another node may still have it cached from
+	 * judging this slot (it lowers it when asked).  No dead member can
+	 * hold it frozen: super_lock refused the mount if there were one.
+	 */
+	r = take(c->journal, O2LT_EX, 0);
 	if (r < 0) {
+		o2lc_res_forget(c->journal);
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
-			    "%s: locking the journal of slot %u: %s", c->device, slot,
-			    r == -EAGAIN ? "another node holds it" : g_strerror(-r));
+			    "%s: locking the journal of slot %u: %s", c->device, slot, g_strerror(-r));
 		return false;
 	}
 	c->journal_held = true;
@@ -532,6 +544,7 @@ void cluster_unlock_journal(struct cluster *c)
 {
 	if (c->journal_held) {
 		o2lc_unlock(c->journal, O2LT_EX);
+		o2lc_res_forget(c->journal);
 		c->journal_held = false;
 	}
 }

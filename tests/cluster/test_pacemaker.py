@@ -106,8 +106,11 @@ def main():
         print(f"1. running on {first}; wrote {mnt}/hello there")
 
         a.run(["crm_attribute", "--node", first, "--name", "standby", "--update", "on"], check=True)
+        # moved: placed on the other node and mounted there (pacemaker may
+        # name the node while the start is still running)
         second = wait_for("the volume moved",
-                          lambda: (lambda l: l if l and l != first else None)(location(n1)), 60)
+                          lambda: (lambda l: l if l and l != first and mounted_in(nodes[l], mnt)
+                                   else None)(location(n1)), 60)
         if mounted_in(a, mnt):
             fail(f"{first} still has it mounted after standby")
         got = b.run(["cat", f"{mnt}/hello"], check=True).stdout

@@ -596,28 +596,50 @@ static void print_cluster_state(GVariant *st, const char *mnt, bool json)
 	}
 }
 
-int ctl_daemon_cluster_state(const char *mountpoint, bool json)
+/*
+ * The proxy of the volume a running ocfs2d serves on mountpoint (it keeps
+ * its connection), with *ret_abs the resolved mount point; or NULL with
+ * *ret_status, the failure already reported for verb.
+ */
+static O2dVolume *served_volume(const char *verb, const char *mountpoint, char **ret_abs,
+				int *ret_status)
 {
 	g_autoptr(GError) err = NULL;
 	g_autoptr(GDBusConnection) c = NULL;
 	g_autoptr(GPtrArray) vols = NULL;
 	g_autofree char *abs = realpath(mountpoint, NULL);
-	g_autoptr(GVariant) st = NULL;
-	O2dVolume *vol = NULL;
 	bool absent;
 
-	if (!abs)
-		return fail("slots", "%s: %s", mountpoint, g_strerror(errno));
+	if (!abs) {
+		*ret_status = fail(verb, "%s: %s", mountpoint, g_strerror(errno));
+		return NULL;
+	}
 	c = connect_daemon(&absent, &err);
-	if (!c)
-		return fail("slots", "%s: ocfs2d is not running (%s)", abs,
-			    absent ? "no control socket" : err->message);
+	if (!c) {
+		*ret_status = fail(verb, "%s: ocfs2d is not running (%s)", abs,
+				   absent ? "no control socket" : err->message);
+		return NULL;
+	}
 	vols = list_volumes(c, &err);
-	for (guint i = 0; vols && i < vols->len && !vol; i++)
-		if (!g_strcmp0(o2d_volume_get_mount_point(vols->pdata[i]), abs))
-			vol = vols->pdata[i];
+	for (guint i = 0; vols && i < vols->len; i++)
+		if (!g_strcmp0(o2d_volume_get_mount_point(vols->pdata[i]), abs)) {
+			*ret_abs = g_steal_pointer(&abs);
+			return g_object_ref(vols->pdata[i]);
+		}
+	*ret_status = fail(verb, "%s: ocfs2d serves no volume mounted there", abs);
+	return NULL;
+}
+
+int ctl_daemon_cluster_state(const char *mountpoint, bool json)
+{
+	g_autoptr(GError) err = NULL;
+	g_autofree char *abs = NULL;
+	g_autoptr(GVariant) st = NULL;
+	int status;
+	g_autoptr(O2dVolume) vol = served_volume("slots", mountpoint, &abs, &status);
+
 	if (!vol)
-		return fail("slots", "%s: ocfs2d serves no volume mounted there", abs);
+		return status;
 	if (!o2d_volume_call_cluster_state_sync(vol, g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0),
 						&st, NULL, &err))
 		return fail("slots", "%s: %s", abs, message_of(err));
@@ -629,29 +651,17 @@ int ctl_daemon_cluster_state(const char *mountpoint, bool json)
 static int do_stats(bool json, const char *mountpoint)
 {
 	g_autoptr(GError) err = NULL;
-	g_autoptr(GDBusConnection) c = NULL;
-	g_autoptr(GPtrArray) vols = NULL;
-	g_autofree char *abs = realpath(mountpoint, NULL);
+	g_autofree char *abs = NULL;
 	g_autoptr(GVariant) st = NULL;
-	O2dVolume *vol = NULL;
 	struct json_writer j;
 	GVariantIter it;
 	const char *key;
 	guint64 n;
-	bool absent;
+	int status;
+	g_autoptr(O2dVolume) vol = served_volume("stats", mountpoint, &abs, &status);
 
-	if (!abs)
-		return fail("stats", "%s: %s", mountpoint, g_strerror(errno));
-	c = connect_daemon(&absent, &err);
-	if (!c)
-		return fail("stats", "%s: ocfs2d is not running (%s)", abs,
-			    absent ? "no control socket" : err->message);
-	vols = list_volumes(c, &err);
-	for (guint i = 0; vols && i < vols->len && !vol; i++)
-		if (!g_strcmp0(o2d_volume_get_mount_point(vols->pdata[i]), abs))
-			vol = vols->pdata[i];
 	if (!vol)
-		return fail("stats", "%s: ocfs2d serves no volume mounted there", abs);
+		return status;
 	if (!o2d_volume_call_statistics_sync(vol, g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0),
 					     &st, NULL, &err))
 		return fail("stats", "%s: %s", abs, message_of(err));

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from o2test.cluster import Cluster, daemons_in, fail, need_cluster_tools, skip
+from o2test.cluster import Cluster, daemons_in, fail, need_cluster_tools, show_daemon_log, skip
 from o2test.proc import sanitizer_report
 
 CLUSTER_NAME = "ocfs2d-test"  # o2test.cluster's corosync.conf
@@ -249,8 +249,7 @@ def main():
                     os.kill(pid, signal.SIGKILL)
             if not ok:
                 for nd in cluster.nodes:
-                    print(f"---- n{nd.nodeid} ocfs2d log ----")
-                    print(nd.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null | tail -n 40"]).stdout)
+                    show_daemon_log(nd)
             cluster.stop()
         time.sleep(0.2)
         for dev in loops:

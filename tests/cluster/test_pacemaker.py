@@ -32,7 +32,8 @@ import sys
 import tempfile
 import time
 
-from o2test.cluster import Cluster, daemons_in, fail, mounted_in, need_cluster_tools, skip, wait_for
+from o2test.cluster import Cluster, daemons_in, fail, mounted_in, need_cluster_tools, show_daemon_log, skip
+from o2test.cluster import wait_for
 from o2test.pacemaker import fail_counts, install_agent, location, pacemaker_dirs, seed_cib, show_log
 from o2test.pacemaker import start_pacemaker, stop_pacemaker
 
@@ -151,6 +152,7 @@ def main():
         if not ok:
             for nd in cluster.nodes:
                 show_log(nd, "vol")
+                show_daemon_log(nd)
         for nd in cluster.nodes:
             for pid in daemons_in(nd, daemon):
                 os.kill(pid, signal.SIGKILL)

@@ -270,6 +270,12 @@ def mounted_in(node, mnt):
     return "fuse.ocfs2" in r.stdout
 
 
+def show_daemon_log(node, last=40):
+    """Print the end of the ocfs2d log in node's /run (lost when the node stops)."""
+    print(f"---- n{node.nodeid} ocfs2d log (last {last} lines) ----")
+    print(node.run(["sh", "-c", f"cat /run/ocfs2d/*.log 2>/dev/null | tail -n {last}"]).stdout)
+
+
 def daemons_in(node, daemon):
     """The pids of the processes running daemon (an executable) in node's mount namespace."""
     ns = os.readlink(f"/proc/{node.pid}/ns/mnt")

@@ -15,8 +15,9 @@
  *   - ours (this node's id): a daemon of ours that died left it; take it
  *     again (fscore replays its journal), unless that daemon is still in
  *     the group, alive or frozen;
- *   - held by a live member: another node uses the volume (refused until
- *     the filesystem takes cluster locks in every operation);
+ *   - held by a live member: another node writes the volume (a read-write
+ *     mount is refused: one writer for now; a read-only one reads beside
+ *     it);
  *   - held by a member that died and is not yet recovered: refused, its
  *     locks are frozen until it is fenced;
  *   - held by a node not in the group: try its journal lock without
@@ -62,6 +63,10 @@ struct cluster {
 
 	struct o2lc_res *super, *journal;
 	bool super_held, journal_held;
+
+	/* the filesystem's side of inode locks (cluster_set_fs) */
+	const struct cluster_fs_ops *fs_ops;
+	void *fs_arg;
 };
 
 /* ---- the service side ---- */
@@ -444,7 +449,7 @@ static const struct o2lt_member_info *member_on(const struct members *ms, uint32
  * node's own slot, *ret_free for a claim a crash left behind.
  */
 static bool judge_held_slot(struct cluster *c, struct o2_fs *fs, const struct members *ms,
-			    unsigned i, uint32_t node, bool *ret_ours, bool *ret_free,
+			    unsigned i, uint32_t node, bool ro, bool *ret_ours, bool *ret_free,
 			    GError **err)
 {
 	const struct o2lt_member_info *m = member_on(ms, node, &c->self);
@@ -453,16 +458,20 @@ static bool judge_held_slot(struct cluster *c, struct o2_fs *fs, const struct me
 
 	*ret_ours = *ret_free = false;
 	if (m && m->state == O2LT_MEMBER_LIVE) {
-		if (node == c->self.nodeid)
+		if (node == c->self.nodeid) {
 			g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
 				    "%s is already mounted on this node (node %u, slot %u) by the "
 				    "ocfs2d with pid %u",
 				    c->device, node, i, m->id.pid);
-		else
-			g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
-				    "%s is mounted by node %u (slot %u): ocfs2d does not yet share "
-				    "a volume between nodes at once; unmount it there first",
-				    c->device, node, i);
+			return false;
+		}
+		if (ro)
+			return true; /* a live writer's slot: taken, and read beside it */
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
+			    "%s is mounted read-write by node %u (slot %u): ocfs2d shares a volume "
+			    "between one read-write node and any number of read-only ones for now; "
+			    "mount it read-only (-o ro) here, or unmount it there first",
+			    c->device, node, i);
 		return false;
 	}
 	if (m) {
@@ -575,7 +584,8 @@ bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_
 			is_free[i] = true;
 			continue;
 		}
-		if (!judge_held_slot(c, fs, &ms, i, sm->slots[i].node, &mine, &stale, err))
+		if (!judge_held_slot(c, fs, &ms, i, sm->slots[i].node, opts->ro, &mine, &stale,
+				     err))
 			goto out;
 		if (mine)
 			ours = (int)i;
@@ -650,4 +660,87 @@ void cluster_leave(struct cluster *c)
 	cluster_unlock_journal(c);
 	/* the service loop ends: it drops what is cached and leaves cleanly */
 	cluster_free(c);
+}
+
+/* ---- the locks of filesystem operations ---- */
+
+void cluster_set_fs(struct cluster *c, const struct cluster_fs_ops *ops, void *arg)
+{
+	c->fs_arg = arg;
+	c->fs_ops = ops;
+}
+
+/*
+ * Another node wants an inode lock this node holds (or the cache drops an
+ * idle one).  Leaving EX, everything this node changed goes home first, so
+ * that the other node reads it from the disk; our journal is one log for
+ * every inode, so all of it is written back, as the kernel's checkpoint on
+ * downconvert does.  Leaving for NL, whatever is cached may go stale.
+ */
+static int inode_downconvert(struct o2lc_res *r, int from, int to, uint8_t *lvb, void *data)
+{
+	struct cluster *c = data;
+	int rc = 0;
+
+	(void)r;
+	(void)lvb;
+	if (!c->fs_ops)
+		return 0;
+	if (from == O2LT_EX)
+		rc = c->fs_ops->writeback(c->fs_arg);
+	if (rc == 0 && to == O2LT_NL)
+		c->fs_ops->lost(c->fs_arg);
+	return rc;
+}
+
+static const struct o2lc_res_ops inode_res_ops = { inode_downconvert };
+
+static struct o2lc_res *inode_res(struct cluster *c, uint64_t blkno, uint32_t gen)
+{
+	char lname[O2_LOCKNAME_LEN + 1];
+	size_t len = o2_lockname(O2_LOCK_META, blkno, gen, lname);
+
+	return o2lc_res_get(c->lc, lname, len, &inode_res_ops, c);
+}
+
+int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
+		       struct cluster_hold *h)
+{
+	struct o2lc_res *r = inode_res(c, blkno, gen);
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	rc = o2lc_lock(r, mode, 0);
+	if (rc == O2LC_REFRESH) {
+		/* regained: the inode block may have been read without the lock */
+		if (c->fs_ops)
+			c->fs_ops->refresh(c->fs_arg, blkno);
+		o2lc_refresh_done(r, true);
+		rc = 0;
+	}
+	if (rc < 0) {
+		o2lc_res_put(r);
+		return rc == -ENOTCONN ? -EIO : rc;
+	}
+	h->res = r;
+	h->mode = mode;
+	return 0;
+}
+
+void cluster_unlock(struct cluster_hold *h)
+{
+	if (!h->res)
+		return;
+	o2lc_unlock(h->res, h->mode);
+	o2lc_res_put(h->res);
+	h->res = NULL;
+}
+
+void cluster_forget_inode(struct cluster *c, uint64_t blkno, uint32_t gen)
+{
+	struct o2lc_res *r = inode_res(c, blkno, gen);
+
+	if (r)
+		o2lc_res_forget(r);
 }

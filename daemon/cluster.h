@@ -13,9 +13,9 @@
  * super lock.  Unmounting takes the super lock again, empties the journal
  * and the slot (fscore does both at close), and leaves the group cleanly.
  *
- * Until the filesystem's own operations take cluster locks, a volume is
- * served by one node at a time: a second node is refused, with a message
- * naming the node that holds it.
+ * One node writes at a time for now: a second read-write mount is
+ * refused, with a message naming the node that holds the volume; read-only
+ * mounts join beside it (docs/ARCHITECTURE.md, "Cluster locks").
  *
  * Threads: every function here is called from the volume's mount or
  * unmount path, never from the service thread, and may block on the lock
@@ -80,6 +80,44 @@ uint32_t cluster_nodeid(const struct cluster *c);
 const char *cluster_name(const struct cluster *c);
 /* The volume's CPG lock group. */
 const char *cluster_group(const struct cluster *c);
+
+/*
+ * The locks of filesystem operations (docs/ARCHITECTURE.md, "Cluster
+ * locks").  An operation takes the M lock of each inode it reads (PR) or
+ * changes (EX) before it takes the volume mutex, and drops them after; the
+ * lock cache keeps them cached between operations.  The filesystem side
+ * (volume.c) says what must happen when a lock moves:
+ *   writeback: a lock leaves EX: put everything changed on the disk
+ *     (0, or -errno: the lock stays and the write-back is retried);
+ *   lost: a lock goes to NL: whatever is cached may go stale;
+ *   refresh: an inode lock is regained: its block, read without the lock
+ *     (by a lookup in its directory), may be stale.
+ * They run with no cluster lock held by the calling thread and may take
+ * the volume mutex.  Set before the first inode lock is taken.
+ */
+struct cluster_fs_ops {
+	int (*writeback)(void *arg);
+	void (*lost)(void *arg);
+	void (*refresh)(void *arg, uint64_t blkno);
+};
+void cluster_set_fs(struct cluster *c, const struct cluster_fs_ops *ops, void *arg);
+
+struct cluster_hold {
+	struct o2lc_res *res; /* NULL: nothing held */
+	int mode;
+};
+
+/*
+ * Take the M lock of inode blkno (generation gen) in mode (O2LT_PR or
+ * O2LT_EX) into h, waiting for other nodes.  0, or -errno (-EIO once the
+ * cluster is gone).  Never with the volume mutex held.
+ */
+int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
+		       struct cluster_hold *h);
+/* Drop what h holds (nothing if it holds nothing). */
+void cluster_unlock(struct cluster_hold *h);
+/* The kernel forgot the inode: its lock may be dropped once idle. */
+void cluster_forget_inode(struct cluster *c, uint64_t blkno, uint32_t gen);
 
 /*
  * The members the lock table knows now (g_free *ret), and the lock

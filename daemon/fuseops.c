@@ -14,8 +14,10 @@
  *
  * Caching: on one node every change passes through this mount, so the
  * kernel's caches stay right; entry and attribute timeouts are options
- * (1 s by default) and page caches are kept across opens.  The cluster
- * layer will add invalidation when another node takes a lock.
+ * (1 s by default) and page caches are kept across opens.  On a clustered
+ * volume another node may change anything at any time: the kernel caches
+ * nothing for now (timeouts 0, direct I/O), and every operation takes its
+ * cluster locks first ("cluster locks" below).
  *
  * Every fscore call runs under the volume lock; replies are sent after it
  * is released.
@@ -42,6 +44,8 @@
 #define FUSE_USE_VERSION 314
 #include <fuse_lowlevel.h>
 
+#include "cluster.h"
+#include "locktab.h"
 #include "ocfs2d.h"
 
 #define NAME_MAX_O2 255
@@ -85,21 +89,23 @@ static int note(struct volume *v, const char *op, int r)
 
 /* ---- lookup counts (under the lock) ---- */
 
-static int node_ref(struct volume *v, uint64_t blk)
+static int node_ref(struct volume *v, uint64_t blk, uint32_t gen)
 {
 	uint64_t *n = g_hash_table_lookup(v->nodes, &blk);
 
 	if (n) {
 		n[1]++;
+		n[2] = gen;
 		return 0;
 	}
 	int r = o2_inode_open_ref(v->fs, blk);
 
 	if (r < 0)
 		return r;
-	n = g_new(uint64_t, 2);
+	n = g_new(uint64_t, 3);
 	n[0] = blk;
 	n[1] = 1;
+	n[2] = gen;
 	g_hash_table_insert(v->nodes, n, n);
 	return 0;
 }
@@ -113,6 +119,9 @@ static void node_unref(struct volume *v, uint64_t blk, uint64_t count)
 	n[1] = count >= n[1] ? 0 : n[1] - count;
 	if (n[1])
 		return;
+	/* the kernel holds nothing of it: its lock may go once idle */
+	if (v->cluster)
+		cluster_forget_inode(v->cluster, blk, (uint32_t)n[2]);
 	g_hash_table_remove(v->nodes, &blk);
 	if (v->fs) {
 		int r = o2_inode_close_ref(v->fs, blk);
@@ -134,6 +143,199 @@ void fuseops_forget_all(struct volume *v)
 		if (v->fs)
 			o2_inode_close_ref(v->fs, blk);
 		g_hash_table_iter_remove(&it);
+	}
+}
+
+/* ---- cluster locks ----
+ *
+ * On a clustered volume (docs/ARCHITECTURE.md, "Cluster locks") every
+ * operation takes the M lock of each inode it reads (PR) or changes (EX)
+ * before it takes the volume lock, and drops them after its reply is
+ * ready; the lock cache keeps them between operations, so this costs no
+ * message while no other node wants them.  Several inodes are locked in
+ * block order.  An operation that learns an inode from a name (lookup,
+ * unlink, rename) reads the name under its directory's lock, drops the
+ * volume lock, takes the inode's, and checks the name again.  Nothing
+ * here runs on a local volume.
+ */
+
+#define HELD_MAX 8
+
+struct held {
+	struct cluster_hold h[HELD_MAX];
+	uint64_t blk[HELD_MAX];
+	unsigned n;
+};
+
+/* A change takes EX; a read-only mount only ever reads. */
+static int change_mode(const struct volume *v)
+{
+	return v->opts.ro ? O2LT_PR : O2LT_EX;
+}
+
+/*
+ * blk's generation as the kernel knows it (under the lock): lock names
+ * carry it, so a reused block is a new lock.  Read from the inode for one
+ * the kernel was not handed by us (0 if unreadable: the operation fails
+ * on the inode anyway).
+ */
+static uint32_t node_gen(struct volume *v, uint64_t blk)
+{
+	const uint64_t *n = g_hash_table_lookup(v->nodes, &blk);
+	struct o2_inode *in;
+	uint32_t gen = 0;
+
+	if (blk == v->root)
+		return v->root_gen;
+	if (n)
+		return (uint32_t)n[2];
+	if (o2_inode_get(v->fs, blk, &in) == 0) {
+		gen = o2_inode_info(in)->generation;
+		o2_inode_unref(in);
+	}
+	return gen;
+}
+
+static int hold_gen(struct volume *v, struct held *hd, uint64_t blk, uint32_t gen, int mode)
+{
+	for (unsigned i = 0; i < hd->n; i++)
+		if (hd->blk[i] == blk && hd->h[i].mode >= mode)
+			return 0;
+	if (hd->n == HELD_MAX)
+		return -EINVAL;
+	int r = cluster_lock_inode(v->cluster, blk, gen, mode, &hd->h[hd->n]);
+
+	if (r == 0)
+		hd->blk[hd->n++] = blk;
+	return r;
+}
+
+static void release(struct held *hd)
+{
+	while (hd->n)
+		cluster_unlock(&hd->h[--hd->n]);
+}
+
+/*
+ * Take the locks of inodes a in mode ma and b in mode mb (0: none; nodes
+ * the kernel knows; one inode named twice is locked once, in the stronger
+ * mode), in block order.  0, or -errno with nothing held.
+ */
+static int hold2(struct volume *v, struct held *hd, uint64_t a, int ma, uint64_t b, int mb)
+{
+	uint32_t ga = 0, gb = 0;
+	int r = 0;
+
+	if (!v->cluster)
+		return 0;
+	if (a == b)
+		ma = mb = MAX(ma, mb);
+	if (b && (!a || b < a)) {
+		uint64_t t = a;
+		int tm = ma;
+
+		a = b, ma = mb;
+		b = t, mb = tm;
+	}
+	lock(v);
+	if (a)
+		ga = node_gen(v, a);
+	if (b && b != a)
+		gb = node_gen(v, b);
+	unlock(v);
+	if (a)
+		r = hold_gen(v, hd, a, ga, ma);
+	if (r == 0 && b && b != a)
+		r = hold_gen(v, hd, b, gb, mb);
+	if (r < 0)
+		release(hd);
+	return r;
+}
+
+static int hold(struct volume *v, struct held *hd, int mode, uint64_t a, uint64_t b)
+{
+	return hold2(v, hd, a, mode, b, mode);
+}
+
+/*
+ * The inode that name in dir names now, and its generation (under the
+ * lock): 0 and *blk 0 if there is none.
+ */
+static int name_target(struct volume *v, uint64_t dir, const char *name, uint64_t *blk,
+		       uint32_t *gen)
+{
+	struct o2_inode *d, *in;
+	struct o2_dirent de;
+	int r = o2_inode_get(v->fs, dir, &d);
+
+	*blk = 0;
+	*gen = 0;
+	if (r < 0)
+		return r;
+	r = o2_dir_lookup(v->fs, d, name, strlen(name), &de);
+	o2_inode_unref(d);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	r = o2_inode_get(v->fs, de.ino, &in);
+	if (r < 0)
+		return r;
+	*blk = de.ino;
+	*gen = o2_inode_info(in)->generation;
+	o2_inode_unref(in);
+	return 0;
+}
+
+/*
+ * Lock, in mode, the inodes that names[i] in dirs[i] name (n of them),
+ * whose directories hd already holds: read the names under the volume
+ * lock, lock what they name (block order), and read them again until they
+ * name what is locked.  Returns with the volume lock held (0), or -errno
+ * without it.
+ */
+static int hold_targets(struct volume *v, struct held *hd, int mode, unsigned n,
+			const uint64_t *dirs, const char *const *names)
+{
+	if (!v->cluster) {
+		lock(v);
+		return 0;
+	}
+	for (int tries = 0;; tries++) {
+		uint64_t blk[2] = { 0, 0 };
+		uint32_t gen[2] = { 0, 0 };
+		bool same = true;
+		int r = 0;
+
+		lock(v);
+		for (unsigned i = 0; i < n && r == 0; i++)
+			r = name_target(v, dirs[i], names[i], &blk[i], &gen[i]);
+		for (unsigned i = 0; i < n && r == 0; i++) {
+			bool have = !blk[i];
+
+			for (unsigned j = 0; j < hd->n; j++)
+				have |= hd->blk[j] == blk[i];
+			same &= have;
+		}
+		if (r == 0 && same)
+			return 0;
+		unlock(v);
+		if (r < 0)
+			return r;
+		if (tries == 8)
+			return -EAGAIN; /* the names keep changing under us */
+		if (n == 2 && blk[1] && (!blk[0] || blk[1] < blk[0])) {
+			uint64_t tb = blk[0];
+			uint32_t tg = gen[0];
+
+			blk[0] = blk[1], gen[0] = gen[1];
+			blk[1] = tb, gen[1] = tg;
+		}
+		for (unsigned i = 0; i < n && r == 0; i++)
+			if (blk[i])
+				r = hold_gen(v, hd, blk[i], gen[i], mode);
+		if (r < 0)
+			return r;
 	}
 }
 
@@ -189,7 +391,7 @@ static int make_entry(struct volume *v, uint64_t blk, struct fuse_entry_param *e
 	memset(e, 0, sizeof(*e));
 	r = get_stat(v, blk, &e->attr, &gen);
 	if (r == 0)
-		r = node_ref(v, blk);
+		r = node_ref(v, blk, gen);
 	if (r < 0)
 		return r;
 	e->ino = to_fuse(v, blk);
@@ -226,7 +428,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = OCFS2D_MAX_WRITE;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
-	conn->want |= conn->capable & FUSE_CAP_READDIRPLUS;
+	/* readdirplus hands out attributes under the directory's lock alone */
+	if (!v->cluster)
+		conn->want |= conn->capable & FUSE_CAP_READDIRPLUS;
+	else
+		conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS;
 	conn->want |= conn->capable & FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	/*
@@ -236,7 +442,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * once open is not ours.  Closing has nothing to flush either: flush
 	 * is left unimplemented, so the kernel stops sending it.
 	 */
-	if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) {
+	if ((conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) && !v->cluster) {
 		conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
 		conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 		v->no_open = true;
@@ -257,6 +463,47 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	}
 }
 
+/*
+ * A lookup on a clustered volume: the name under the directory's lock,
+ * then the inode's attributes under its own, never both at once (as the
+ * kernel's lookup does, so that no node waits for an inode lock while it
+ * holds a directory's).  If the name moved in between, look again.
+ */
+static int cluster_lookup(struct volume *v, uint64_t dir, const char *name,
+			  struct fuse_entry_param *e)
+{
+	for (int tries = 0; tries < 8; tries++) {
+		struct held hd = { .n = 0 };
+		uint64_t blk;
+		uint32_t gen;
+		int r = hold(v, &hd, O2LT_PR, dir, 0);
+
+		if (r < 0)
+			return r;
+		lock(v);
+		r = name_target(v, dir, name, &blk, &gen);
+		unlock(v);
+		release(&hd);
+		if (r == 0 && !blk)
+			r = -ENOENT;
+		if (r == 0)
+			r = hold_gen(v, &hd, blk, gen, O2LT_PR);
+		if (r < 0)
+			return r;
+		lock(v);
+		r = make_entry(v, blk, e);
+		if (r == 0 && e->generation != gen) {
+			node_unref(v, blk, 1); /* freed and reused since: not this one */
+			r = -ESTALE;
+		}
+		unlock(v);
+		release(&hd);
+		if (r != -ESTALE)
+			return r;
+	}
+	return -ESTALE;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct volume *v = vol_of(req);
@@ -269,6 +516,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, -r);
 		return;
 	}
+	if (v->cluster) {
+		r = cluster_lookup(v, to_blk(v, parent), name, &e);
+		goto reply;
+	}
 	lock(v);
 	r = o2_inode_get(v->fs, to_blk(v, parent), &dir);
 	if (r == 0) {
@@ -278,6 +529,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (r == 0)
 		r = make_entry(v, de.ino, &e);
 	unlock(v);
+reply:
 	if (r == -ENOENT) {
 		/* a negative entry the kernel may cache like a positive one */
 		memset(&e, 0, sizeof(e));
@@ -315,9 +567,15 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	int r;
 
-	lock(v);
-	r = get_stat(v, to_blk(v, ino), &st, NULL);
-	unlock(v);
+	struct held hd = { .n = 0 };
+
+	r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
+	if (r == 0) {
+		lock(v);
+		r = get_stat(v, to_blk(v, ino), &st, NULL);
+		unlock(v);
+		release(&hd);
+	}
 	if (r < 0)
 		fuse_reply_err(req, -note(v, "getattr", r));
 	else
@@ -460,6 +718,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		mask |= O2_SET_CTIME;
 		a.ctime = to_ts(&attr->st_ctim);
 	}
+	struct held hd = { .n = 0 };
+
+	r = hold(v, &hd, change_mode(v), blk, 0);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	lock(v);
 	/*
 	 * KILLPRIV_V2: the kernel marks a truncate by a caller without
@@ -485,6 +750,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (r == 0)
 		r = get_stat(v, blk, &st, NULL);
 	unlock(v);
+	release(&hd);
 	if (r < 0)
 		fuse_reply_err(req, -note(v, "setattr", r));
 	else
@@ -495,9 +761,14 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct volume *v = vol_of(req);
 	char buf[PATH_MAX + 1];
+	struct held hd = { .n = 0 };
 	struct o2_inode *in;
-	int r;
+	int r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
 
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	lock(v);
 	r = o2_inode_get(v->fs, to_blk(v, ino), &in);
 	if (r == 0) {
@@ -506,6 +777,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 		o2_inode_unref(in);
 	}
 	unlock(v);
+	release(&hd);
 	if (r < 0)
 		fuse_reply_err(req, -note(v, "readlink", r));
 	else
@@ -559,6 +831,11 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		return r;
 	if (target && strlen(target) >= PATH_MAX)
 		return -ENAMETOOLONG;
+	struct held hd = { .n = 0 };
+
+	r = hold(v, &hd, change_mode(v), dir, 0);
+	if (r < 0)
+		return r;
 	lock(v);
 	r = new_inode(v, req, dir, mode, &ni);
 	ni.rdev = rdev;
@@ -571,6 +848,7 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	if (r == 0)
 		r = make_entry(v, blk, e);
 	unlock(v);
+	release(&hd);
 	return r;
 }
 
@@ -609,11 +887,19 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		fuse_reply_err(req, -r);
 		return;
 	}
+	struct held hd = { .n = 0 };
+
+	r = hold(v, &hd, change_mode(v), blk, to_blk(v, newparent));
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	lock(v);
 	r = o2_link(v->fs, blk, to_blk(v, newparent), newname, strlen(newname));
 	if (r == 0)
 		r = make_entry(v, blk, &e);
 	unlock(v);
+	release(&hd);
 	reply_entry_or_err(req, note(v, "link", r), &e);
 }
 
@@ -628,9 +914,17 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, con
 		fuse_reply_err(req, -r);
 		return;
 	}
-	lock(v);
-	r = fn(v->fs, to_blk(v, parent), name, strlen(name));
-	unlock(v);
+	struct held hd = { .n = 0 };
+	uint64_t dir = to_blk(v, parent);
+
+	r = hold(v, &hd, change_mode(v), dir, 0);
+	if (r == 0)
+		r = hold_targets(v, &hd, change_mode(v), 1, &dir, &name);
+	if (r == 0) {
+		r = fn(v->fs, dir, name, strlen(name));
+		unlock(v);
+	}
+	release(&hd);
 	fuse_reply_err(req, -note(v, op, r));
 }
 
@@ -663,14 +957,39 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		fuse_reply_err(req, EINVAL); /* RENAME_WHITEOUT: no overlay support */
 		return;
 	}
-	lock(v);
-	r = o2_rename(v->fs, to_blk(v, parent), name, strlen(name), to_blk(v, newparent), newname,
-		      strlen(newname), o2flags);
-	unlock(v);
+	struct held hd = { .n = 0 };
+	const uint64_t dirs[2] = { to_blk(v, parent), to_blk(v, newparent) };
+	const char *const names[2] = { name, newname };
+
+	r = hold(v, &hd, change_mode(v), dirs[0], dirs[1]);
+	if (r == 0)
+		r = hold_targets(v, &hd, change_mode(v), 2, dirs, names);
+	if (r == 0) {
+		r = o2_rename(v->fs, dirs[0], name, strlen(name), dirs[1], newname, strlen(newname),
+			      o2flags);
+		unlock(v);
+	}
+	release(&hd);
 	fuse_reply_err(req, -note(v, "rename", r));
 }
 
 /* ---- files ---- */
+
+/*
+ * How the kernel may cache an open file's pages: across opens on one node,
+ * where every change passes through this mount; not at all on a clustered
+ * volume for now, where another node may change the file at any time
+ * (every read and write comes here, under the inode's lock).
+ */
+static void open_caching(const struct volume *v, struct fuse_file_info *fi)
+{
+	if (v->cluster) {
+		fi->direct_io = 1;
+		fi->keep_cache = 0;
+	} else {
+		fi->keep_cache = 1;
+	}
+}
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
@@ -686,17 +1005,22 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * (the kernel has checked write permission) */
 	if (fi->flags & O_TRUNC) {
 		struct o2_setattr a = { .size = 0, .mtime = now_ts() };
+		struct held hd = { .n = 0 };
 
 		a.ctime = a.mtime;
-		lock(v);
-		r = o2_setattr(v->fs, blk, &a, O2_SET_SIZE | O2_SET_MTIME | O2_SET_CTIME);
-		unlock(v);
+		r = hold(v, &hd, change_mode(v), blk, 0);
+		if (r == 0) {
+			lock(v);
+			r = o2_setattr(v->fs, blk, &a, O2_SET_SIZE | O2_SET_MTIME | O2_SET_CTIME);
+			unlock(v);
+			release(&hd);
+		}
 	}
 	if (r < 0) {
 		fuse_reply_err(req, -note(v, "open", r));
 		return;
 	}
-	fi->keep_cache = 1;
+	open_caching(v, fi);
 	fuse_reply_open(req, fi);
 }
 
@@ -711,7 +1035,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, -note(v, "create", r));
 		return;
 	}
-	fi->keep_cache = 1;
+	open_caching(v, fi);
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		/* the kernel did not take it: give its lookup back */
 		lock(v);
@@ -760,13 +1084,19 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	lock(v);
-	n = o2_inode_get(v->fs, to_blk(v, ino), &in);
+	struct held hd = { .n = 0 };
+
+	n = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
 	if (n == 0) {
-		n = o2_inode_read(v->fs, in, (uint64_t)off, buf, size);
-		o2_inode_unref(in);
+		lock(v);
+		n = o2_inode_get(v->fs, to_blk(v, ino), &in);
+		if (n == 0) {
+			n = o2_inode_read(v->fs, in, (uint64_t)off, buf, size);
+			o2_inode_unref(in);
+		}
+		unlock(v);
+		release(&hd);
 	}
-	unlock(v);
 	if (n < 0)
 		fuse_reply_err(req, -note(v, "read", (int)n));
 	else
@@ -784,11 +1114,19 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	struct held hd = { .n = 0 };
+
+	n = hold(v, &hd, change_mode(v), to_blk(v, ino), 0);
+	if (n < 0) {
+		fuse_reply_err(req, (int)-n);
+		return;
+	}
 	lock(v);
 	n = kill_privs(v, to_blk(v, ino), session_write_flags() & FUSE_WRITE_KILL_SUIDGID, &killed);
 	if (n == 0)
 		n = o2_write(v->fs, to_blk(v, ino), (uint64_t)off, buf, size);
 	unlock(v);
+	release(&hd);
 	/* before the reply, so the writer's next stat(2) asks again */
 	if (killed)
 		fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);
@@ -822,6 +1160,13 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	int r;
 
 	lock(v);
+	if (v->cluster) {
+		uint64_t bitmap;
+
+		/* the global bitmap as the nodes that allocate left it on the disk */
+		if (o2_sysfile_lookup(v->fs, O2_SYS_GLOBAL_BITMAP, 0, &bitmap) == 0)
+			o2_fs_drop_cached(v->fs, bitmap);
+	}
 	r = o2_statfs(v->fs, &s);
 	unlock(v);
 	if (r < 0) {
@@ -855,12 +1200,20 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	struct held hd = { .n = 0 };
+
+	r = hold(v, &hd, change_mode(v), to_blk(v, ino), 0);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	lock(v);
 	r = o2_fallocate(v->fs, to_blk(v, ino),
 			 ((mode & FALLOC_FL_KEEP_SIZE) ? O2_FALLOC_KEEP_SIZE : 0) |
 				 ((mode & FALLOC_FL_PUNCH_HOLE) ? O2_FALLOC_PUNCH_HOLE : 0),
 			 (uint64_t)off, (uint64_t)len);
 	unlock(v);
+	release(&hd);
 	fuse_reply_err(req, -note(v, "fallocate", r));
 }
 
@@ -909,6 +1262,13 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	struct held hd = { .n = 0 };
+
+	r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
+	if (r < 0) {
+		fuse_reply_err(req, (int)-r);
+		return;
+	}
 	lock(v);
 	r = o2_inode_get(v->fs, to_blk(v, ino), &in);
 	if (r == 0) {
@@ -916,6 +1276,7 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
 		o2_inode_unref(in);
 	}
 	unlock(v);
+	release(&hd);
 	if (r < 0)
 		fuse_reply_err(req, -note(v, "lseek", (int)r));
 	else
@@ -935,8 +1296,16 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
+	struct held hd = { .n = 0 };
+
+	r = hold2(v, &hd, to_blk(v, ino_in), O2LT_PR, to_blk(v, ino_out), change_mode(v));
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	buf = g_try_malloc(COPY_CHUNK);
 	if (!buf) {
+		release(&hd);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
@@ -963,6 +1332,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			done += (size_t)n;
 	}
 	g_free(buf);
+	release(&hd);
 	if (r < 0 && done == 0)
 		fuse_reply_err(req, -note(v, "copy_file_range", r));
 	else
@@ -1006,14 +1376,20 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct o2_inode *dir;
 	int r;
 
+	struct held hd = { .n = 0 };
+
 	s->ents = g_array_new(FALSE, FALSE, sizeof(struct snap_ent));
-	lock(v);
-	r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
+	r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
 	if (r == 0) {
-		r = o2_dir_iterate(v->fs, dir, snap_add, s);
-		o2_inode_unref(dir);
+		lock(v);
+		r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
+		if (r == 0) {
+			r = o2_dir_iterate(v->fs, dir, snap_add, s);
+			o2_inode_unref(dir);
+		}
+		unlock(v);
+		release(&hd);
 	}
-	unlock(v);
 	if (r < 0) {
 		snap_free(s);
 		fuse_reply_err(req, -note(v, "opendir", r));
@@ -1190,6 +1566,10 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *full, const 
 		o2flags |= O2_XATTR_CREATE;
 	if (flags & XATTR_REPLACE)
 		o2flags |= O2_XATTR_REPLACE;
+	struct held hd = { .n = 0 };
+
+	if (r == 0)
+		r = hold(v, &hd, change_mode(v), to_blk(v, ino), 0);
 	if (r == 0) {
 		lock(v);
 		if (is_acl(type))
@@ -1198,6 +1578,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *full, const 
 			r = o2_xattr_set(v->fs, to_blk(v, ino), type, name, strlen(name), value, size,
 					 o2flags);
 		unlock(v);
+		release(&hd);
 		r = xattr_note(v, "setxattr", r);
 	}
 	fuse_reply_err(req, -r);
@@ -1218,12 +1599,20 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *full, size_t
 		fuse_reply_err(req, -r);
 		return;
 	}
+	struct held hd = { .n = 0 };
+
+	r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	lock(v);
 	if (is_acl(type))
 		n = o2_acl_get(v->fs, to_blk(v, ino), type, buf, size);
 	else
 		n = o2_xattr_get(v->fs, to_blk(v, ino), type, name, strlen(name), buf, size);
 	unlock(v);
+	release(&hd);
 	if (n < 0)
 		fuse_reply_err(req, -note(v, "getxattr", (int)n));
 	else if (!size)
@@ -1257,12 +1646,19 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	struct volume *v = vol_of(req);
 	/* trusted.* is for the privileged, as kernel filesystems list it */
-	struct xattr_list l = { v, fuse_req_ctx(req)->uid == 0, g_string_new(NULL) };
-	int r;
+	struct xattr_list l = { v, fuse_req_ctx(req)->uid == 0, NULL };
+	struct held hd = { .n = 0 };
+	int r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
 
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	l.out = g_string_new(NULL);
 	lock(v);
 	r = o2_xattr_iterate_blkno(v->fs, to_blk(v, ino), list_one, &l);
 	unlock(v);
+	release(&hd);
 	if (r < 0)
 		fuse_reply_err(req, -note(v, "listxattr", r));
 	else if (!size)
@@ -1281,6 +1677,10 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *full)
 	unsigned type;
 	int r = xattr_name(v, full, &type, &name);
 
+	struct held hd = { .n = 0 };
+
+	if (r == 0)
+		r = hold(v, &hd, change_mode(v), to_blk(v, ino), 0);
 	if (r == 0) {
 		lock(v);
 		if (is_acl(type))
@@ -1288,6 +1688,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *full)
 		else
 			r = o2_xattr_remove(v->fs, to_blk(v, ino), type, name, strlen(name));
 		unlock(v);
+		release(&hd);
 		r = xattr_note(v, "removexattr", r);
 	}
 	fuse_reply_err(req, -r);

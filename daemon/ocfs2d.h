@@ -13,7 +13,10 @@
  *                  mounting, its FUSE and ticker threads, closing it
  *   uring.c        serving a session through io_uring queues
  *   reflink.c      reflinks by path, for the API
- *   fuseops.c      the FUSE operations table and lookup counts
+ *   fuseops.c      the FUSE operations table, lookup counts and the
+ *                  cluster locks each operation takes
+ *   cluster.c      a clustered volume's place in its cluster: joining,
+ *                  slots, the lock cache (cluster.h)
  *   session.c      making and hooking FUSE sessions, the wire peeks and
  *                  the INIT patch, for the classic and io_uring loops alike
  *                  (it is handed fuseops_table's table, so it never calls
@@ -56,6 +59,7 @@ struct volume {
 	unsigned slot;		/* the slot this node mounted with */
 	int claim_fd;		/* the volume's UUID claimed on this machine, or -1 */
 	uint64_t root;		/* the root directory's inode (block) number */
+	uint32_t root_gen;	/* and its generation (cluster lock names) */
 	uint32_t cluster_size, block_size;
 	bool no_open;		/* the kernel opens files without asking us */
 	bool acl;		/* POSIX ACLs on: the kernel enforces them, we keep them */
@@ -66,7 +70,7 @@ struct volume {
 	bool init_pending;
 
 	GMutex lock;		/* guards fs, nodes and ro_reported */
-	GHashTable *nodes;	/* inode number -> lookup count (uint64_t *) */
+	GHashTable *nodes;	/* inode number -> {number, lookup count, generation} (uint64_t[3]) */
 	bool ro_reported;	/* the turn to read-only is in the log */
 
 	struct fuse_session *se;

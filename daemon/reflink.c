@@ -49,6 +49,11 @@ int reflink_by_path(struct volume *v, const char *src, const char *dst, uint64_t
 	*ret_msg = NULL;
 	if (v->opts.ro)
 		return -EROFS;
+	if (v->cluster) {
+		/* it would change inodes without their cluster locks */
+		*ret_msg = g_strdup("reflinks are not yet made on a clustered volume");
+		return -EOPNOTSUPP;
+	}
 	g_mutex_lock(&v->lock);
 	r = resolve_locked(v, src, &sino, NULL);
 	if (r == 0)

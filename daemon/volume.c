@@ -310,6 +310,45 @@ static void release_uuid(struct volume *v)
 	}
 }
 
+/*
+ * What cluster locks ask of the filesystem (cluster.h), on the lock
+ * cache's downconvert thread or an operation's, never with the volume
+ * mutex held: no operation waits for a cluster lock while holding it.
+ */
+static int fs_writeback(void *arg)
+{
+	struct volume *v = arg;
+	int r = 0;
+
+	g_mutex_lock(&v->lock);
+	if (v->fs && !v->opts.ro)
+		r = volume_note_locked(v, "writing back for another node", o2_fs_writeback(v->fs));
+	g_mutex_unlock(&v->lock);
+	return r;
+}
+
+static void fs_lost(void *arg)
+{
+	struct volume *v = arg;
+
+	g_mutex_lock(&v->lock);
+	if (v->fs)
+		o2_fs_drop_cached(v->fs, 0);
+	g_mutex_unlock(&v->lock);
+}
+
+static void fs_refresh(void *arg, uint64_t blkno)
+{
+	struct volume *v = arg;
+
+	g_mutex_lock(&v->lock);
+	if (v->fs)
+		o2_fs_drop_cached(v->fs, blkno);
+	g_mutex_unlock(&v->lock);
+}
+
+static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh };
+
 static bool open_fs(struct volume *v, GError **err)
 {
 	char msg[512] = "";
@@ -357,6 +396,8 @@ static bool open_fs(struct volume *v, GError **err)
 		/* 32 MiB of 4 KiB blocks: ready before the first request needs them */
 		.cache_prefill = 8192,
 	};
+	if (v->cluster)
+		oo.flags |= O2_OPEN_SHARED;
 	if (v->cluster && !v->opts.ro) {
 		oo.flags |= O2_OPEN_CLAIM_SLOT;
 		oo.node = cluster_nodeid(v->cluster);
@@ -373,10 +414,30 @@ static bool open_fs(struct volume *v, GError **err)
 	if (r < 0 || !ok)
 		return false;
 	const struct o2_super_info *osi = o2_fs_super(v->fs);
+	struct o2_inode *root;
 
 	v->root = osi->root_blkno;
 	v->cluster_size = osi->cluster_size;
 	v->block_size = osi->block_size;
+	r = o2_inode_get(v->fs, v->root, &root);
+	if (r < 0) {
+		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+			    "%s: reading the root directory: %s", v->device,
+			    o2_fs_error(v->fs)[0] ? o2_fs_error(v->fs) : g_strerror(-r));
+		return false;
+	}
+	v->root_gen = o2_inode_info(root)->generation;
+	o2_inode_unref(root);
+	if (v->cluster) {
+		cluster_set_fs(v->cluster, &cluster_fs_ops, v);
+		/*
+		 * Another node may change any name or inode at any time: the
+		 * kernel asks again each time (its caches are not yet kept
+		 * valid by the locks), and every answer is given under them.
+		 */
+		v->opts.attr_timeout = 0;
+		v->opts.entry_timeout = 0;
+	}
 	return true;
 }
 
@@ -422,16 +483,18 @@ static int close_fs(struct volume *v)
 {
 	int r = 0;
 
+	GError *e = NULL;
+
+	/* the slot map changes under the super lock only (taken before the
+	 * volume mutex, as every cluster lock is) */
+	if (v->cluster && v->fs && !v->opts.ro && !cluster_unmount_begin(v->cluster, &e)) {
+		g_warning("%s: %s; closing without it", v->device, e->message);
+		g_error_free(e);
+	}
 	g_mutex_lock(&v->lock);
 	if (v->fs) {
 		char why[256];
-		GError *e = NULL;
 
-		/* the slot map changes under the super lock only */
-		if (v->cluster && !v->opts.ro && !cluster_unmount_begin(v->cluster, &e)) {
-			g_warning("%s: %s; closing without it", v->device, e->message);
-			g_error_free(e);
-		}
 		fuseops_forget_all(v);
 		r = o2_fs_close_why(v->fs, why, sizeof(why));
 		if (r < 0)
@@ -492,6 +555,11 @@ static int polling_loop(struct volume *v)
 	return r < 0 ? r : 0;
 }
 
+/*
+ * Serve the session until it ends, then close the volume.  A clustered
+ * volume is never served by the single polling thread: a request waiting
+ * for another node's lock must not hold up the rest.
+ */
 static gpointer fuse_main(gpointer arg)
 {
 	struct volume *v = arg;
@@ -499,7 +567,7 @@ static gpointer fuse_main(gpointer arg)
 
 	if (v->use_uring) {
 		r = uring_serve(v);
-	} else if (v->opts.poll_us) {
+	} else if (v->opts.poll_us && !v->cluster) {
 		r = polling_loop(v);
 	} else if (v->opts.threads > 1) {
 		struct fuse_loop_config *cfg = fuse_loop_cfg_create();

@@ -388,7 +388,7 @@ int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret
 	r = alloc_buf(fs, blkno, kind, &b);
 	if (r < 0)
 		return r;
-	if (kind != O2_META_INODE || read_ahead(fs, b) <= 0)
+	if (kind != O2_META_INODE || (fs->opts.flags & O2_OPEN_SHARED) || read_ahead(fs, b) <= 0)
 		r = o2_blockdev_read(fs->dev, b->data, fs->bs, blkno << fs->bits);
 	if (r < 0) {
 		free_buf(fs, b);

@@ -469,6 +469,30 @@ int o2_fs_sync(struct o2_fs *fs)
 	return 0;
 }
 
+int o2_fs_writeback(struct o2_fs *fs)
+{
+	int r;
+
+	if (!fs->journal)
+		return 0;
+	if (fs->ro_reason)
+		return -EROFS;
+	r = o2_trunclog_pending(fs) ? o2_trunclog_flush(fs) : 0;
+	if (r == 0)
+		r = o2_journal_checkpoint(fs);
+	if (r < 0)
+		return o2_fs_abort(fs, r, "write-back");
+	return 0;
+}
+
+void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno)
+{
+	if (blkno)
+		o2_cache_forget(fs, blkno);
+	else
+		o2_cache_drop_clean(fs);
+}
+
 void o2_fs_stats(const struct o2_fs *fs, struct o2_fs_stats *ret)
 {
 	struct o2_journal_stats js;

@@ -16,6 +16,7 @@ nsenter and ip (see need_cluster_tools).
 The helpers end the test on their own: fail() exits 1 saying FAIL, skip()
 exits 77 (meson's skip) saying SKIP.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -291,3 +292,84 @@ def daemons_in(node, daemon):
         except OSError:
             pass
     return pids
+
+
+# ---- a volume shared by the nodes (one loop device each over one image) ----
+
+def host(cmd, check=True):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if check and r.returncode != 0:
+        fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stdout}{r.stderr}")
+    return r
+
+
+def slot_map(ctl, img):
+    """{slot: node} for the slots in use, as `ocfs2ctl slots` reads the image."""
+    out = host([ctl, "--json", "slots", img]).stdout
+    return {s["slot"]: s["node"] for s in json.loads(out)["slots"] if s["valid"]}
+
+
+def fsck_clean(img, when):
+    r = host(["fsck.ocfs2", "-fn", img], check=False)
+    if r.returncode != 0 or "All passes succeeded." not in r.stdout:
+        fail(f"fsck.ocfs2 -fn {when}: exit {r.returncode}\n{r.stdout[-3000:]}")
+
+
+class Mounter:
+    """One node's view of the volume: its loop device and its mount point."""
+
+    def __init__(self, node, ctl, dev, mnt):
+        self.node, self.ctl, self.dev, self.mnt = node, ctl, dev, mnt
+        self.daemon = os.path.join(os.path.dirname(ctl), "..", "daemon", "ocfs2d")
+
+    def daemons(self):
+        return daemons_in(self.node, self.daemon)
+
+    def mount(self, opts=None):
+        cmd = [self.ctl, "mount"] + (["-o", opts] if opts else []) + [self.dev, self.mnt]
+        return self.node.run(cmd)
+
+    def must_mount(self, opts=None):
+        r = self.mount(opts)
+        if r.returncode != 0:
+            fail(f"n{self.node.nodeid}: mount failed ({r.returncode}): {r.stderr.strip()}\n"
+                 f"{self.log()}")
+        return r
+
+    def refused(self, what, words, opts=None):
+        r = self.mount(opts)
+        if r.returncode == 0:
+            fail(f"n{self.node.nodeid} mounted although {what}")
+        msg = r.stderr.strip()
+        missing = [w for w in words if w not in msg]
+        if missing:
+            fail(f"n{self.node.nodeid}, {what}: the refusal does not name {missing}: {msg}")
+        if self.node.run(["mountpoint", "-q", self.mnt]).returncode == 0:
+            fail(f"n{self.node.nodeid}: something is mounted after a refused mount")
+        print(f"   n{self.node.nodeid} refused: {msg}")
+
+    def umount(self):
+        r = self.node.run([self.ctl, "umount", self.mnt])
+        if r.returncode != 0:
+            fail(f"n{self.node.nodeid}: umount failed: {r.stderr.strip()}")
+        deadline = time.time() + 30
+        while self.daemons():  # a daemon ocfs2ctl started exits once idle
+            if time.time() > deadline:
+                fail(f"n{self.node.nodeid}: ocfs2d still runs 30 s after the last unmount")
+            time.sleep(0.1)
+
+    def slot(self):
+        out = self.node.run([self.ctl, "--json", "mounts"]).stdout
+        for m in json.loads(out or "[]"):
+            if m["mountpoint"] == self.mnt:
+                return m["slot"]
+        fail(f"n{self.node.nodeid}: {self.mnt} is not in `ocfs2ctl mounts`: {out}")
+
+    def sh(self, script):
+        r = self.node.run(["sh", "-c", script])
+        if r.returncode != 0:
+            fail(f"n{self.node.nodeid}: {script}: {r.stderr.strip()}")
+        return r.stdout
+
+    def log(self):
+        return self.node.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null | tail -n 30"]).stdout

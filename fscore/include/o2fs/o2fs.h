@@ -66,6 +66,11 @@ const char *o2_feature_name(enum o2_feature_class cls, uint32_t bit);
  * at a clean close, once the journal is clean (cluster mounts, under the
  * super lock). */
 #define O2_OPEN_CLAIM_SLOT 0x4
+/* Other nodes change the device while it is open (a cluster mount): read
+ * no block ahead of need, since a block read without the cluster lock that
+ * covers it may be stale by the time that lock is taken.  The caller keeps
+ * the cache honest with o2_fs_writeback and o2_fs_drop_cached. */
+#define O2_OPEN_SHARED 0x8
 
 /*
  * Probe dev for an OCFS2 superblock at every block size 512..4096, validate
@@ -114,6 +119,17 @@ int o2_fs_close_why(struct o2_fs *fs, char *errbuf, size_t errlen);
 int o2_fs_sync(struct o2_fs *fs);
 /* Commit the running transaction if it is older than the commit interval. */
 int o2_fs_tick(struct o2_fs *fs);
+
+/*
+ * Cluster coherence (O2_OPEN_SHARED).  o2_fs_writeback commits and writes
+ * every logged block home, so that another node reading the device sees
+ * all that this handle changed (before a lock leaves EX).  o2_fs_drop_cached
+ * forgets cached blocks that another node may have changed: blkno's alone,
+ * or with blkno 0 every clean block (after a lock is lost).  Blocks with
+ * changes not yet home are never dropped: write back first.
+ */
+int o2_fs_writeback(struct o2_fs *fs);
+void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno);
 
 /*
  * What the volume has cost its journal and device since it was opened

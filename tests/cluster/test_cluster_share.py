@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""One volume mounted on three nodes at once: what one writes, the others read.
+
+Three corosync nodes in namespaces of their own (o2test.cluster), one pcmk
+volume image, and for each node a loop device of its own over it (direct
+I/O: the nodes share the disk, not a page cache).  n1 mounts read-write, n2
+and n3 read-only: ocfs2d shares a volume between one writer and any number
+of readers for now, and every operation takes the inode locks OCFS2 takes.
+
+  1. n1 mounts read-write, n2 and n3 read-only, each on its own view; all
+     three are live members; a second read-write mount (n2) is refused,
+     naming node 1.
+  2. Rounds of changes on n1, each followed at once (no sleep, no sync) by
+     a snapshot of the whole tree on n2 and n3 that must equal n1's: data,
+     size, mtime, mode, owner, xattrs, directory entries, renames across
+     directories, unlinks, hard links, symlinks.
+  3. The stale-cache trap: n2 reads a file and lists its directory; n1
+     truncates it, rewrites it and renames it; n2 reads the new state.
+  4. Lock caching: 200 stats on n2 of files n1 leaves alone send no lock
+     message; one change on n1 and one read on n2 cost a bounded number.
+  5. All unmount; the slot map is empty and fsck.ocfs2 -fn is clean; no
+     daemon logged a sanitizer report or a critical error.
+
+Needs root, corosync, losetup, fsck.ocfs2 and /dev/fuse; else exits 77.
+Usage: PYTHONPATH=tests test_cluster_share.py OCFS2CTL
+"""
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+
+from o2test.cluster import Cluster, Mounter, daemons_in, fail, fsck_clean, host, need_cluster_tools
+from o2test.cluster import show_daemon_log, skip, slot_map
+from o2test.proc import sanitizer_report
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Run inside a node: the tree under argv[1] as o2test.tree snapshots it, with
+# each name's extended attributes, as JSON.
+SNAPSHOT = f"""
+import json, os, sys
+sys.path.insert(0, {TESTS!r})
+from o2test.tree import snapshot
+root = sys.argv[1]
+snap = snapshot(root)
+for rel, e in snap.items():
+    p = os.path.join(root, rel)
+    e["xattrs"] = {{n: os.getxattr(p, n, follow_symlinks=False).hex()
+                   for n in sorted(os.listxattr(p, follow_symlinks=False))}}
+print(json.dumps(snap, sort_keys=True))
+"""
+
+
+def snap(m):
+    r = m.node.run(["python3", "-c", SNAPSHOT, m.mnt])
+    if r.returncode != 0:
+        fail(f"n{m.node.nodeid}: snapshot of {m.mnt}: {r.stderr.strip()[-2000:]}")
+    return json.loads(r.stdout)
+
+
+def same_everywhere(writer, readers, what):
+    """The readers' trees equal the writer's, read at once after its change."""
+    want = snap(writer)
+    for m in readers:
+        got = snap(m)
+        if got != want:
+            diff = {k: (want.get(k), got.get(k)) for k in sorted(set(want) | set(got))
+                    if want.get(k) != got.get(k)}
+            fail(f"{what}: n{m.node.nodeid} sees another tree than n{writer.node.nodeid}:\n"
+                 f"{json.dumps(diff, indent=1)[:3000]}")
+    return want
+
+
+def lock_messages(m):
+    out = m.node.run([m.ctl, "--json", "slots", m.mnt], check=True).stdout
+    return json.loads(out)["locks"]["messages"]
+
+
+XATTR = 'python3 -c "from os import *; {}"'
+# 4 KiB pieces at every step-th block of f: one extent each (a tree deeper
+# than the inode's own list)
+PIECES = ('python3 -c "import os; fd = os.open(\'{f}\', os.O_WRONLY | os.O_CREAT); '
+          '[os.pwrite(fd, b\'{fill}\' * 4096, i * {step} * 4096) for i in range(400)]"')
+
+ROUNDS = [
+    ("a file created with data", "printf 'first words\\n' > {m}/a"),
+    ("appended to", "printf 'more words\\n' >> {m}/a"),
+    ("overwritten in place", "printf 'FIRST' | dd of={m}/a conv=notrunc status=none"),
+    ("a big file written", "dd if=/dev/urandom of={m}/big bs=64k count=40 status=none"),
+    ("mode changed", "chmod 0640 {m}/a"),
+    ("owner changed", "chown 1234:5678 {m}/a"),
+    ("mtime set", "touch -d '2001-02-03 04:05:06' {m}/a"),
+    ("an xattr set", XATTR.format("setxattr('{m}/a', 'user.colour', b'blue')")),
+    ("an xattr replaced and another set",
+     XATTR.format("setxattr('{m}/a', 'user.colour', b'green'); "
+                  "setxattr('{m}/big', 'user.size', b'large' * 100)")),
+    ("an xattr removed", XATTR.format("removexattr('{m}/a', 'user.colour')")),
+    ("directories made", "mkdir -p {m}/d1/sub {m}/d2 && printf x > {m}/d1/f"),
+    ("renamed across directories", "mv {m}/d1/f {m}/d2/g"),
+    ("a directory renamed into another", "mv {m}/d1/sub {m}/d2/sub2"),
+    ("a hard link made", "ln {m}/d2/g {m}/d1/g-link"),
+    ("a symlink made", "ln -s ../d2/g {m}/d1/sym"),
+    ("a name unlinked", "rm {m}/d2/g"),
+    ("truncated longer and shorter", "truncate -s 1M {m}/big && truncate -s 1000 {m}/big"),
+    ("many files made", "for i in $(seq 1 60); do echo $i > {m}/d2/n$i; done"),
+    ("many files removed", "rm {m}/d2/n1* && rmdir {m}/d2/sub2"),
+    ("a file replaced by rename", "printf new > {m}/tmp && mv {m}/tmp {m}/a"),
+    # past what an inode holds inline: directory blocks and extent blocks
+    ("a directory grown past its inode",
+     "mkdir {m}/wide && for i in $(seq 1 300); do : > {m}/wide/a-rather-long-name-$i; done"),
+    ("names renamed and removed in it",
+     "mv {m}/wide/a-rather-long-name-7 {m}/wide/renamed-7 && rm {m}/wide/a-rather-long-name-2*"),
+    ("a file of many extents", PIECES.format(f="{m}/sparse", step=3, fill="a")),
+    ("its extents rewritten", PIECES.format(f="{m}/sparse", step=2, fill="b")),
+]
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        sys.exit(2)
+    ctl = os.path.abspath(sys.argv[1])
+    os.environ.pop("OCFS2D_CONTROL", None)  # each node's own daemon
+    need_cluster_tools("namespaces, loop devices, corosync",
+                       tools=("corosync", "losetup", "fsck.ocfs2", "unshare", "nsenter", "ip"),
+                       path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    if not os.path.exists("/dev/fuse"):
+        skip("no /dev/fuse")
+    tmp = tempfile.mkdtemp(prefix="ocfs2d-share-")
+    img, mnt = os.path.join(tmp, "shared.img"), os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(256 << 20)
+    host([ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=ocfs2d-test", "-N", "3",
+          "-b", "4096", "-J", "size=4M", img])
+    loops, cluster, ok = [], None, False
+    try:
+        for _ in range(3):
+            r = host(["losetup", "-f", "--show", "--direct-io=on", img], check=False)
+            if r.returncode != 0:
+                skip(f"no loop device: {r.stderr.strip()}")
+            loops.append(r.stdout.strip())
+        cluster = Cluster(tmp, 3)
+        n1, n2, n3 = (Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes))
+
+        n1.must_mount()
+        n2.refused("n1 mounts it read-write", ["node 1", "read-write", "-o ro"])
+        n2.must_mount("ro")
+        n3.must_mount("ro")
+        live = json.loads(n2.node.run([ctl, "--json", "slots", mnt], check=True).stdout)
+        if sorted((m["node"], m["state"]) for m in live["members"]) != [(1, "live"), (2, "live"),
+                                                                        (3, "live")]:
+            fail(f"`ocfs2ctl slots` on n2: {live}")
+        if slot_map(ctl, img) != {0: 1}:
+            fail(f"slot map with one writer and two readers: {slot_map(ctl, img)}")
+        print(f"1. n1 mounted read-write (slot 0), n2 and n3 read-only; members "
+              f"{[m['node'] for m in live['members']]}; a second writer refused")
+
+        readers = (n2, n3)
+        for what, script in ROUNDS:
+            n1.sh(script.format(m=mnt))
+            tree = same_everywhere(n1, readers, what)
+        print(f"2. {len(ROUNDS)} rounds of changes on n1, each seen at once by n2 and n3 "
+              f"({len(tree)} names at the end)")
+
+        n2.sh(f"cat {mnt}/a > /dev/null && ls -l {mnt}/d1 > /dev/null && stat {mnt}/d1/g-link >/dev/null")
+        n1.sh(f"truncate -s 0 {mnt}/d1/g-link && printf 'rewritten' >> {mnt}/d1/g-link && "
+              f"mv {mnt}/d1/g-link {mnt}/d1/renamed")
+        got = n2.sh(f"cat {mnt}/d1/renamed; ls {mnt}/d1")
+        if got != "rewrittenrenamed\nsym\n":
+            fail(f"the stale-cache trap: n2 reads {got!r}")
+        same_everywhere(n1, readers, "after the trap")
+        print("3. n2 read a file and listed its directory; n1 truncated, rewrote and renamed it; "
+              "n2 read the new state")
+
+        before = lock_messages(n2)
+        n2.sh(f"for i in $(seq 1 100); do stat {mnt}/a {mnt}/big > /dev/null; done")
+        idle = lock_messages(n2) - before
+        if idle != 0:
+            fail(f"200 stats on n2 of files nobody changes sent {idle} lock messages")
+        b1, b2 = lock_messages(n1), lock_messages(n2)
+        n1.sh(f"printf again >> {mnt}/a")
+        n2.sh(f"cat {mnt}/a > /dev/null")
+        cost = lock_messages(n1) - b1 + lock_messages(n2) - b2
+        if cost > 12:
+            fail(f"one change on n1 and one read on n2 cost {cost} lock messages")
+        print(f"4. 200 stats on n2 sent no lock message; a change on n1 read on n2 cost {cost}")
+
+        for m in (n3, n2, n1):
+            m.umount()
+        if slot_map(ctl, img):
+            fail(f"after every unmount the slot map holds {slot_map(ctl, img)}")
+        fsck_clean(img, "after every unmount")
+        for nd in cluster.nodes:
+            text = nd.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null"]).stdout
+            if sanitizer_report(text) or "CRITICAL" in text:
+                fail(f"n{nd.nodeid}'s ocfs2d logged a sanitizer report or a critical error:\n"
+                     f"{text[-3000:]}")
+        print("5. all unmounted: slot map empty, fsck.ocfs2 -fn clean")
+        ok = True
+    finally:
+        if cluster:
+            daemon = os.path.join(os.path.dirname(ctl), "..", "daemon", "ocfs2d")
+            if not ok:
+                for nd in cluster.nodes:
+                    show_daemon_log(nd)
+            for nd in cluster.nodes:
+                for pid in daemons_in(nd, daemon):
+                    os.kill(pid, signal.SIGKILL)
+            cluster.stop()
+        for dev in loops:
+            host(["losetup", "-d", dev], check=False)
+        if ok:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept {tmp}")
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

@@ -737,10 +737,7 @@ void cluster_unlock(struct cluster_hold *h)
 	h->res = NULL;
 }
 
-void cluster_forget_inode(struct cluster *c, uint64_t blkno, uint32_t gen)
+void cluster_set_lock_cache(struct cluster *c, unsigned n)
 {
-	struct o2lc_res *r = inode_res(c, blkno, gen);
-
-	if (r)
-		o2lc_res_forget(r);
+	o2lc_set_limit(c->lc, n);
 }

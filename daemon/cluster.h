@@ -116,8 +116,8 @@ int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode
 		       struct cluster_hold *h);
 /* Drop what h holds (nothing if it holds nothing). */
 void cluster_unlock(struct cluster_hold *h);
-/* The kernel forgot the inode: its lock may be dropped once idle. */
-void cluster_forget_inode(struct cluster *c, uint64_t blkno, uint32_t gen);
+/* Keep at most n idle locks cached; the least recently used go first. */
+void cluster_set_lock_cache(struct cluster *c, unsigned n);
 
 /*
  * The members the lock table knows now (g_free *ret), and the lock

@@ -119,9 +119,13 @@ static void node_unref(struct volume *v, uint64_t blk, uint64_t count)
 	n[1] = count >= n[1] ? 0 : n[1] - count;
 	if (n[1])
 		return;
-	/* the kernel holds nothing of it: its lock may go once idle */
-	if (v->cluster)
-		cluster_forget_inode(v->cluster, blk, (uint32_t)n[2]);
+	/*
+	 * Its cluster lock stays cached: on a clustered volume the kernel
+	 * forgets an inode as soon as it stops using it (it may cache no
+	 * name), and the next system call would pay for the lock again.  The
+	 * lock cache drops idle locks beyond lock_cache=N, least recently
+	 * used first.
+	 */
 	g_hash_table_remove(v->nodes, &blk);
 	if (v->fs) {
 		int r = o2_inode_close_ref(v->fs, blk);

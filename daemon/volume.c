@@ -430,6 +430,7 @@ static bool open_fs(struct volume *v, GError **err)
 	o2_inode_unref(root);
 	if (v->cluster) {
 		cluster_set_fs(v->cluster, &cluster_fs_ops, v);
+		cluster_set_lock_cache(v->cluster, v->opts.lock_cache);
 		/*
 		 * Another node may change any name or inode at any time: the
 		 * kernel asks again each time (its caches are not yet kept

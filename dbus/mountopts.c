@@ -52,6 +52,7 @@ static const struct opt_def opt_defs[] = {
 	{ "norecovery", NULL, OPT_FLAG, FIELD(norecovery), false, 0, 0 },
 	{ "poll", NULL, OPT_COUNT, FIELD(poll_us), false, 0, 100000 },
 	{ "threads", NULL, OPT_COUNT, FIELD(threads), false, 1, 64 },
+	{ "lock_cache", NULL, OPT_COUNT, FIELD(lock_cache), false, 16, 10000000 },
 	/* accepted for fstab habits; nothing to do */
 	{ "defaults", NULL, OPT_IGNORED, 0, false, 0, 0 },
 	{ "noatime", NULL, OPT_IGNORED, 0, false, 0, 0 },
@@ -62,13 +63,14 @@ static const struct opt_def opt_defs[] = {
 
 #define KNOWN_LIST                                                                            \
 	"ro, rw, allow_other, noallow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, " \
-	"preferred_slot=N, nocluster, norecovery, poll=USEC, threads=N, user_xattr, nouser_xattr, acl, " \
+	"preferred_slot=N, nocluster, norecovery, poll=USEC, threads=N, lock_cache=N, user_xattr, " \
+	"nouser_xattr, acl, " \
 	"noacl, xattr, noxattr, uring, nouring, nosuid, suid, nodev, dev, noexec, exec, debug"
 
 void mount_opts_default(struct mount_opts *o)
 {
 	*o = (struct mount_opts){ .allow_other = true, .entry_timeout = 1.0, .attr_timeout = 1.0,
-				  .commit_s = 5, .poll_us = 200, .threads = 16,
+				  .commit_s = 5, .poll_us = 200, .threads = 16, .lock_cache = 65536,
 				  /* libfuse's own defaults, as mount(8) makes them for users */
 				  .nosuid = true, .nodev = true };
 }
@@ -284,5 +286,6 @@ bool mount_opts_equal(const struct mount_opts *a, const struct mount_opts *b)
 	       a->threads == b->threads && a->nouser_xattr == b->nouser_xattr &&
 	       a->acl == b->acl && a->noxattr == b->noxattr && a->uring == b->uring &&
 	       a->nocluster == b->nocluster && a->norecovery == b->norecovery &&
-	       a->nosuid == b->nosuid && a->nodev == b->nodev && a->noexec == b->noexec;
+	       a->nosuid == b->nosuid && a->nodev == b->nodev && a->noexec == b->noexec &&
+	       a->lock_cache == b->lock_cache;
 }

@@ -31,6 +31,7 @@ struct mount_opts {
 	bool nosuid;		/* set-ID bits and file capabilities not honoured (default) */
 	bool nodev;		/* device files not opened (default) */
 	bool noexec;		/* nothing on the volume executed */
+	unsigned lock_cache;	/* clustered: idle cluster locks kept cached at most */
 };
 
 void mount_opts_default(struct mount_opts *o);

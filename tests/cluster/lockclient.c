@@ -15,6 +15,11 @@
  *   lockclient GROUP admin NODEID
  *       send FENCED for NODEID, then RECOVERED, and exit once the group has
  *       dropped its locks.
+ *   lockclient GROUP rtt ITERATIONS LOCKNAME
+ *       ITERATIONS times: take LOCKNAME in EX and lower it to NL, nothing
+ *       between; print "rtt_us N", the mean time of one of those messages
+ *       (each is one agreed CPG multicast delivered back to its sender),
+ *       the cost a benchmark compares lock transfers with.
  *
  * Prints "synced" once the table has its state, "stale node N" when a member
  * of node N comes back from a partition.  Exit status: 0 done,
@@ -32,7 +37,7 @@
 
 #define TIMEOUT_S 120
 
-enum what { COUNT, HOLD, ADMIN };
+enum what { COUNT, HOLD, ADMIN, RTT };
 
 struct client {
 	GMainLoop *loop;
@@ -41,6 +46,8 @@ struct client {
 	const char *file, *name;
 	long left;
 	uint32_t nodeid;
+	long iterations;
+	gint64 started;
 	int status;
 	unsigned invalid_lvbs;
 };
@@ -121,8 +128,10 @@ static void on_event(const struct o2lt_event *ev, void *data)
 		fflush(stdout);
 		if (c->what == ADMIN && o2ls_fenced(c->ls, c->nodeid) < 0)
 			finish(c, 6);
-		else if (c->what != ADMIN)
+		else if (c->what != ADMIN) {
+			c->started = g_get_monotonic_time();
 			ask(c); /* requests wait for the table's state */
+		}
 		break;
 	case O2LT_EV_SYNC_FAILED:
 	case O2LT_EV_STATE_CONFLICT:
@@ -135,15 +144,24 @@ static void on_event(const struct o2lt_event *ev, void *data)
 		if (c->what == HOLD) {
 			printf("held\n");
 			fflush(stdout);
+		} else if (c->what == RTT) {
+			if (o2ls_down(c->ls, c->name, strlen(c->name), O2LT_NL, NULL) < 0)
+				finish(c, 6);
 		} else {
 			critical(c, ev);
 		}
 		break;
 	case O2LT_EV_DOWNED:
-		if (--c->left > 0)
+		if (--c->left > 0) {
 			ask(c);
-		else
-			finish(c, 0);
+			break;
+		}
+		if (c->what == RTT) {
+			double us = (double)(g_get_monotonic_time() - c->started);
+
+			printf("rtt_us %.1f\n", us / (2.0 * (double)c->iterations));
+		}
+		finish(c, 0);
 		break;
 	case O2LT_EV_REFUSED:
 		fprintf(stderr, "lockclient: request %" G_GUINT64_FORMAT " refused: %s\n", ev->reqid,
@@ -192,12 +210,18 @@ int main(int argc, char **argv)
 	} else if (argc == 4 && !strcmp(argv[2], "hold")) {
 		c.what = HOLD;
 		c.name = argv[3];
+	} else if (argc == 5 && !strcmp(argv[2], "rtt")) {
+		c.what = RTT;
+		c.iterations = c.left = strtol(argv[3], NULL, 10);
+		c.name = argv[4];
+		if (c.left <= 0)
+			return 2;
 	} else if (argc == 4 && !strcmp(argv[2], "admin")) {
 		c.what = ADMIN;
 		c.nodeid = (uint32_t)strtoul(argv[3], NULL, 10);
 	} else {
 		fprintf(stderr, "usage: lockclient GROUP count FILE ITERATIONS LOCKNAME | "
-				"hold LOCKNAME | admin NODEID\n");
+				"hold LOCKNAME | admin NODEID | rtt ITERATIONS LOCKNAME\n");
 		return 2;
 	}
 	c.loop = g_main_loop_new(NULL, FALSE);

@@ -99,7 +99,7 @@ START_TEST(test_option_round_trip)
 	g_autofree char *s = mount_opts_to_string(&d);
 
 	ck_assert_str_eq(s, "rw,allow_other,user_xattr,noacl,xattr,nouring,nosuid,nodev,exec,entry_timeout=1,attr_timeout=1,"
-			    "commit=5,slot=0,poll=200,threads=16");
+			    "commit=5,slot=0,poll=200,threads=16,lock_cache=65536");
 }
 END_TEST
 

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""Clustered mounts, measured: what sharing a volume between nodes costs.
+
+Runs on this machine as root: corosync nodes in namespaces of their own
+(tests/o2test/cluster.py, as the cluster suite has them), one pcmk volume
+image and a loop device per node over it.  Every figure comes from one run:
+
+  rtt        the lock service's own cost: one lock message (an agreed CPG
+             multicast delivered back to its sender), from `lockclient rtt`
+  pingpong   n1 (read-write) writes one block of one file, n2 (read-only)
+             reads it back, alternately: the time of one transfer of the
+             block between the nodes, in round trips, and the lock messages
+             each round costs
+  alone      n1 alone mounts the pcmk volume (cluster mode) and runs a small
+             metadata workload (create+write, stat walk, read, unlink N
+             files); the same workload on a `-M local` volume of the same
+             size mounted by n1's ocfs2d: the ratio, and lock messages per
+             operation
+  statwalk   a second stat walk of the N files on n1, against kernel ext4 on
+             a loop device (the same walk)
+
+Goals (the clustered-mounts issue): pingpong <= 4 round trips, alone >= 0.9x,
+statwalk >= 0.8x ext4.  Usage: bench/cluster.py [--build DIR] [--files N]
+[--rounds N].
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(TOP, "tests"))
+
+from o2test.cluster import Cluster, Mounter, daemons_in, host, need_cluster_tools  # noqa: E402
+
+# A worker inside a node: reads commands on stdin, answers one JSON line each.
+WORKER = r"""
+import json, os, sys, time
+def timed(fn):
+    t = time.monotonic(); n = fn(); return {"s": time.monotonic() - t, "n": n}
+fd = None
+for line in sys.stdin:
+    cmd, *a = line.split()
+    if cmd == "open":
+        fd = os.open(a[0], os.O_RDWR | os.O_CREAT if a[1] == "w" else os.O_RDONLY, 0o644)
+        out = {}
+    elif cmd == "w":
+        os.pwrite(fd, a[0].encode().ljust(4096, b"."), 0); out = {}
+    elif cmd == "r":
+        got = os.pread(fd, 4096, 0).split(b".")[0].decode(); out = {"got": got}
+    elif cmd == "create":
+        d, n = a[0], int(a[1]); os.makedirs(d, exist_ok=True)
+        def f():
+            for i in range(n):
+                with open(f"{d}/f{i}", "wb") as x: x.write(b"x" * 4096)
+            return n
+        out = timed(f)
+    elif cmd == "stat":
+        d = a[0]
+        out = timed(lambda: sum(1 for e in os.scandir(d) if e.stat(follow_symlinks=False)))
+    elif cmd == "read":
+        d = a[0]
+        def f():
+            n = 0
+            for e in os.scandir(d):
+                with open(e.path, "rb") as x: x.read(); n += 1
+            return n
+        out = timed(f)
+    elif cmd == "unlink":
+        d = a[0]
+        def f():
+            n = 0
+            for e in os.scandir(d): os.unlink(e.path); n += 1
+            return n
+        out = timed(f)
+    print(json.dumps(out), flush=True)
+"""
+
+
+class Worker:
+    """WORKER running in a node, asked one line at a time."""
+
+    def __init__(self, node):
+        self.p = subprocess.Popen(node.enter() + ["python3", "-c", WORKER], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def ask(self, line):
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        out = self.p.stdout.readline()
+        if not out:
+            raise SystemExit(f"worker died on {line!r}: {self.p.stderr.read()[-2000:]}")
+        return json.loads(out)
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=30)
+
+
+def messages(m):
+    out = m.node.run([m.ctl, "--json", "slots", m.mnt], check=True).stdout
+    return json.loads(out)["locks"]["messages"]
+
+
+def workload(w, d, n):
+    """create, stat walk, read, unlink n files under d: {phase: seconds}."""
+    res = {"create": w.ask(f"create {d} {n}")["s"], "stat": w.ask(f"stat {d}")["s"],
+           "stat2": w.ask(f"stat {d}")["s"], "read": w.ask(f"read {d}")["s"]}
+    res["unlink"] = w.ask(f"unlink {d}")["s"]
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(TOP, "build"))
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=300)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        raise SystemExit("bench/cluster.py: must run as root")
+    ctl = os.path.join(args.build, "cli", "ocfs2ctl")
+    lockclient = os.path.join(args.build, "tests", "cluster", "lockclient")
+    os.environ.pop("OCFS2D_CONTROL", None)
+    need_cluster_tools("namespaces, loop devices, corosync",
+                       tools=("corosync", "losetup", "unshare", "nsenter", "ip", "mkfs.ext4"),
+                       path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    tmp = tempfile.mkdtemp(prefix="ocfs2d-bench-cluster-")
+    img, local, ext4 = (os.path.join(tmp, n) for n in ("shared.img", "local.img", "ext4.img"))
+    mnt, lmnt, emnt = (os.path.join(tmp, n) for n in ("mnt", "local-mnt", "ext4-mnt"))
+    for d in (mnt, lmnt, emnt):
+        os.mkdir(d)
+    for path in (img, local, ext4):
+        with open(path, "wb") as f:
+            f.truncate(1 << 30)
+    host([ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=ocfs2d-test", "-N", "3",
+          "-b", "4096", img])
+    host([ctl, "format", "-q", "-M", "local", "-b", "4096", local])
+    host(["mkfs.ext4", "-q", "-F", ext4])
+    loops, cluster, res, ext4_mounted = [], None, {}, False
+    try:
+        for path in (img, img, local, ext4):
+            loops.append(host(["losetup", "-f", "--show", "--direct-io=on", path]).stdout.strip())
+        cluster = Cluster(tmp, 2)
+        n1, n2 = (Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes))
+
+        r = n1.node.run([lockclient, "ocfs2d-bench-rtt", "rtt", "2000", "bench"])
+        rtt = float(r.stdout.split("rtt_us")[1].split()[0])
+        res["rtt_us"] = rtt
+
+        n1.must_mount()
+        n2.must_mount("ro")
+        a, b = Worker(n1.node), Worker(n2.node)
+        a.ask(f"open {mnt}/pingpong w")
+        a.ask("w 0")
+        b.ask(f"open {mnt}/pingpong r")
+        for i in range(20):  # warm: locks and files known on both
+            a.ask(f"w {i}")
+            b.ask("r")
+        m0 = messages(n1) + messages(n2)
+        t0 = time.monotonic()
+        for i in range(args.rounds):
+            a.ask(f"w {i}")
+            got = b.ask("r")["got"]
+            if got != str(i):
+                raise SystemExit(f"pingpong: n2 read {got!r} after n1 wrote {i}")
+        dt = time.monotonic() - t0
+        msgs = (messages(n1) + messages(n2) - m0) / args.rounds
+        per = dt / (2 * args.rounds) * 1e6
+        res["pingpong"] = {"us_per_transfer": round(per, 1), "round_trips": round(per / rtt, 1),
+                           "lock_messages_per_round": round(msgs, 1)}
+        a.close()
+        b.close()
+        n2.umount()
+
+        # n1 alone in cluster mode, then the same on a local volume
+        a = Worker(n1.node)
+        m0 = messages(n1)
+        res["cluster_alone"] = workload(a, f"{mnt}/work", args.files)
+        ops = args.files * 5
+        res["cluster_alone"]["lock_messages_per_op"] = round((messages(n1) - m0) / ops, 3)
+        a.close()
+        n1.umount()
+        lm = Mounter(cluster.nodes[0], ctl, loops[2], lmnt)
+        lm.must_mount()
+        a = Worker(n1.node)
+        res["local"] = workload(a, f"{lmnt}/work", args.files)
+        a.close()
+        lm.umount()
+
+        host(["mount", loops[3], emnt])
+        ext4_mounted = True
+        a = Worker(n1.node)
+        res["ext4"] = workload(a, f"{emnt}/work", args.files)
+        a.close()
+    finally:
+        if ext4_mounted:
+            host(["umount", emnt], check=False)
+        if cluster:
+            daemon = os.path.join(args.build, "daemon", "ocfs2d")
+            for nd in cluster.nodes:
+                for pid in daemons_in(nd, daemon):
+                    os.kill(pid, signal.SIGKILL)
+            cluster.stop()
+        for dev in loops:
+            host(["losetup", "-d", dev], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    c, lo, e = res["cluster_alone"], res["local"], res["ext4"]
+    print(f"lock message (CPG agreed round trip):  {rtt:8.1f} us")
+    p = res["pingpong"]
+    print(f"ping-pong, one block n1 -> n2 -> n1:   {p['us_per_transfer']:8.1f} us per transfer = "
+          f"{p['round_trips']} round trips (goal <= 4); {p['lock_messages_per_round']} lock "
+          f"messages per round")
+    print(f"{'phase':8} {'cluster (s)':>12} {'local (s)':>10} {'ext4 (s)':>9}  "
+          f"{'cluster/local speed':>20} {'cluster/ext4 speed':>19}")
+    for ph in ("create", "stat", "stat2", "read", "unlink"):
+        print(f"{ph:8} {c[ph]:12.3f} {lo[ph]:10.3f} {e[ph]:9.3f}  {lo[ph] / c[ph]:20.2f}x "
+              f"{e[ph] / c[ph]:18.2f}x")
+    print(f"lock messages per operation, one node alone: {c['lock_messages_per_op']}")
+    print(json.dumps(res))
+
+
+if __name__ == "__main__":
+    main()

@@ -737,6 +737,69 @@ void cluster_unlock(struct cluster_hold *h)
 	h->res = NULL;
 }
 
+/*
+ * Open locks: a node that has an inode open holds its O lock PR; the node
+ * about to free an inode whose last name is gone tries it EX without
+ * waiting, and keeps the inode as an orphan if anyone holds it.  They
+ * cache nothing and write nothing back (no callback), so a try may run
+ * under the volume mutex, and they are dropped as soon as they are let go.
+ */
+static struct o2lc_res *open_res(struct cluster *c, uint64_t blkno, uint32_t gen)
+{
+	char lname[O2_LOCKNAME_LEN + 1];
+	size_t len = o2_lockname(O2_LOCK_OPEN, blkno, gen, lname);
+
+	return o2lc_res_get(c->lc, lname, len, NULL, NULL);
+}
+
+int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cluster_hold *h)
+{
+	struct o2lc_res *r = open_res(c, blkno, gen);
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	rc = o2lc_lock(r, O2LT_PR, 0);
+	if (rc == O2LC_REFRESH) {
+		o2lc_refresh_done(r, true);
+		rc = 0;
+	}
+	if (rc < 0) {
+		o2lc_res_forget(r);
+		return rc == -ENOTCONN ? -EIO : rc;
+	}
+	h->res = r;
+	h->mode = O2LT_PR;
+	return 0;
+}
+
+void cluster_open_release(struct cluster_hold *h)
+{
+	if (!h->res)
+		return;
+	o2lc_unlock(h->res, h->mode);
+	o2lc_res_forget(h->res);
+	h->res = NULL;
+}
+
+int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)
+{
+	struct o2lc_res *r = open_res(c, blkno, gen);
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	rc = o2lc_lock(r, O2LT_EX, O2LC_NOQUEUE);
+	if (rc == O2LC_REFRESH) {
+		o2lc_refresh_done(r, true);
+		rc = 0;
+	}
+	if (rc == 0)
+		o2lc_unlock(r, O2LT_EX);
+	o2lc_res_forget(r);
+	return rc == 0 ? 0 : rc == -EAGAIN ? 1 : rc;
+}
+
 void cluster_set_lock_cache(struct cluster *c, unsigned n)
 {
 	o2lc_set_limit(c->lc, n);

@@ -191,6 +191,8 @@ static uint32_t node_gen(struct volume *v, uint64_t blk)
 
 	if (blk == v->root)
 		return v->root_gen;
+	if (blk == v->bitmap)
+		return v->bitmap_gen;
 	if (n)
 		return (uint32_t)n[2];
 	if (o2_inode_get(v->fs, blk, &in) == 0) {
@@ -251,6 +253,9 @@ static int hold2(struct volume *v, struct held *hd, uint64_t a, int ma, uint64_t
 		r = hold_gen(v, hd, a, ga, ma);
 	if (r == 0 && b && b != a)
 		r = hold_gen(v, hd, b, gb, mb);
+	/* a change may allocate or free clusters: the global bitmap last */
+	if (r == 0 && (ma == O2LT_EX || mb == O2LT_EX))
+		r = hold_gen(v, hd, v->bitmap, v->bitmap_gen, O2LT_EX);
 	if (r < 0)
 		release(hd);
 	return r;
@@ -405,6 +410,55 @@ static int make_entry(struct volume *v, uint64_t blk, struct fuse_entry_param *e
 	return 0;
 }
 
+/*
+ * While this node has an inode open it holds the inode's open lock (O) in
+ * PR, so that no node frees it meanwhile (the one that removes its last
+ * name keeps it as an orphan instead); once held, the inode must still be
+ * the one the kernel has.  NULL on a local volume.
+ */
+static int hold_open(struct volume *v, uint64_t blk, struct cluster_hold **ret)
+{
+	struct held hd = { .n = 0 };
+	struct cluster_hold *h;
+	struct stat st;
+	uint32_t gen, now = 0;
+	int r;
+
+	*ret = NULL;
+	if (!v->cluster)
+		return 0;
+	h = g_new0(struct cluster_hold, 1);
+	lock(v);
+	gen = node_gen(v, blk);
+	unlock(v);
+	r = cluster_open_hold(v->cluster, blk, gen, h);
+	if (r == 0)
+		r = hold(v, &hd, O2LT_PR, blk, 0);
+	if (r == 0) {
+		lock(v);
+		r = get_stat(v, blk, &st, &now);
+		unlock(v);
+		release(&hd);
+		if (r == 0 && now != gen)
+			r = -ESTALE;
+	}
+	if (r < 0) {
+		cluster_open_release(h);
+		g_free(h);
+		return r;
+	}
+	*ret = h;
+	return 0;
+}
+
+static void release_open(struct cluster_hold *h)
+{
+	if (h) {
+		cluster_open_release(h);
+		g_free(h);
+	}
+}
+
 static void reply_entry_or_err(fuse_req_t req, int r, const struct fuse_entry_param *e)
 {
 	if (r < 0)
@@ -544,36 +598,38 @@ reply:
 	reply_entry_or_err(req, note(v, "lookup", r), &e);
 }
 
-static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
-{
-	struct volume *v = vol_of(req);
-
-	lock(v);
-	node_unref(v, to_blk(v, ino), nlookup);
-	unlock(v);
-	fuse_reply_none(req);
-}
-
+/*
+ * The last reference to an orphan frees it, which may flush the truncate
+ * log into the global bitmap: a clustered writer holds that lock (if the
+ * cluster is gone, the orphan stays for a later mount).
+ */
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	struct volume *v = vol_of(req);
+	struct held hd = { .n = 0 };
+	bool held = hold(v, &hd, change_mode(v), 0, 0) == 0;
 
 	lock(v);
 	for (size_t i = 0; i < count; i++)
-		node_unref(v, to_blk(v, forgets[i].ino), forgets[i].nlookup);
+		node_unref(v, to_blk(v, forgets[i].ino), held ? forgets[i].nlookup : 0);
 	unlock(v);
+	release(&hd);
 	fuse_reply_none(req);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fuse_forget_data one = { .ino = ino, .nlookup = nlookup };
+
+	op_forget_multi(req, 1, &one);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct volume *v = vol_of(req);
-	struct stat st;
-	int r;
-
 	struct held hd = { .n = 0 };
-
-	r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
+	struct stat st;
+	int r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
 	if (r == 0) {
 		lock(v);
 		r = get_stat(v, to_blk(v, ino), &st, NULL);
@@ -1001,8 +1057,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	uint64_t blk = to_blk(v, ino);
 	int r = 0;
 
+	struct cluster_hold *open = NULL;
+
 	if (v->no_open) {
 		fuse_reply_err(req, ENOSYS); /* the kernel stops asking (see op_init) */
+		return;
+	}
+	r = hold_open(v, blk, &open);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
 		return;
 	}
 	/* O_TRUNC truncates even with O_RDONLY, as on Linux's own filesystems
@@ -1021,11 +1084,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		}
 	}
 	if (r < 0) {
+		release_open(open);
 		fuse_reply_err(req, -note(v, "open", r));
 		return;
 	}
 	open_caching(v, fi);
-	fuse_reply_open(req, fi);
+	fi->fh = (uint64_t)(uintptr_t)open;
+	if (fuse_reply_open(req, fi) != 0)
+		release_open(open);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -1033,15 +1099,26 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
 	struct volume *v = vol_of(req);
 	struct fuse_entry_param e;
+	struct cluster_hold *open = NULL;
 	int r = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e);
 
+	if (r == 0) {
+		r = hold_open(v, to_blk(v, e.ino), &open);
+		if (r < 0) {
+			lock(v);
+			node_unref(v, to_blk(v, e.ino), 1);
+			unlock(v);
+		}
+	}
 	if (r < 0) {
 		fuse_reply_err(req, -note(v, "create", r));
 		return;
 	}
 	open_caching(v, fi);
+	fi->fh = (uint64_t)(uintptr_t)open;
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		/* the kernel did not take it: give its lookup back */
+		release_open(open);
 		lock(v);
 		node_unref(v, to_blk(v, e.ino), 1);
 		unlock(v);
@@ -1142,17 +1219,25 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	release_open((struct cluster_hold *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct volume *v = vol_of(req);
-	int r;
+	struct held hd = { .n = 0 };
+	/* a sync flushes the truncate log into the global bitmap */
+	int r = hold(v, &hd, change_mode(v), 0, 0);
 
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
+	}
 	lock(v);
 	r = o2_fs_sync(v->fs);
 	unlock(v);
+	release(&hd);
 	fuse_reply_err(req, -note(v, "fsync", r));
 }
 
@@ -1163,16 +1248,18 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct statvfs st = { 0 };
 	int r;
 
-	lock(v);
-	if (v->cluster) {
-		uint64_t bitmap;
+	struct held hd = { .n = 0 };
 
-		/* the global bitmap as the nodes that allocate left it on the disk */
-		if (o2_sysfile_lookup(v->fs, O2_SYS_GLOBAL_BITMAP, 0, &bitmap) == 0)
-			o2_fs_drop_cached(v->fs, bitmap);
+	/* the global bitmap as the node that allocates wrote it home */
+	r = hold(v, &hd, O2LT_PR, v->bitmap, 0);
+	if (r < 0) {
+		fuse_reply_err(req, -r);
+		return;
 	}
+	lock(v);
 	r = o2_statfs(v->fs, &s);
 	unlock(v);
+	release(&hd);
 	if (r < 0) {
 		fuse_reply_err(req, -note(v, "statfs", r));
 		return;
@@ -1347,6 +1434,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 
 struct dir_snap {
 	GArray *ents; /* struct snap_ent */
+	struct cluster_hold *open;
 };
 
 struct snap_ent {
@@ -1366,6 +1454,7 @@ static int snap_add(const struct o2_dirent *de, void *arg)
 
 static void snap_free(struct dir_snap *s)
 {
+	release_open(s->open);
 	for (guint i = 0; i < s->ents->len; i++)
 		g_free(g_array_index(s->ents, struct snap_ent, i).name);
 	g_array_free(s->ents, TRUE);
@@ -1383,7 +1472,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct held hd = { .n = 0 };
 
 	s->ents = g_array_new(FALSE, FALSE, sizeof(struct snap_ent));
-	r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
+	r = hold_open(v, to_blk(v, ino), &s->open);
+	if (r == 0)
+		r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
 	if (r == 0) {
 		lock(v);
 		r = o2_inode_get(v->fs, to_blk(v, ino), &dir);

@@ -60,6 +60,8 @@ struct volume {
 	int claim_fd;		/* the volume's UUID claimed on this machine, or -1 */
 	uint64_t root;		/* the root directory's inode (block) number */
 	uint32_t root_gen;	/* and its generation (cluster lock names) */
+	uint64_t bitmap;	/* clustered: the global bitmap's inode, whose lock */
+	uint32_t bitmap_gen;	/* guards every change to it (and statfs) */
 	uint32_t cluster_size, block_size;
 	bool no_open;		/* the kernel opens files without asking us */
 	bool acl;		/* POSIX ACLs on: the kernel enforces them, we keep them */

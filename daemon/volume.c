@@ -29,6 +29,7 @@
 #include <fuse_lowlevel.h>
 
 #include "cluster.h"
+#include "locktab.h"
 #include "ocfs2d.h"
 
 
@@ -349,6 +350,15 @@ static void fs_refresh(void *arg, uint64_t blkno)
 
 static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh };
 
+/* fscore asks before it frees an inode whose last name is gone (under the
+ * volume mutex, in a transaction: open locks never wait on it). */
+static int fs_open_elsewhere(void *arg, uint64_t blkno, uint32_t gen)
+{
+	struct volume *v = arg;
+
+	return cluster_open_elsewhere(v->cluster, blkno, gen);
+}
+
 static bool open_fs(struct volume *v, GError **err)
 {
 	char msg[512] = "";
@@ -396,8 +406,11 @@ static bool open_fs(struct volume *v, GError **err)
 		/* 32 MiB of 4 KiB blocks: ready before the first request needs them */
 		.cache_prefill = 8192,
 	};
-	if (v->cluster)
+	if (v->cluster) {
 		oo.flags |= O2_OPEN_SHARED;
+		oo.open_elsewhere = fs_open_elsewhere;
+		oo.cluster_arg = v;
+	}
 	if (v->cluster && !v->opts.ro) {
 		oo.flags |= O2_OPEN_CLAIM_SLOT;
 		oo.node = cluster_nodeid(v->cluster);
@@ -429,6 +442,21 @@ static bool open_fs(struct volume *v, GError **err)
 	v->root_gen = o2_inode_info(root)->generation;
 	o2_inode_unref(root);
 	if (v->cluster) {
+		struct o2_inode *bm;
+
+		r = o2_sysfile_lookup(v->fs, O2_SYS_GLOBAL_BITMAP, 0, &v->bitmap);
+		if (r == 0)
+			r = o2_inode_get(v->fs, v->bitmap, &bm);
+		if (r < 0) {
+			g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
+				    "%s: reading the global bitmap: %s", v->device,
+				    o2_fs_error(v->fs)[0] ? o2_fs_error(v->fs) : g_strerror(-r));
+			return false;
+		}
+		v->bitmap_gen = o2_inode_info(bm)->generation;
+		o2_inode_unref(bm);
+	}
+	if (v->cluster) {
 		cluster_set_fs(v->cluster, &cluster_fs_ops, v);
 		cluster_set_lock_cache(v->cluster, v->opts.lock_cache);
 		/*
@@ -444,7 +472,8 @@ static bool open_fs(struct volume *v, GError **err)
 
 /* ---- threads ---- */
 
-/* Commit the running transaction on the commit interval. */
+/* Commit the running transaction on the commit interval (and, on a
+ * clustered volume, free the orphans other nodes no longer hold open). */
 static gpointer tick_main(gpointer arg)
 {
 	struct volume *v = arg;
@@ -458,10 +487,22 @@ static gpointer tick_main(gpointer arg)
 		if (v->stopping)
 			break;
 		g_mutex_unlock(&v->tick_mu);
+		/* a commit may flush the truncate log into the global bitmap */
+		struct cluster_hold bm = { NULL, 0 };
+
+		if (v->cluster &&
+		    cluster_lock_inode(v->cluster, v->bitmap, v->bitmap_gen, O2LT_EX, &bm) < 0) {
+			g_mutex_lock(&v->tick_mu);
+			continue;
+		}
 		g_mutex_lock(&v->lock);
 		if (v->fs && !v->opts.ro)
 			volume_note_locked(v, "timed commit", o2_fs_tick(v->fs));
+		/* orphans another node had open: freed once it closes them */
+		if (v->fs && !v->opts.ro && v->cluster)
+			volume_note_locked(v, "freeing orphans", o2_fs_reap_orphans(v->fs));
 		g_mutex_unlock(&v->lock);
+		cluster_unlock(&bm);
 		g_mutex_lock(&v->tick_mu);
 	}
 	g_mutex_unlock(&v->tick_mu);
@@ -485,12 +526,18 @@ static int close_fs(struct volume *v)
 	int r = 0;
 
 	GError *e = NULL;
+	struct cluster_hold bm = { NULL, 0 };
 
-	/* the slot map changes under the super lock only (taken before the
-	 * volume mutex, as every cluster lock is) */
-	if (v->cluster && v->fs && !v->opts.ro && !cluster_unmount_begin(v->cluster, &e)) {
-		g_warning("%s: %s; closing without it", v->device, e->message);
-		g_error_free(e);
+	/* the slot map changes under the super lock only, and the truncate
+	 * log's last flush under the global bitmap's (taken before the volume
+	 * mutex, as every cluster lock is; dropped as the cluster is left) */
+	if (v->cluster && v->fs && !v->opts.ro) {
+		if (!cluster_unmount_begin(v->cluster, &e)) {
+			g_warning("%s: %s; closing without it", v->device, e->message);
+			g_clear_error(&e);
+		}
+		if (cluster_lock_inode(v->cluster, v->bitmap, v->bitmap_gen, O2LT_EX, &bm) < 0)
+			g_warning("%s: cannot lock the global bitmap; closing without it", v->device);
 	}
 	g_mutex_lock(&v->lock);
 	if (v->fs) {
@@ -507,6 +554,7 @@ static int close_fs(struct volume *v)
 
 	v->cluster = NULL; /* under the lock: the D-Bus API reads it so */
 	g_mutex_unlock(&v->lock);
+	cluster_unlock(&bm);
 	cluster_leave(c);
 	if (v->dev) {
 		o2_blockdev_free(v->dev);

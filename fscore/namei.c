@@ -245,15 +245,34 @@ int o2_reap_orphan(struct o2_fs *fs, uint64_t ino)
 	return r < 0 ? r : e;
 }
 
+/* Whether another node still has inode ino (generation gen) open. */
+static bool open_elsewhere(struct o2_fs *fs, uint64_t ino, uint32_t gen)
+{
+	return fs->opts.open_elsewhere && fs->opts.open_elsewhere(fs->opts.cluster_arg, ino, gen) != 0;
+}
+
 /*
  * reap_orphan once the inode's last name or reference is gone.  What it
  * refuses (xattrs in buckets, say) is no failure of the unlink or the
- * close: the orphan waits, consistent, for a later open to try again.
+ * close: the orphan waits, consistent, for a later open to try again; so
+ * does one another node still has open.
  */
 static int reap_or_wait(struct o2_fs *fs, uint64_t ino)
 {
-	int r = o2_reap_orphan(fs, ino);
+	struct o2_buf *ib;
+	int r;
 
+	if (fs->opts.open_elsewhere) {
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r == 0) {
+			uint32_t gen = le32(o2_buf_dinode(ib)->i_generation);
+
+			o2_brelse(fs, ib);
+			if (open_elsewhere(fs, ino, gen))
+				return 0;
+		}
+	}
+	r = o2_reap_orphan(fs, ino);
 	return r == -EOPNOTSUPP ? 0 : r;
 }
 
@@ -311,7 +330,8 @@ static int drop_last_link(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *i
 	int r;
 
 	*ret_reap = false;
-	if (!find_ref(fs, ib->blkno)) {
+	if (!find_ref(fs, ib->blkno) &&
+	    !open_elsewhere(fs, ib->blkno, le32(o2_buf_dinode(ib)->i_generation))) {
 		/* data wholly in the inode's own list: freed here, in a bounded step */
 		if (!(le16(di->i_dyn_features) & (O2_DYN_INDEXED_DIR | O2_DYN_HAS_REFCOUNT)) &&
 		    (!(le16(di->i_dyn_features) & O2_DYN_HAS_XATTR) ||
@@ -379,8 +399,10 @@ int o2_orphans_process(struct o2_fs *fs)
 	o2_inode_unref(od);
 	for (size_t i = 0; i < l.n && r >= 0; i++) {
 		/* one fscore cannot free (xattrs in buckets, say)
-		 * waits in the orphan directory: the volume still mounts */
-		r = reap_or_wait(fs, l.v[i]);
+		 * waits in the orphan directory: the volume still mounts;
+		 * one open here goes at its last close */
+		if (!find_ref(fs, l.v[i]))
+			r = reap_or_wait(fs, l.v[i]);
 	}
 	free(l.v);
 	return r < 0 ? r : 0;

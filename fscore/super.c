@@ -477,12 +477,24 @@ int o2_fs_writeback(struct o2_fs *fs)
 		return 0;
 	if (fs->ro_reason)
 		return -EROFS;
-	r = o2_trunclog_pending(fs) ? o2_trunclog_flush(fs) : 0;
-	if (r == 0)
-		r = o2_journal_checkpoint(fs);
+	/* the truncate log stays: flushing it changes the global bitmap,
+	 * which the caller may not hold the lock of */
+	r = o2_journal_checkpoint(fs);
 	if (r < 0)
 		return o2_fs_abort(fs, r, "write-back");
 	return 0;
+}
+
+int o2_fs_reap_orphans(struct o2_fs *fs)
+{
+	int r;
+
+	if (!fs->journal)
+		return 0;
+	if (fs->ro_reason)
+		return -EROFS;
+	r = o2_orphans_process(fs);
+	return r < 0 ? o2_fs_abort(fs, r, "freeing orphans") : 0;
 }
 
 void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno)
@@ -565,8 +577,11 @@ int o2_statfs(struct o2_fs *fs, struct o2_statfs *ret)
 	uint64_t free_cl = bm->info.bitmap_total - bm->info.bitmap_used;
 	struct o2_inode *la;
 
-	/* the local alloc window's unused clusters are free too */
-	if (fs->sys.local_alloc && o2_inode_get(fs, fs->sys.local_alloc, &la) == 0) {
+	/* the local alloc window's unused clusters are free too (not on a
+	 * shared volume: every node counts what the global bitmap says, as
+	 * the kernel does, so that they agree) */
+	if (fs->sys.local_alloc && !(fs->opts.flags & O2_OPEN_SHARED) &&
+	    o2_inode_get(fs, fs->sys.local_alloc, &la) == 0) {
 		if (la->info.bitmap_used <= la->info.bitmap_total)
 			free_cl += la->info.bitmap_total - la->info.bitmap_used;
 		o2_inode_unref(la);

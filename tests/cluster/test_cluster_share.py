@@ -19,7 +19,10 @@ of readers for now, and every operation takes the inode locks OCFS2 takes.
      truncates it, rewrites it and renames it; n2 reads the new state.
   4. Lock caching: 200 stats on n2 of files n1 leaves alone send no lock
      message; one change on n1 and one read on n2 cost a bounded number.
-  5. All unmount; the slot map is empty and fsck.ocfs2 -fn is clean; no
+  5. Open-unlinked: a file open on n3 and unlinked on n1 stays readable on
+     n3 (its open lock keeps n1 from freeing it: an orphan instead); once
+     n3 closes it, n1 frees it and every node's statfs shows the space back.
+  6. All unmount; the slot map is empty and fsck.ocfs2 -fn is clean; no
      daemon logged a sanitizer report or a critical error.
 
 Needs root, corosync, losetup, fsck.ocfs2 and /dev/fuse; else exits 77.
@@ -29,8 +32,10 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+import time
 
 from o2test.cluster import Cluster, Mounter, daemons_in, fail, fsck_clean, host, need_cluster_tools
 from o2test.cluster import show_daemon_log, skip, slot_map
@@ -72,6 +77,76 @@ def same_everywhere(writer, readers, what):
             fail(f"{what}: n{m.node.nodeid} sees another tree than n{writer.node.nodeid}:\n"
                  f"{json.dumps(diff, indent=1)[:3000]}")
     return want
+
+
+def free_clusters(m):
+    """f_bfree of the mount, as statfs(2) answers on m's node."""
+    r = m.node.run(["python3", "-c", f"import os; print(os.statvfs({m.mnt!r}).f_bfree)"])
+    if r.returncode != 0:
+        fail(f"n{m.node.nodeid}: statvfs: {r.stderr.strip()}")
+    return int(r.stdout)
+
+
+# Inside a node: open argv[1], say "open", read it whole when told (its
+# sha256), close it when told.
+HOLDER = """
+import hashlib, sys
+f = open(sys.argv[1], "rb")
+print("open", flush=True)
+for line in sys.stdin:
+    if line.strip() == "read":
+        f.seek(0)
+        print(hashlib.sha256(f.read()).hexdigest(), flush=True)
+    else:
+        f.close()
+        print("closed", flush=True)
+        break
+"""
+
+
+def open_unlinked(n1, n3, readers):
+    mnt = n1.mnt
+    n1.sh(f"dd if=/dev/urandom of={mnt}/held bs=1M count=4 status=none")
+    want = n1.sh(f"sha256sum {mnt}/held").split()[0]
+    p = subprocess.Popen(n3.node.enter() + ["python3", "-c", HOLDER, f"{mnt}/held"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+
+    def say(word):
+        p.stdin.write(word + "\n")
+        p.stdin.flush()
+        return p.stdout.readline().strip()
+
+    try:
+        if p.stdout.readline().strip() != "open":
+            fail(f"n3 could not open the file: {p.stderr.read()}")
+        before = free_clusters(n1)
+        n1.sh(f"rm {mnt}/held")
+        if n3.node.run(["test", "-e", f"{mnt}/held"]).returncode == 0:
+            fail("n3 still sees the name n1 removed")
+        got = say("read")
+        if got != want:
+            fail(f"n3 read {got!r} from the open file n1 unlinked, not {want!r}")
+        time.sleep(2)  # n1 tries to free orphans every second
+        if free_clusters(n1) > before:
+            fail(f"n1 freed the file while n3 has it open ({before} -> {free_clusters(n1)} free)")
+        if say("close") != "closed":
+            fail("n3 did not close the file")
+    finally:
+        p.kill()
+        p.wait()
+    deadline = time.time() + 20
+    while free_clusters(n1) < before + 1024:  # 4 MiB of 4 KiB clusters
+        if time.time() > deadline:
+            fail(f"20 s after n3 closed the file n1 has {free_clusters(n1)} free clusters, "
+                 f"{before} before the unlink")
+        time.sleep(0.2)
+    mine = free_clusters(n1)
+    for m in readers:
+        theirs = free_clusters(m)
+        if theirs != mine:
+            fail(f"statfs: n{m.node.nodeid} counts {theirs} free clusters, n1 {mine}")
+    return before, mine
 
 
 def lock_messages(m):
@@ -189,6 +264,10 @@ def main():
             fail(f"one change on n1 and one read on n2 cost {cost} lock messages")
         print(f"4. 200 stats on n2 sent no lock message; a change on n1 read on n2 cost {cost}")
 
+        before, after = open_unlinked(n1, n3, readers)
+        print(f"5. a file open on n3 and unlinked on n1 read whole on n3; freed once closed: "
+              f"{before} -> {after} free clusters, the same on every node")
+
         for m in (n3, n2, n1):
             m.umount()
         if slot_map(ctl, img):
@@ -199,7 +278,7 @@ def main():
             if sanitizer_report(text) or "CRITICAL" in text:
                 fail(f"n{nd.nodeid}'s ocfs2d logged a sanitizer report or a critical error:\n"
                      f"{text[-3000:]}")
-        print("5. all unmounted: slot map empty, fsck.ocfs2 -fn clean")
+        print("6. all unmounted: slot map empty, fsck.ocfs2 -fn clean")
         ok = True
     finally:
         if cluster:

@@ -95,6 +95,17 @@ struct o2_open_opts {
 	/* Wall clock in nanoseconds since the epoch; NULL: CLOCK_REALTIME. */
 	uint64_t (*now_ns)(void *arg);
 	void *clock_arg;
+	/*
+	 * Cluster mounts: asked before an inode whose last name is gone is
+	 * freed (at the unlink, at the last close here, when orphans are
+	 * reaped): 1 if another node still has it open (it then waits in this
+	 * slot's orphan directory for o2_fs_reap_orphans), 0 if it may go,
+	 * -errno taken as 1.  It must answer without waiting for other nodes
+	 * (a try of the inode's open lock): it runs inside a transaction.
+	 * NULL: nobody else can have it open.
+	 */
+	int (*open_elsewhere)(void *arg, uint64_t blkno, uint32_t generation);
+	void *cluster_arg;
 };
 
 /*
@@ -123,13 +134,19 @@ int o2_fs_tick(struct o2_fs *fs);
 /*
  * Cluster coherence (O2_OPEN_SHARED).  o2_fs_writeback commits and writes
  * every logged block home, so that another node reading the device sees
- * all that this handle changed (before a lock leaves EX).  o2_fs_drop_cached
+ * all that this handle changed (before a lock leaves EX); it leaves the
+ * truncate log as it is (flushing it changes the global bitmap).  o2_fs_drop_cached
  * forgets cached blocks that another node may have changed: blkno's alone,
  * or with blkno 0 every clean block (after a lock is lost).  Blocks with
  * changes not yet home are never dropped: write back first.
  */
 int o2_fs_writeback(struct o2_fs *fs);
 void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno);
+/*
+ * Free the orphans of this slot that nobody has open any more, here or (by
+ * open_elsewhere) on another node.  0 or -errno.
+ */
+int o2_fs_reap_orphans(struct o2_fs *fs);
 
 /*
  * What the volume has cost its journal and device since it was opened

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,7 +36,7 @@ import time
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TOP, "tests"))
 
-from o2test.cluster import Cluster, Mounter, daemons_in, host, need_cluster_tools  # noqa: E402
+from o2test.cluster import Cluster, Mounter, host, need_cluster_tools, stop_nodes  # noqa: E402
 
 # A worker inside a node: reads commands on stdin, answers one JSON line each.
 WORKER = r"""
@@ -202,11 +201,7 @@ def main():
         if ext4_mounted:
             host(["umount", emnt], check=False)
         if cluster:
-            daemon = os.path.join(args.build, "daemon", "ocfs2d")
-            for nd in cluster.nodes:
-                for pid in daemons_in(nd, daemon):
-                    os.kill(pid, signal.SIGKILL)
-            cluster.stop()
+            stop_nodes(cluster, ctl)
         for dev in loops:
             host(["losetup", "-d", dev], check=False)
         shutil.rmtree(tmp, ignore_errors=True)

@@ -703,29 +703,42 @@ static struct o2lc_res *inode_res(struct cluster *c, uint64_t blkno, uint32_t ge
 	return o2lc_res_get(c->lc, lname, len, &inode_res_ops, c);
 }
 
-int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
-		       struct cluster_hold *h)
+/*
+ * Take r (just got) in mode into h.  An inode lock regained refreshes
+ * inode blkno (its block may have been read without the lock); drop: the
+ * lock goes when h lets it go, rather than staying cached.
+ */
+static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int mode, bool drop,
+		    struct cluster_hold *h)
 {
-	struct o2lc_res *r = inode_res(c, blkno, gen);
 	int rc;
 
 	if (!r)
 		return -EINVAL;
 	rc = o2lc_lock(r, mode, 0);
 	if (rc == O2LC_REFRESH) {
-		/* regained: the inode block may have been read without the lock */
-		if (c->fs_ops)
+		if (blkno && c->fs_ops)
 			c->fs_ops->refresh(c->fs_arg, blkno);
 		o2lc_refresh_done(r, true);
 		rc = 0;
 	}
 	if (rc < 0) {
-		o2lc_res_put(r);
+		if (drop)
+			o2lc_res_forget(r);
+		else
+			o2lc_res_put(r);
 		return rc == -ENOTCONN ? -EIO : rc;
 	}
 	h->res = r;
 	h->mode = mode;
+	h->drop = drop;
 	return 0;
+}
+
+int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
+		       struct cluster_hold *h)
+{
+	return hold_res(c, inode_res(c, blkno, gen), blkno, mode, false, h);
 }
 
 void cluster_unlock(struct cluster_hold *h)
@@ -733,7 +746,10 @@ void cluster_unlock(struct cluster_hold *h)
 	if (!h->res)
 		return;
 	o2lc_unlock(h->res, h->mode);
-	o2lc_res_put(h->res);
+	if (h->drop)
+		o2lc_res_forget(h->res);
+	else
+		o2lc_res_put(h->res);
 	h->res = NULL;
 }
 
@@ -754,32 +770,7 @@ static struct o2lc_res *open_res(struct cluster *c, uint64_t blkno, uint32_t gen
 
 int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cluster_hold *h)
 {
-	struct o2lc_res *r = open_res(c, blkno, gen);
-	int rc;
-
-	if (!r)
-		return -EINVAL;
-	rc = o2lc_lock(r, O2LT_PR, 0);
-	if (rc == O2LC_REFRESH) {
-		o2lc_refresh_done(r, true);
-		rc = 0;
-	}
-	if (rc < 0) {
-		o2lc_res_forget(r);
-		return rc == -ENOTCONN ? -EIO : rc;
-	}
-	h->res = r;
-	h->mode = O2LT_PR;
-	return 0;
-}
-
-void cluster_open_release(struct cluster_hold *h)
-{
-	if (!h->res)
-		return;
-	o2lc_unlock(h->res, h->mode);
-	o2lc_res_forget(h->res);
-	h->res = NULL;
+	return hold_res(c, open_res(c, blkno, gen), 0, O2LT_PR, true, h);
 }
 
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)

@@ -105,6 +105,7 @@ void cluster_set_fs(struct cluster *c, const struct cluster_fs_ops *ops, void *a
 struct cluster_hold {
 	struct o2lc_res *res; /* NULL: nothing held */
 	int mode;
+	bool drop; /* the lock goes when let go (open locks) */
 };
 
 /*
@@ -114,18 +115,17 @@ struct cluster_hold {
  */
 int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
 		       struct cluster_hold *h);
-/* Drop what h holds (nothing if it holds nothing). */
+/* Let go of what h holds (nothing if it holds nothing). */
 void cluster_unlock(struct cluster_hold *h);
 /*
  * Open locks (the O lock of an inode): cluster_open_hold takes it PR into
  * h for as long as this node has the inode open (waiting for another node's
- * try to end), cluster_open_release lets it go (and drops it).
+ * try to end); cluster_unlock lets it go, and it is dropped.
  * cluster_open_elsewhere tries it EX without waiting: 0 if no other node
  * holds it, 1 if one does, -errno.  Unlike inode locks they may be taken
  * under the volume mutex: nothing is written back when they move.
  */
 int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cluster_hold *h);
-void cluster_open_release(struct cluster_hold *h);
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen);
 
 /* Keep at most n idle locks cached; the least recently used go first. */

@@ -443,7 +443,7 @@ static int hold_open(struct volume *v, uint64_t blk, struct cluster_hold **ret)
 			r = -ESTALE;
 	}
 	if (r < 0) {
-		cluster_open_release(h);
+		cluster_unlock(h);
 		g_free(h);
 		return r;
 	}
@@ -454,7 +454,7 @@ static int hold_open(struct volume *v, uint64_t blk, struct cluster_hold **ret)
 static void release_open(struct cluster_hold *h)
 {
 	if (h) {
-		cluster_open_release(h);
+		cluster_unlock(h);
 		g_free(h);
 	}
 }

@@ -488,7 +488,7 @@ static gpointer tick_main(gpointer arg)
 			break;
 		g_mutex_unlock(&v->tick_mu);
 		/* a commit may flush the truncate log into the global bitmap */
-		struct cluster_hold bm = { NULL, 0 };
+		struct cluster_hold bm = { NULL, 0, false };
 
 		if (v->cluster &&
 		    cluster_lock_inode(v->cluster, v->bitmap, v->bitmap_gen, O2LT_EX, &bm) < 0) {
@@ -526,7 +526,7 @@ static int close_fs(struct volume *v)
 	int r = 0;
 
 	GError *e = NULL;
-	struct cluster_hold bm = { NULL, 0 };
+	struct cluster_hold bm = { NULL, 0, false };
 
 	/* the slot map changes under the super lock only, and the truncate
 	 * log's last flush under the global bitmap's (taken before the volume

@@ -35,9 +35,8 @@ import sys
 import tempfile
 import time
 
-from o2test.cluster import Cluster, Mounter, daemons_in, fail, fsck_clean, host, need_cluster_tools
-from o2test.cluster import show_daemon_log, skip, slot_map
-from o2test.proc import sanitizer_report
+from o2test.cluster import Cluster, Mounter, fail, fsck_clean, host, need_cluster_tools, skip
+from o2test.cluster import daemon_logs_clean, slot_map, stop_nodes
 
 CLUSTER_NAME = "ocfs2d-test"  # o2test.cluster's corosync.conf
 
@@ -158,21 +157,11 @@ def main():
         fsck_clean(img, "at the end")
         print("9. n3 mounted on slot 0 and saw all three files; all unmounted: slot map empty, "
               "fsck.ocfs2 -fn clean")
-        for nd in cluster.nodes:
-            text = nd.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null"]).stdout
-            if sanitizer_report(text) or "CRITICAL" in text:
-                fail(f"n{nd.nodeid}'s ocfs2d logged a sanitizer report or a critical error:\n{text[-3000:]}")
+        daemon_logs_clean(cluster)
         ok = True
     finally:
         if cluster:
-            daemon = os.path.join(os.path.dirname(ctl), "..", "daemon", "ocfs2d")
-            for nd in cluster.nodes:
-                for pid in daemons_in(nd, daemon):
-                    os.kill(pid, signal.SIGKILL)
-            if not ok:
-                for nd in cluster.nodes:
-                    show_daemon_log(nd)
-            cluster.stop()
+            stop_nodes(cluster, ctl, ok)
         time.sleep(0.2)
         for dev in loops:
             subprocess.run(["losetup", "-d", dev], capture_output=True)

@@ -31,15 +31,13 @@ Usage: PYTHONPATH=tests test_cluster_share.py OCFS2CTL
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
-from o2test.cluster import Cluster, Mounter, daemons_in, fail, fsck_clean, host, need_cluster_tools
-from o2test.cluster import show_daemon_log, skip, slot_map
-from o2test.proc import sanitizer_report
+from o2test.cluster import Cluster, Mounter, fail, fsck_clean, host, need_cluster_tools, skip
+from o2test.cluster import daemon_logs_clean, slot_map, stop_nodes
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -273,23 +271,12 @@ def main():
         if slot_map(ctl, img):
             fail(f"after every unmount the slot map holds {slot_map(ctl, img)}")
         fsck_clean(img, "after every unmount")
-        for nd in cluster.nodes:
-            text = nd.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null"]).stdout
-            if sanitizer_report(text) or "CRITICAL" in text:
-                fail(f"n{nd.nodeid}'s ocfs2d logged a sanitizer report or a critical error:\n"
-                     f"{text[-3000:]}")
+        daemon_logs_clean(cluster)
         print("6. all unmounted: slot map empty, fsck.ocfs2 -fn clean")
         ok = True
     finally:
         if cluster:
-            daemon = os.path.join(os.path.dirname(ctl), "..", "daemon", "ocfs2d")
-            if not ok:
-                for nd in cluster.nodes:
-                    show_daemon_log(nd)
-            for nd in cluster.nodes:
-                for pid in daemons_in(nd, daemon):
-                    os.kill(pid, signal.SIGKILL)
-            cluster.stop()
+            stop_nodes(cluster, ctl, ok)
         for dev in loops:
             host(["losetup", "-d", dev], check=False)
         if ok:

@@ -19,9 +19,12 @@ exits 77 (meson's skip) saying SKIP.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+
+from o2test.proc import sanitizer_report
 
 SUBNET = "192.168.77"  # exists only inside the test's namespaces
 
@@ -275,6 +278,28 @@ def show_daemon_log(node, last=40):
     """Print the end of the ocfs2d log in node's /run (lost when the node stops)."""
     print(f"---- n{node.nodeid} ocfs2d log (last {last} lines) ----")
     print(node.run(["sh", "-c", f"cat /run/ocfs2d/*.log 2>/dev/null | tail -n {last}"]).stdout)
+
+
+def daemon_logs_clean(cluster):
+    """fail() if any node's ocfs2d logged a sanitizer report or a critical error."""
+    for nd in cluster.nodes:
+        text = nd.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null"]).stdout
+        if sanitizer_report(text) or "CRITICAL" in text:
+            fail(f"n{nd.nodeid}'s ocfs2d logged a sanitizer report or a critical error:\n"
+                 f"{text[-3000:]}")
+
+
+def stop_nodes(cluster, ctl, ok=True):
+    """A test's end: each node's daemon log if it failed (not ok), every
+    ocfs2d (the one next to ctl) killed, corosync stopped."""
+    daemon = os.path.join(os.path.dirname(ctl), "..", "daemon", "ocfs2d")
+    if not ok:
+        for nd in cluster.nodes:
+            show_daemon_log(nd)
+    for nd in cluster.nodes:
+        for pid in daemons_in(nd, daemon):
+            os.kill(pid, signal.SIGKILL)
+    cluster.stop()
 
 
 def daemons_in(node, daemon):

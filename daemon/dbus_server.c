@@ -74,6 +74,8 @@ static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv,
 				     gpointer data);
 static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
 				  gpointer data);
+static gboolean handle_status(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+			      gpointer data);
 
 /* ---- the main loop side: exports and skeletons ---- */
 
@@ -107,6 +109,7 @@ static void export_volume(struct export *x, struct mounted *m)
 	g_signal_connect(vol, "handle-reflink", G_CALLBACK(handle_reflink), x->s);
 	g_signal_connect(vol, "handle-cluster-state", G_CALLBACK(handle_cluster_state), x->s);
 	g_signal_connect(vol, "handle-statistics", G_CALLBACK(handle_statistics), x->s);
+	g_signal_connect(vol, "handle-status", G_CALLBACK(handle_status), x->s);
 	o2d_object_skeleton_set_volume(obj, vol);
 	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
 }
@@ -656,6 +659,72 @@ static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GV
 	g_variant_builder_add(&b, "{st}", "journal_log_blocks", (guint64)st.journal_log_blocks);
 	g_variant_builder_add(&b, "{st}", "device_flushes", (guint64)st.device_flushes);
 	o2d_volume_complete_statistics(vol, inv, g_variant_builder_end(&b));
+	return TRUE;
+}
+
+/*
+ * How full the volume is and how its journal stands: read under the
+ * volume's lock, so that space, inodes and the journal are of one moment
+ * (the journal's superblock as the last commit or checkpoint left it).
+ * Open to any caller.
+ */
+static gboolean handle_status(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+			      gpointer data)
+{
+	struct dbus_server *s = data;
+	g_autoptr(GError) err = NULL;
+	struct o2_statfs sf;
+	struct o2_journal_info ji;
+	struct volume *v;
+	GVariantBuilder b;
+	int r, ro;
+
+	if (!o2d_parse_status(g_dbus_method_invocation_get_parameters(inv), &err)) {
+		return_error(inv, err);
+		return TRUE;
+	}
+	v = target_or_reply(s, inv);
+	if (!v)
+		return TRUE;
+	g_mutex_lock(&v->lock);
+	if (!v->fs) {
+		g_mutex_unlock(&v->lock);
+		volume_unref(v);
+		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
+							      "that volume is no longer mounted");
+		return TRUE;
+	}
+	r = o2_statfs(v->fs, &sf);
+	if (r >= 0)
+		r = o2_journal_info(v->fs, v->slot, &ji);
+	if (r < 0) {
+		g_autofree char *msg = g_strdup_printf(
+			"%s: %s", v->device,
+			o2_fs_error(v->fs)[0] ? o2_fs_error(v->fs) : g_strerror(-r));
+
+		g_mutex_unlock(&v->lock);
+		volume_unref(v);
+		return_errno(inv, -r, msg);
+		return TRUE;
+	}
+	ro = o2_fs_readonly_reason(v->fs);
+	g_mutex_unlock(&v->lock);
+	volume_unref(v);
+	g_variant_builder_init(&b, G_VARIANT_TYPE("a{sv}"));
+	g_variant_builder_add(&b, "{sv}", "total_bytes",
+			      g_variant_new_uint64(sf.total_clusters * sf.cluster_size));
+	g_variant_builder_add(&b, "{sv}", "free_bytes",
+			      g_variant_new_uint64(sf.free_clusters * sf.cluster_size));
+	g_variant_builder_add(&b, "{sv}", "total_inodes", g_variant_new_uint64(sf.total_inodes));
+	g_variant_builder_add(&b, "{sv}", "free_inodes", g_variant_new_uint64(sf.free_inodes));
+	g_variant_builder_add(&b, "{sv}", "journal_size",
+			      g_variant_new_uint64((guint64)ji.maxlen * ji.block_size));
+	/* JBD2: a log whose start is 0 holds nothing to replay */
+	g_variant_builder_add(&b, "{sv}", "journal",
+			      g_variant_new_string(ji.start ? "pending" : "clean"));
+	g_variant_builder_add(&b, "{sv}", "readonly_reason",
+			      g_variant_new_string(ro ? g_strerror(-ro) : ""));
+	o2d_volume_complete_status(vol, inv, g_variant_builder_end(&b));
 	return TRUE;
 }
 

@@ -76,6 +76,8 @@ bool o2d_parse_reflink(GVariant *params, struct o2d_reflink_req *req, GError **e
 bool o2d_parse_cluster_state(GVariant *params, GError **err);
 /* Volume.Statistics(a{sv} options): no options yet beyond auth.* */
 bool o2d_parse_statistics(GVariant *params, GError **err);
+/* Volume.Status(a{sv} options): no options yet beyond auth.* */
+bool o2d_parse_status(GVariant *params, GError **err);
 void o2d_reflink_req_clear(struct o2d_reflink_req *req);
 
 /*

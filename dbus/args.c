@@ -269,6 +269,16 @@ bool o2d_parse_statistics(GVariant *params, GError **err)
 	return walk_options(options, "Statistics", NULL, NULL, err);
 }
 
+bool o2d_parse_status(GVariant *params, GError **err)
+{
+	g_autoptr(GVariant) options = NULL;
+
+	if (!check_tuple(params, "(a{sv})", "Status", err))
+		return false;
+	g_variant_get(params, "(@a{sv})", &options);
+	return walk_options(options, "Status", NULL, NULL, err);
+}
+
 void o2d_reflink_req_clear(struct o2d_reflink_req *req)
 {
 	g_clear_pointer(&req->source, g_free);

@@ -1060,6 +1060,19 @@ def case_bus(env, chk):
         chk.ok(all(after.get(k, -1) >= before[k] for k in stat_keys), "no counter went down: %r" % after)
     r = ctx.call(path_a, "Statistics", {"reset": True})
     ctx.refused(r, E + "OptionNotPermitted", "Statistics with an unknown option")
+    # Status: space, inodes and the journal, as statfs(2) and the image say
+    status_keys = ["free_bytes", "free_inodes", "journal", "journal_size", "readonly_reason",
+                   "total_bytes", "total_inodes"]
+    r = ctx.call(path_a, "Status", {})
+    if chk.ok(r.ok and len(r.value) == 1 and sorted(r.value[0]) == status_keys,
+              "Status returns its keys: %r" % r):
+        st, vfs = r.value[0], os.statvfs(a.mnt)
+        chk.eq(st["total_bytes"], vfs.f_blocks * vfs.f_frsize, "Status: total_bytes as statfs")
+        chk.ok(0 < st["free_bytes"] < st["total_bytes"], "Status: free_bytes %r" % st)
+        chk.ok(st["journal"] in ("clean", "pending") and st["journal_size"] > 0, "Status: the journal %r" % st)
+        chk.eq(st["readonly_reason"], "", "Status: nothing turned the volume read-only")
+    r = ctx.call(path_a, "Status", {"verbose": True})
+    ctx.refused(r, E + "OptionNotPermitted", "Status with an unknown option")
     t0 = time.time()
     r = ctx.call(path_a, "Reflink", "/top/big", "/top/big.reflink", {})
     log("Reflink over the bus: %.2fs" % (time.time() - t0))
@@ -1143,6 +1156,9 @@ def case_bus(env, chk):
     r = ctx.call(volume_path(b.mnt), "Statistics", {})
     chk.ok(r.ok and r.value and set(r.value[0].values()) == {0},
            "Statistics of a read-only volume: all zero (%r)" % r)
+    r = ctx.call(volume_path(b.mnt), "Status", {})
+    chk.ok(r.ok and r.value and r.value[0].get("journal") == "clean" and r.value[0].get("free_bytes", 0) > 0,
+           "Status of a read-only volume: %r" % r)
     try:
         write_file(os.path.join(b.mnt, "x"), b"x")
         chk.ok(False, "writing to the read-only mount succeeded")
@@ -1423,6 +1439,9 @@ def case_auth(env, chk):
     chk.ok(r.ok and r.value and sorted(r.value[0]) == ["device_flushes", "journal_checkpoints",
                                                         "journal_commits", "journal_log_blocks"],
            "Statistics as uid %d (anyone may read the counters): %r" % (NOBODY, r))
+    r = ctx.call(path_v, "Status", {}, user=NOBODY)
+    chk.ok(r.ok and r.value and "free_bytes" in r.value[0],
+           "Status as uid %d (anyone may read it): %r" % (NOBODY, r))
     r = ctx.call(path_v, PROPS + ".Set", VOL, "Label", Typed("variant", "x"), user=NOBODY)
     chk.ok(not r.ok, "Set of a read-only property as uid %d fails: %r" % (NOBODY, r))
     r = ctx.call(path_v, PROPS + ".Set", VOL, "Label", Typed("variant", "x"))

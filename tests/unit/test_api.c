@@ -259,6 +259,16 @@ START_TEST(test_other_args)
 	ck_assert(!o2d_parse_statistics(p11, &err)); /* not a tuple */
 	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
 	ck_assert(!o2d_parse_statistics(NULL, NULL));
+	g_clear_error(&err);
+	/* Status: the same again */
+	ck_assert(o2d_parse_status(p7, NULL));
+	ck_assert(o2d_parse_status(p8, NULL));
+	ck_assert(!o2d_parse_status(p9, &err));
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_OPTION_NOT_PERMITTED));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_status(p11, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	ck_assert(!o2d_parse_status(NULL, NULL));
 }
 END_TEST
 

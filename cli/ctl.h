@@ -90,7 +90,7 @@ int verb_reflink(struct ctl *c, int argc, char **argv);
  * "format"; json says --json came before the verb.  Returns the exit status.
  */
 int ctl_format_main(int argc, char **argv, bool json);
-/* mount, umount, mounts (ctl_mount.c): argv[0] is the verb. */
+/* mount, umount, mounts, status, stats, log (ctl_mount.c): argv[0] is the verb. */
 int ctl_mount_main(int argc, char **argv, bool json);
 /*
  * The same mount and umount for mount.fuse.ocfs2 (mount_helper.c), which

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * ocfs2ctl mount, umount, mounts and log: the runtime verbs, through ocfs2d.
+ * ocfs2ctl mount, umount, mounts, status and log: the runtime verbs, through ocfs2d.
  *
  *   mount [-o OPTS] [--foreground] DEVICE MOUNTPOINT
  *   umount [-f] MOUNTPOINT
  *   mounts
+ *   status                               every served volume: state, cluster,
+ *                                        journal, space and inodes
  *   log [-n LINES] [MOUNTPOINT|DEVICE]   the daemon's log (ocfs2d.log next to
  *                                        the control socket), one volume's lines
  *
@@ -683,6 +685,187 @@ static int do_stats(bool json, const char *mountpoint)
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
 
+/* A number of the Status answer (t), or 0 if the daemon did not send it. */
+static guint64 status_u64(GVariant *st, const char *key)
+{
+	guint64 n = 0;
+
+	if (st)
+		g_variant_lookup(st, key, "t", &n);
+	return n;
+}
+
+static const char *status_str(GVariant *st, const char *key)
+{
+	const char *v = NULL;
+
+	if (st)
+		g_variant_lookup(st, key, "&s", &v);
+	return v ? v : "";
+}
+
+static void status_json(struct json_writer *j, O2dVolume *p, GVariant *st, const char *why)
+{
+	guint64 total = status_u64(st, "total_bytes"), free_b = status_u64(st, "free_bytes");
+
+	json_object_begin(j, NULL);
+	json_string(j, "device", or_empty(o2d_volume_get_device(p)));
+	json_string(j, "mountpoint", or_empty(o2d_volume_get_mount_point(p)));
+	json_string(j, "state", or_empty(o2d_volume_get_state(p)));
+	json_string(j, "mode", o2d_volume_get_read_only(p) ? "ro" : "rw");
+	json_string(j, "label", or_empty(o2d_volume_get_label(p)));
+	json_string(j, "uuid", or_empty(o2d_volume_get_uuid(p)));
+	json_string(j, "stack", or_empty(o2d_volume_get_stack(p)));
+	json_string(j, "cluster", or_empty(o2d_volume_get_cluster_name(p)));
+	json_uint(j, "node", o2d_volume_get_node_id(p));
+	json_uint(j, "slot", o2d_volume_get_slot(p));
+	json_uint(j, "max_slots", o2d_volume_get_max_slots(p));
+	json_uint(j, "block_size", o2d_volume_get_block_size(p));
+	json_uint(j, "cluster_size", o2d_volume_get_cluster_size(p));
+	json_string(j, "options", or_empty(o2d_volume_get_options(p)));
+	if (st) {
+		json_object_begin(j, "journal");
+		json_uint(j, "size", status_u64(st, "journal_size"));
+		json_string(j, "state", status_str(st, "journal"));
+		json_object_end(j);
+		json_object_begin(j, "space");
+		json_uint(j, "total_bytes", total);
+		json_uint(j, "free_bytes", free_b);
+		json_uint(j, "used_bytes", total - MIN(free_b, total));
+		json_object_end(j);
+		json_object_begin(j, "inodes");
+		json_uint(j, "total", status_u64(st, "total_inodes"));
+		json_uint(j, "free", status_u64(st, "free_inodes"));
+		json_object_end(j);
+		json_string(j, "readonly_reason", status_str(st, "readonly_reason"));
+	} else {
+		json_null(j, "journal");
+		json_null(j, "space");
+		json_null(j, "inodes");
+		json_string(j, "error", why);
+	}
+	json_object_end(j);
+}
+
+/* Bytes for people: "4.0 MiB" (GLib's g_format_size puts a no-break space in). */
+static void human_size(char *buf, size_t len, guint64 n)
+{
+	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)n;
+	size_t u = 0;
+
+	while (v >= 1024 && u + 1 < G_N_ELEMENTS(units)) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%" G_GUINT64_FORMAT " bytes", n);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+/* One volume as `systemctl status` shows a unit: a head line, then labelled lines. */
+static void status_human(O2dVolume *p, GVariant *st, const char *why)
+{
+	const char *state = or_empty(o2d_volume_get_state(p));
+	const char *stack = or_empty(o2d_volume_get_stack(p));
+	const char *cluster = or_empty(o2d_volume_get_cluster_name(p));
+	const char *label = or_empty(o2d_volume_get_label(p));
+	bool healthy = !strcmp(state, "mounted");
+
+	printf("%s %s on %s\n", healthy ? "*" : "x", or_empty(o2d_volume_get_device(p)),
+	       or_empty(o2d_volume_get_mount_point(p)));
+	printf("    State: %s (%s)\n", state, o2d_volume_get_read_only(p) ? "read-only" : "read-write");
+	printf("   Volume: %s%s%s, UUID %s\n", *label ? "label \"" : "no label", label,
+	       *label ? "\"" : "", or_empty(o2d_volume_get_uuid(p)));
+	if (*cluster)
+		printf("  Cluster: %s stack, cluster %s, node %u, slot %u of %u\n", stack, cluster,
+		       o2d_volume_get_node_id(p), o2d_volume_get_slot(p),
+		       o2d_volume_get_max_slots(p));
+	else
+		printf("  Cluster: none (%s stack%s), slot %u of %u\n", stack,
+		       strcmp(stack, "local") ? ", mounted with nocluster" : "",
+		       o2d_volume_get_slot(p), o2d_volume_get_max_slots(p));
+	if (st) {
+		guint64 total = status_u64(st, "total_bytes"), free_b = status_u64(st, "free_bytes");
+		guint64 itotal = status_u64(st, "total_inodes"), ifree = status_u64(st, "free_inodes");
+		char jsize[32], fsize[32], tsize[32];
+		const char *jstate = status_str(st, "journal");
+		const char *reason = status_str(st, "readonly_reason");
+
+		human_size(jsize, sizeof(jsize), status_u64(st, "journal_size"));
+		human_size(fsize, sizeof(fsize), free_b);
+		human_size(tsize, sizeof(tsize), total);
+
+		printf("  Journal: %s, %s\n", jsize,
+		       !strcmp(jstate, "clean") ? "clean (nothing committed waits to be written home)"
+		       : !strcmp(jstate, "pending") ? "committed transactions not yet written home"
+						    : jstate);
+		printf("    Space: %s free of %s (%u%% used)\n", fsize, tsize,
+		       total ? (unsigned)((total - MIN(free_b, total)) * 100 / total) : 0);
+		printf("   Inodes: %" G_GUINT64_FORMAT " free of %" G_GUINT64_FORMAT "\n", ifree,
+		       itotal);
+		if (*reason)
+			printf("    Error: turned read-only: %s\n", reason);
+	} else {
+		printf("   Status: unavailable (%s)\n", why);
+	}
+	printf("  Options: %s\n", or_empty(o2d_volume_get_options(p)));
+}
+
+/*
+ * Every volume the daemon serves, with its properties and what Status
+ * says of it now.  No daemon is no error: nothing is served.
+ */
+static int do_status(bool json)
+{
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GPtrArray) vols = NULL;
+	g_autoptr(GDBusConnection) c = NULL;
+	struct json_writer j;
+	bool absent;
+
+	c = connect_daemon(&absent, &err);
+	if (c) {
+		vols = list_volumes(c, &err);
+		if (!vols)
+			return fail("status", "ocfs2d: %s", message_of(err));
+	} else if (!absent) {
+		return fail("status", "cannot reach ocfs2d at %s: %s", control_path(), err->message);
+	}
+	if (json) {
+		json_init(&j, stdout);
+		json_array_begin(&j, NULL);
+	} else if (!c) {
+		printf("ocfs2d is not running (no control socket at %s): no volume is served\n",
+		       control_path());
+	} else if (!vols->len) {
+		printf("ocfs2d is running and serves no volume\n");
+	}
+	for (guint i = 0; vols && i < vols->len; i++) {
+		O2dVolume *p = vols->pdata[i];
+		g_autoptr(GVariant) st = NULL;
+		g_autoptr(GError) e = NULL;
+
+		/* a volume unmounted meanwhile answers NotMounted: shown without */
+		if (!o2d_volume_call_status_sync(p, g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0),
+						 &st, NULL, &e))
+			message_of(e);
+		if (json) {
+			status_json(&j, p, st, e ? e->message : "");
+		} else {
+			if (i)
+				printf("\n");
+			status_human(p, st, e ? e->message : "");
+		}
+	}
+	if (json) {
+		json_array_end(&j);
+		json_finish(&j);
+	}
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
 /*
  * The names a volume goes by in the log for what (a mount point or a
  * device): what itself, resolved; the device the daemon serves on it now;
@@ -856,6 +1039,8 @@ int ctl_mount_main(int argc, char **argv, bool json)
 		return do_log(npos ? pos[0] : NULL, last);
 	}
 	if (npos != 0)
-		return usage(verb, "");
+		return usage(verb, "[--json]");
+	if (!strcmp(verb, "status"))
+		return do_status(json);
 	return do_mounts(json);
 }

@@ -47,6 +47,7 @@ static const struct verb verbs[] = {
 	{ "mount", NULL, 2, 2, "[-o OPTS] [--foreground] DEVICE DIR", "serve a volume through ocfs2d" },
 	{ "umount", NULL, 1, 1, "[-f] DIR", "unmount cleanly (-f: even if busy)" },
 	{ "mounts", NULL, 0, 0, "", "volumes the running ocfs2d serves" },
+	{ "status", NULL, 0, 0, "", "each served volume: state, cluster, journal, space" },
 	{ "stats", NULL, 1, 1, "DIR", "a mounted volume's journal commits and device flushes" },
 	{ "log", NULL, 0, 1, "[-n LINES] [DIR|DEVICE]", "ocfs2d's log, or one volume's lines of it" },
 };
@@ -288,7 +289,7 @@ int main(int argc, char **argv)
 			return ctl_format_main(argc - i, argv + i, c.json);
 		if (!strcmp(argv[i], "mount") || !strcmp(argv[i], "umount") ||
 		    !strcmp(argv[i], "mounts") || !strcmp(argv[i], "log") ||
-		    !strcmp(argv[i], "stats"))
+		    !strcmp(argv[i], "stats") || !strcmp(argv[i], "status"))
 			return ctl_mount_main(argc - i, argv + i, c.json);
 		break;
 	}

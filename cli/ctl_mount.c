@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #include <gio/gio.h>
+#include <glib-unix.h>
+#include <signal.h>
 
 #include "api.h"
 #include "ctl.h"
@@ -864,6 +866,195 @@ static int do_status(bool json)
 		json_finish(&j);
 	}
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
+/* ---- jobs: format and check through the daemon ---- */
+
+/* What a job client waits for: its path once known, what came for it. */
+struct job_watch {
+	GMainLoop *loop;
+	char *path;		/* the job, once the call answered */
+	GHashTable *done;	/* path -> "1message" or "0message": Completed seen */
+	const char *verb;
+	bool tty, json, quiet;
+	int shown;		/* the last percentage shown (-1: none) */
+	bool bar_open;		/* a bar is on the line */
+	O2dJob *job;		/* for Cancel on ^C */
+};
+
+static void show_progress(struct job_watch *w, double p, guint64 end_us)
+{
+	int pct = (int)(p * 100 + 1e-9);
+
+	if (w->quiet || w->json || pct == w->shown)
+		return;
+	if (w->tty) {
+		unsigned width = 40, fill = (unsigned)(p * width);
+		char bar[64], eta[32] = "";
+		gint64 left = end_us ? ((gint64)end_us - g_get_real_time()) / G_USEC_PER_SEC : -1;
+
+		memset(bar, '#', fill);
+		memset(bar + fill, ' ', width - fill);
+		bar[width] = '\0';
+		if (left >= 0 && pct < 100)
+			snprintf(eta, sizeof(eta), "  %d:%02d left", (int)(left / 60), (int)(left % 60));
+		printf("\r%s [%s] %3d%%%-14s", !strcmp(w->verb, "format") ? "Formatting" : "Checking",
+		       bar, pct, eta);
+		w->bar_open = true;
+	} else {
+		/* plain lines for logs and pipes: every tenth */
+		if (pct / 10 == w->shown / 10 && w->shown >= 0)
+			return;
+		printf("%s: %d%%\n", w->verb, pct / 10 * 10);
+	}
+	fflush(stdout);
+	w->shown = pct;
+}
+
+static void on_job_signal(GDBusConnection *c, const char *sender, const char *path,
+			  const char *iface, const char *member, GVariant *params, gpointer data)
+{
+	struct job_watch *w = data;
+
+	if (!strcmp(member, "Completed")) {
+		gboolean ok;
+		const char *msg;
+
+		g_variant_get(params, "(b&s)", &ok, &msg);
+		g_hash_table_insert(w->done, g_strdup(path), g_strdup_printf("%d%s", ok, msg));
+		if (w->path && !strcmp(path, w->path))
+			g_main_loop_quit(w->loop);
+		return;
+	}
+	/* PropertiesChanged of a Job */
+	const char *which;
+	g_autoptr(GVariant) changed = NULL;
+	g_autoptr(GVariant) inval = NULL;
+	double p;
+	guint64 end = 0;
+
+	g_variant_get(params, "(&s@a{sv}@as)", &which, &changed, &inval);
+	if (strcmp(which, O2D_JOB_IFACE) || !w->path || strcmp(path, w->path))
+		return;
+	g_variant_lookup(changed, "ExpectedEndTime", "t", &end);
+	if (g_variant_lookup(changed, "Progress", "d", &p))
+		show_progress(w, p, end);
+}
+
+/* ^C: ask the daemon to cancel the job; it then completes, cancelled. */
+static gboolean on_interrupt(gpointer data)
+{
+	struct job_watch *w = data;
+	g_autoptr(GError) err = NULL;
+
+	if (w->job && !o2d_job_call_cancel_sync(w->job, g_variant_new_array(G_VARIANT_TYPE("{sv}"),
+									   NULL, 0),
+						 NULL, &err)) {
+		if (w->bar_open)
+			printf("\n");
+		w->bar_open = false;
+		fprintf(stderr, "%s: %s: %s\n", prog, w->verb, message_of(err));
+	}
+	return G_SOURCE_CONTINUE;
+}
+
+int ctl_daemon_job(const char *verb, const char *device, GVariant *options, bool json, bool silent)
+{
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GDBusConnection) c = NULL;
+	g_autoptr(O2dManager) manager = NULL;
+	g_autoptr(GVariant) opts = g_variant_ref_sink(
+		options ? options : g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0));
+	g_autofree char *abs = g_canonicalize_filename(device, NULL);
+	g_autofree char *daemon = find_daemon();
+	struct job_watch w = { .verb = verb, .json = json, .quiet = silent, .shown = -1 };
+	guint sub_done, sub_props, sigint;
+	bool absent, ok;
+	const char *msg = "";
+	char *outcome;
+
+	if (!g_utf8_validate(abs, -1, NULL))
+		return fail(verb, "the device's path must be UTF-8 to travel over D-Bus");
+	c = connect_daemon(&absent, &err);
+	if (!c && absent) {
+		char *args[] = { daemon, "--server", "--exit-when-idle", NULL };
+		int st = run_daemon(args);
+
+		if (st != 0)
+			return fail(verb, "could not start ocfs2d (%s exited with %d; see ocfs2d.log "
+				    "next to %s)", args[0], st, control_path());
+		g_clear_error(&err);
+		c = connect_daemon(&absent, &err);
+	}
+	if (!c)
+		return fail(verb, "cannot reach ocfs2d at %s: %s", control_path(), err->message);
+	w.tty = isatty(STDOUT_FILENO);
+	w.loop = g_main_loop_new(NULL, FALSE);
+	w.done = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	/* before the call: a short job may be over before its answer is read */
+	sub_done = g_dbus_connection_signal_subscribe(c, NULL, O2D_JOB_IFACE, "Completed", NULL,
+						      NULL, G_DBUS_SIGNAL_FLAGS_NONE, on_job_signal,
+						      &w, NULL);
+	sub_props = g_dbus_connection_signal_subscribe(c, NULL, "org.freedesktop.DBus.Properties",
+						       "PropertiesChanged", NULL, O2D_JOB_IFACE,
+						       G_DBUS_SIGNAL_FLAGS_NONE, on_job_signal, &w,
+						       NULL);
+	manager = o2d_manager_proxy_new_sync(c, PROXY_FLAGS | G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES,
+					     NULL, O2D_MANAGER_PATH, NULL, &err);
+	if (manager) {
+		wait_for_answers(manager);
+		ok = !strcmp(verb, "format")
+			     ? o2d_manager_call_format_sync(manager, abs, opts, &w.path, NULL, &err)
+			     : o2d_manager_call_check_sync(manager, abs, opts, &w.path, NULL, &err);
+	} else {
+		ok = false;
+	}
+	if (!ok) {
+		g_dbus_connection_signal_unsubscribe(c, sub_done);
+		g_dbus_connection_signal_unsubscribe(c, sub_props);
+		g_main_loop_unref(w.loop);
+		g_hash_table_unref(w.done);
+		return fail(verb, "%s", message_of(err));
+	}
+	w.job = o2d_job_proxy_new_sync(c, PROXY_FLAGS | G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES, NULL,
+				       w.path, NULL, NULL);
+	sigint = g_unix_signal_add(SIGINT, on_interrupt, &w);
+	if (!g_hash_table_contains(w.done, w.path))
+		g_main_loop_run(w.loop);
+	g_source_remove(sigint);
+	outcome = g_hash_table_lookup(w.done, w.path);
+	ok = outcome && outcome[0] == '1';
+	msg = outcome ? outcome + 1 : "";
+	if (ok)
+		show_progress(&w, 1, 0);
+	if (w.bar_open)
+		printf("\n");
+	if (json) {
+		struct json_writer j;
+
+		json_init(&j, stdout);
+		json_object_begin(&j, NULL);
+		json_string(&j, "device", abs);
+		json_string(&j, "operation", verb);
+		json_string(&j, "job", w.path);
+		json_bool(&j, "success", ok);
+		json_string(&j, "message", msg);
+		json_object_end(&j);
+		json_finish(&j);
+	} else if (ok && !silent) {
+		printf("%s\n", msg);
+	}
+	if (!ok)
+		fail(verb, "%s", msg);
+	g_dbus_connection_signal_unsubscribe(c, sub_done);
+	g_dbus_connection_signal_unsubscribe(c, sub_props);
+	g_clear_object(&w.job);
+	g_free(w.path);
+	g_main_loop_unref(w.loop);
+	g_hash_table_unref(w.done);
+	if (fflush(stdout) != 0)
+		return CTL_EXIT_FAIL;
+	return ok ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
 
 /*

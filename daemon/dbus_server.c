@@ -28,6 +28,7 @@
 #include "api.h"
 #include "ocfs2d-generated.h"
 #include "cluster.h"
+#include "job.h"
 #include "lockcache.h"
 #include "ocfs2d.h"
 #include "registry.h"
@@ -49,6 +50,17 @@ struct dbus_server {
 	char *socket_path;
 	guint bus_owner;
 	GMainLoop *idle_loop;	/* quit once idle, or NULL */
+	GMutex jobs_lock;	/* guards jobs */
+	GHashTable *jobs;	/* object path -> struct job_entry *, the running jobs */
+	guint last_job;		/* the last job's number (atomic) */
+};
+
+/* A Format or Check running, shown as a Job object on every export. */
+struct job_entry {
+	struct dbus_server *s;
+	struct job *job;
+	char *path;
+	guint32 uid; /* who started it */
 };
 
 /* Main-loop work about one entry, queued from another thread. */
@@ -77,7 +89,50 @@ static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GV
 static gboolean handle_status(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
 			      gpointer data);
 
+static gboolean handle_format(O2dManager *manager, GDBusMethodInvocation *inv, const char *device,
+			      GVariant *options, gpointer data);
+static gboolean handle_check(O2dManager *manager, GDBusMethodInvocation *inv, const char *device,
+			     GVariant *options, gpointer data);
+static gboolean handle_cancel(O2dJob *job, GDBusMethodInvocation *inv, GVariant *options,
+			      gpointer data);
+
 /* ---- the main loop side: exports and skeletons ---- */
+
+static void show_job_view(O2dJob *iface, struct job *job)
+{
+	struct job_view view;
+
+	job_snapshot(job, &view);
+	o2d_job_set_progress(iface, view.progress);
+	o2d_job_set_expected_end_time(iface, (guint64)view.expected_end_us);
+	o2d_job_set_cancelable(iface, view.cancelable);
+}
+
+static void export_job(struct export *x, struct job_entry *e)
+{
+	g_autoptr(O2dObjectSkeleton) obj = o2d_object_skeleton_new(e->path);
+	g_autoptr(O2dJob) iface = o2d_job_skeleton_new();
+
+	g_dbus_interface_skeleton_set_flags(
+		G_DBUS_INTERFACE_SKELETON(iface),
+		G_DBUS_INTERFACE_SKELETON_FLAGS_HANDLE_METHOD_INVOCATIONS_IN_THREAD);
+	o2d_job_set_operation(iface, job_operation(e->job));
+	o2d_job_set_device(iface, job_device(e->job));
+	o2d_job_set_started_by_uid(iface, e->uid);
+	show_job_view(iface, e->job);
+	g_signal_connect(iface, "handle-cancel", G_CALLBACK(handle_cancel), x->s);
+	o2d_object_skeleton_set_job(obj, iface);
+	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
+}
+
+/* The job's interface on one export, or NULL (unref it). */
+static O2dJob *job_iface(struct export *x, const char *path)
+{
+	GDBusInterface *iface = g_dbus_object_manager_get_interface(G_DBUS_OBJECT_MANAGER(x->om),
+								     path, O2D_JOB_IFACE);
+
+	return iface ? O2D_JOB(iface) : NULL;
+}
 
 static void export_volume(struct export *x, struct mounted *m)
 {
@@ -728,6 +783,221 @@ static gboolean handle_status(O2dVolume *vol, GDBusMethodInvocation *inv, GVaria
 	return TRUE;
 }
 
+/* ---- jobs: Format and Check ---- */
+
+/* Who called: root on the control socket (checked at connection), the bus says who else. */
+static guint32 caller_uid(GDBusMethodInvocation *inv)
+{
+	GDBusConnection *conn = g_dbus_method_invocation_get_connection(inv);
+	const char *sender = g_dbus_method_invocation_get_sender(inv);
+	g_autoptr(GVariant) r = NULL;
+	guint32 uid = G_MAXUINT32;
+
+	if (!g_dbus_connection_get_unique_name(conn))
+		return 0;
+	if (sender)
+		r = g_dbus_connection_call_sync(conn, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+						"org.freedesktop.DBus", "GetConnectionUnixUser",
+						g_variant_new("(s)", sender), G_VARIANT_TYPE("(u)"),
+						G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL);
+	if (r)
+		g_variant_get(r, "(u)", &uid);
+	return uid;
+}
+
+/* The job's progress moved: show it on every export (main loop). */
+static gboolean job_changed_idle(gpointer arg)
+{
+	struct job_entry *e = arg;
+
+	for (guint i = 0; i < e->s->exports->len; i++) {
+		g_autoptr(O2dJob) iface = job_iface(e->s->exports->pdata[i], e->path);
+
+		if (iface)
+			show_job_view(iface, e->job);
+	}
+	return G_SOURCE_REMOVE;
+}
+
+/*
+ * The job is over: its last progress, then Completed, on every export;
+ * then its objects go, and it does.  Queued after every change it
+ * reported, so nothing of it runs after this.
+ */
+static gboolean job_done_idle(gpointer arg)
+{
+	struct job_entry *e = arg;
+	struct dbus_server *s = e->s;
+
+	g_mutex_lock(&s->jobs_lock);
+	g_hash_table_remove(s->jobs, e->path);
+	g_mutex_unlock(&s->jobs_lock);
+	g_message("%s: %s job %s: %s", job_device(e->job), job_operation(e->job),
+		  job_success(e->job) ? "done" : "failed", job_message(e->job));
+	for (guint i = 0; i < s->exports->len; i++) {
+		struct export *x = s->exports->pdata[i];
+		g_autoptr(O2dJob) iface = job_iface(x, e->path);
+
+		if (!iface)
+			continue;
+		show_job_view(iface, e->job);
+		g_dbus_interface_skeleton_flush(G_DBUS_INTERFACE_SKELETON(iface));
+		o2d_job_emit_completed(iface, job_success(e->job), job_message(e->job));
+		g_dbus_object_manager_server_unexport(x->om, e->path);
+	}
+	job_free(e->job);
+	g_free(e->path);
+	g_free(e);
+	if (g_atomic_int_dec_and_test(&s->busy))
+		exit_if_idle(s);
+	return G_SOURCE_REMOVE;
+}
+
+/* Job callbacks, on the job's thread: to the main loop. */
+static void job_changed(struct job *job, void *arg)
+{
+	g_idle_add(job_changed_idle, arg);
+}
+
+static void job_done(struct job *job, void *arg)
+{
+	g_idle_add(job_done_idle, arg);
+}
+
+/* A job that passed its judging: shown everywhere, then answered, then started. */
+struct job_start {
+	struct job_entry *e;
+	O2dManager *manager;
+	GDBusMethodInvocation *inv;
+};
+
+static gboolean job_start_idle(gpointer arg)
+{
+	struct job_start *d = arg;
+	struct job_entry *e = d->e;
+
+	for (guint i = 0; i < e->s->exports->len; i++)
+		export_job(e->s->exports->pdata[i], e);
+	if (!strcmp(job_operation(e->job), "format"))
+		o2d_manager_complete_format(d->manager, d->inv, e->path);
+	else
+		o2d_manager_complete_check(d->manager, d->inv, e->path);
+	g_message("%s: %s job %s started (uid %u)", job_device(e->job), job_operation(e->job),
+		  e->path, e->uid);
+	job_start(e->job, job_changed, job_done, e);
+	g_object_unref(d->manager);
+	g_free(d);
+	return G_SOURCE_REMOVE;
+}
+
+/* Give job its object and start it from the main loop (busy until job_done_idle). */
+static void launch_job(struct dbus_server *s, O2dManager *manager, GDBusMethodInvocation *inv,
+		       struct job *job)
+{
+	struct job_entry *e = g_new0(struct job_entry, 1);
+	struct job_start *d = g_new0(struct job_start, 1);
+
+	e->s = s;
+	e->job = job;
+	e->uid = caller_uid(inv);
+	e->path = g_strdup_printf(O2D_JOBS_PATH "/%u", g_atomic_int_add(&s->last_job, 1) + 1);
+	g_mutex_lock(&s->jobs_lock);
+	g_hash_table_insert(s->jobs, e->path, e);
+	g_mutex_unlock(&s->jobs_lock);
+	g_atomic_int_inc(&s->busy);
+	d->e = e;
+	d->manager = g_object_ref(manager);
+	d->inv = inv;
+	g_idle_add(job_start_idle, d);
+}
+
+static gboolean handle_format(O2dManager *manager, GDBusMethodInvocation *inv, const char *device,
+			      GVariant *options, gpointer data)
+{
+	struct dbus_server *s = data;
+	struct o2d_format_req req;
+	g_autoptr(GError) err = NULL;
+	struct job *job;
+
+	if (!o2d_parse_format(g_dbus_method_invocation_get_parameters(inv), &req, &err)) {
+		return_error(inv, err);
+		return TRUE;
+	}
+	if (!authorized(inv, "format devices")) {
+		o2d_format_req_clear(&req);
+		return TRUE;
+	}
+	job = job_new_format(&req, &err);
+	o2d_format_req_clear(&req);
+	if (!job)
+		return_error(inv, err);
+	else
+		launch_job(s, manager, inv, job);
+	return TRUE;
+}
+
+static gboolean handle_check(O2dManager *manager, GDBusMethodInvocation *inv, const char *device,
+			     GVariant *options, gpointer data)
+{
+	struct dbus_server *s = data;
+	struct o2d_check_req req;
+	g_autoptr(GError) err = NULL;
+	struct job *job;
+
+	if (!o2d_parse_check(g_dbus_method_invocation_get_parameters(inv), &req, &err)) {
+		return_error(inv, err);
+		return TRUE;
+	}
+	if (!authorized(inv, "check devices")) {
+		o2d_check_req_clear(&req);
+		return TRUE;
+	}
+	job = job_new_check(&req, &err);
+	o2d_check_req_clear(&req);
+	if (!job)
+		return_error(inv, err);
+	else
+		launch_job(s, manager, inv, job);
+	return TRUE;
+}
+
+/*
+ * Job.Cancel: the entry is looked up and asked under the jobs' lock, which
+ * job_done_idle takes to remove it before freeing it.
+ */
+static gboolean handle_cancel(O2dJob *iface, GDBusMethodInvocation *inv, GVariant *options,
+			      gpointer data)
+{
+	struct dbus_server *s = data;
+	g_autoptr(GError) err = NULL;
+	struct job_entry *e;
+	bool found, ok = false;
+
+	if (!o2d_parse_cancel(g_dbus_method_invocation_get_parameters(inv), &err)) {
+		return_error(inv, err);
+		return TRUE;
+	}
+	if (!authorized(inv, "cancel jobs"))
+		return TRUE;
+	g_mutex_lock(&s->jobs_lock);
+	e = g_hash_table_lookup(s->jobs, g_dbus_method_invocation_get_object_path(inv));
+	found = e != NULL;
+	if (e)
+		ok = job_cancel(e->job);
+	g_mutex_unlock(&s->jobs_lock);
+	if (!found)
+		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_FOUND,
+							      "that job is over");
+	else if (!ok)
+		g_dbus_method_invocation_return_error_literal(
+			inv, O2D_ERROR, O2D_ERROR_NOT_CANCELABLE,
+			"the job can no longer be cancelled (a format that has begun writing "
+			"runs to its end, or the job is ending)");
+	else
+		o2d_job_complete_cancel(iface, inv);
+	return TRUE;
+}
+
 /* ---- connections ---- */
 
 static void export_free(struct export *x)
@@ -762,6 +1032,8 @@ static struct export *export_on(struct dbus_server *s, GDBusConnection *conn)
 		G_DBUS_INTERFACE_SKELETON_FLAGS_HANDLE_METHOD_INVOCATIONS_IN_THREAD);
 	o2d_manager_set_version(x->manager, OCFS2D_VERSION);
 	g_signal_connect(x->manager, "handle-mount", G_CALLBACK(handle_mount), s);
+	g_signal_connect(x->manager, "handle-format", G_CALLBACK(handle_format), s);
+	g_signal_connect(x->manager, "handle-check", G_CALLBACK(handle_check), s);
 	o2d_object_skeleton_set_manager(obj, x->manager);
 	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
 	registry_foreach(s->reg, collect_entry, list);
@@ -769,6 +1041,15 @@ static struct export *export_on(struct dbus_server *s, GDBusConnection *conn)
 	 * list stays good here, outside the registry's lock */
 	for (guint i = 0; i < list->len; i++)
 		export_volume(x, list->pdata[i]);
+	/* jobs are added and removed on the main loop only: this one */
+	GHashTableIter it;
+	gpointer e;
+
+	g_mutex_lock(&s->jobs_lock);
+	g_hash_table_iter_init(&it, s->jobs);
+	while (g_hash_table_iter_next(&it, NULL, &e))
+		export_job(x, e);
+	g_mutex_unlock(&s->jobs_lock);
 	set_mounts(x);
 	g_dbus_object_manager_server_set_connection(x->om, conn);
 	g_ptr_array_add(s->exports, x);
@@ -863,6 +1144,8 @@ static void server_free(struct dbus_server *s)
 {
 	registry_free(s->reg);
 	g_ptr_array_unref(s->exports);
+	g_hash_table_unref(s->jobs);
+	g_mutex_clear(&s->jobs_lock);
 	g_free(s->socket_path);
 	g_free(s);
 }
@@ -894,6 +1177,8 @@ struct dbus_server *dbus_server_start(const char *path, bool system_bus, GError 
 	s = g_new0(struct dbus_server, 1);
 	s->reg = registry_new();
 	s->exports = g_ptr_array_new();
+	g_mutex_init(&s->jobs_lock);
+	s->jobs = g_hash_table_new(g_str_hash, g_str_equal);
 	g_signal_connect(obs, "authorize-authenticated-peer", G_CALLBACK(on_authorize_peer), NULL);
 	g_signal_connect(obs, "allow-mechanism", G_CALLBACK(on_allow_mechanism), NULL);
 	addr = g_strconcat("unix:path=", path, NULL);

@@ -13,6 +13,8 @@
  *                  mounting, its FUSE and ticker threads, closing it
  *   uring.c        serving a session through io_uring queues
  *   reflink.c      reflinks by path, for the API
+ *   job.c          Format and Check jobs for the API: judging the device,
+ *                  the work on a thread of its own, progress, cancelling
  *   fuseops.c      the FUSE operations table and lookup counts
  *   session.c      making and hooking FUSE sessions, the wire peeks and
  *                  the INIT patch, for the classic and io_uring loops alike

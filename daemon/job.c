@@ -239,7 +239,7 @@ struct job *job_new_format(const struct o2d_format_req *req, GError **err)
 	}
 	if (!req->force && holds_data(j->dev, what, sizeof(what))) {
 		g_set_error(err, O2D_ERROR, O2D_ERROR_EXISTS,
-			    "%s holds %s; the option force overwrites it", req->device, what);
+			    "%s holds %s; the option force (ocfs2ctl format -F) overwrites it", req->device, what);
 		job_free(j);
 		return NULL;
 	}

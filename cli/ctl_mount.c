@@ -879,6 +879,7 @@ struct job_watch {
 	bool tty, json, quiet;
 	int shown;		/* the last percentage shown (-1: none) */
 	bool bar_open;		/* a bar is on the line */
+	bool lost;		/* the connection closed first */
 	O2dJob *job;		/* for Cancel on ^C */
 };
 
@@ -939,6 +940,15 @@ static void on_job_signal(GDBusConnection *c, const char *sender, const char *pa
 	g_variant_lookup(changed, "ExpectedEndTime", "t", &end);
 	if (g_variant_lookup(changed, "Progress", "d", &p))
 		show_progress(w, p, end);
+}
+
+/* The daemon went away (killed, crashed) before the job completed. */
+static void on_closed(GDBusConnection *c, gboolean remote, GError *err, gpointer data)
+{
+	struct job_watch *w = data;
+
+	w->lost = true;
+	g_main_loop_quit(w->loop);
 }
 
 /* ^C: ask the daemon to cancel the job; it then completes, cancelled. */
@@ -1019,12 +1029,14 @@ int ctl_daemon_job(const char *verb, const char *device, GVariant *options, bool
 	w.job = o2d_job_proxy_new_sync(c, PROXY_FLAGS | G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES, NULL,
 				       w.path, NULL, NULL);
 	sigint = g_unix_signal_add(SIGINT, on_interrupt, &w);
+	g_signal_connect(c, "closed", G_CALLBACK(on_closed), &w);
 	if (!g_hash_table_contains(w.done, w.path))
 		g_main_loop_run(w.loop);
 	g_source_remove(sigint);
 	outcome = g_hash_table_lookup(w.done, w.path);
 	ok = outcome && outcome[0] == '1';
-	msg = outcome ? outcome + 1 : "";
+	msg = outcome ? outcome + 1
+		      : "ocfs2d went away before the job completed (see ocfs2ctl log)";
 	if (ok)
 		show_progress(&w, 1, 0);
 	if (w.bar_open)

@@ -1199,8 +1199,42 @@ struct dbus_server *dbus_server_start(const char *path, bool system_bus, GError 
 	return s;
 }
 
+/* Whether jobs still run (from the main loop). */
+static bool jobs_left(struct dbus_server *s)
+{
+	guint n;
+
+	g_mutex_lock(&s->jobs_lock);
+	n = g_hash_table_size(s->jobs);
+	g_mutex_unlock(&s->jobs_lock);
+	return n > 0;
+}
+
+/*
+ * Jobs end before the daemon does: checks are cancelled, a format that
+ * writes is let finish (stopped half-way its device would hold no
+ * volume); their clients hear Completed.
+ */
+static void end_jobs(struct dbus_server *s)
+{
+	GHashTableIter it;
+	gpointer e;
+
+	g_mutex_lock(&s->jobs_lock);
+	if (g_hash_table_size(s->jobs))
+		g_message("waiting for %u jobs to end (checks are cancelled, a format finishes)",
+			  g_hash_table_size(s->jobs));
+	g_hash_table_iter_init(&it, s->jobs);
+	while (g_hash_table_iter_next(&it, NULL, &e))
+		job_cancel(((struct job_entry *)e)->job);
+	g_mutex_unlock(&s->jobs_lock);
+	while (jobs_left(s))
+		g_main_context_iteration(NULL, TRUE);
+}
+
 void dbus_server_stop(struct dbus_server *s)
 {
+	end_jobs(s);
 	/* what the loop left queued: objects to remove, answers to send */
 	while (g_main_context_iteration(NULL, FALSE))
 		;

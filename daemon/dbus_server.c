@@ -338,32 +338,98 @@ static int errno_of(const GError *e)
 	return EIO;
 }
 
-/*
- * Whether the caller may change state: peers on the control socket were
- * checked for root when they connected; on the bus ask the bus who it is.
- */
-static bool authorized(GDBusMethodInvocation *inv, const char *what)
+/* Who called: root on the control socket (checked at connection), the bus says who else. */
+static guint32 caller_uid(GDBusMethodInvocation *inv)
 {
 	GDBusConnection *conn = g_dbus_method_invocation_get_connection(inv);
 	const char *sender = g_dbus_method_invocation_get_sender(inv);
-	g_autoptr(GError) err = NULL;
 	g_autoptr(GVariant) r = NULL;
 	guint32 uid = G_MAXUINT32;
 
 	if (!g_dbus_connection_get_unique_name(conn))
-		return true;
+		return 0;
 	if (sender)
 		r = g_dbus_connection_call_sync(conn, "org.freedesktop.DBus", "/org/freedesktop/DBus",
 						"org.freedesktop.DBus", "GetConnectionUnixUser",
 						g_variant_new("(s)", sender), G_VARIANT_TYPE("(u)"),
-						G_DBUS_CALL_FLAGS_NONE, -1, NULL, &err);
+						G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL);
 	if (r)
 		g_variant_get(r, "(u)", &uid);
+	return uid;
+}
+
+/* Whether the call's options (its last argument) say auth.no_user_interaction. */
+static bool no_user_interaction(GDBusMethodInvocation *inv)
+{
+	GVariant *params = g_dbus_method_invocation_get_parameters(inv);
+	gsize n = params ? g_variant_n_children(params) : 0;
+	g_autoptr(GVariant) opts = n ? g_variant_get_child_value(params, n - 1) : NULL;
+	gboolean no = FALSE;
+
+	if (opts && g_variant_is_of_type(opts, G_VARIANT_TYPE_VARDICT))
+		g_variant_lookup(opts, "auth.no_user_interaction", "b", &no);
+	return no;
+}
+
+/*
+ * Ask polkit whether the bus caller sender may do action (it may ask the
+ * user to authenticate, unless the call says auth.no_user_interaction):
+ * true if so; false with *why saying what polkit answered, or that there
+ * is no polkit to ask.
+ */
+static bool polkit_allows(GDBusMethodInvocation *inv, const char *action, char **why)
+{
+	GDBusConnection *conn = g_dbus_method_invocation_get_connection(inv);
+	const char *sender = g_dbus_method_invocation_get_sender(inv);
+	bool interactive = !no_user_interaction(inv);
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GVariant) r = NULL;
+	GVariantBuilder subject, details;
+	gboolean ok = FALSE, challenge = FALSE;
+
+	g_variant_builder_init(&subject, G_VARIANT_TYPE_VARDICT);
+	g_variant_builder_add(&subject, "{sv}", "name", g_variant_new_string(sender));
+	g_variant_builder_init(&details, G_VARIANT_TYPE("a{ss}"));
+	/* an interactive check waits for the user at the agent: no time limit */
+	r = g_dbus_connection_call_sync(
+		conn, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
+		"org.freedesktop.PolicyKit1.Authority", "CheckAuthorization",
+		g_variant_new("((sa{sv})sa{ss}us)", "system-bus-name", &subject, action, &details,
+			      interactive ? 1u : 0u, ""),
+		G_VARIANT_TYPE("((bba{ss}))"), G_DBUS_CALL_FLAGS_NONE, interactive ? G_MAXINT : -1, NULL,
+		&err);
+	if (!r) {
+		g_dbus_error_strip_remote_error(err);
+		*why = g_strdup_printf("no polkit authority to ask (%s)", err->message);
+		return false;
+	}
+	g_variant_get(r, "((bb@a{ss}))", &ok, &challenge, NULL);
+	if (!ok)
+		*why = g_strdup(challenge ? "polkit wants authentication, and no agent gave it"
+					  : "polkit says no");
+	return ok;
+}
+
+/*
+ * Whether the caller may change state (action, a polkit action of
+ * packaging/polkit, for what in words): peers on the control socket were
+ * checked for root when they connected; on the bus root may, and anyone
+ * else if polkit allows the action.  Answers NotAuthorized if not.
+ */
+static bool authorized(GDBusMethodInvocation *inv, const char *action, const char *what)
+{
+	guint32 uid = caller_uid(inv);
+	g_autofree char *why = NULL;
+
 	if (uid == 0)
 		return true;
+	if (uid != G_MAXUINT32 && polkit_allows(inv, action, &why))
+		return true;
 	g_dbus_method_invocation_return_error(inv, O2D_ERROR, O2D_ERROR_NOT_AUTHORIZED,
-					      "only root may %s (caller uid %d)", what,
-					      uid == G_MAXUINT32 ? -1 : (int)uid);
+					      "only root, or a user polkit allows %s, may %s "
+					      "(caller uid %d: %s)",
+					      action, what, uid == G_MAXUINT32 ? -1 : (int)uid,
+					      why ? why : "unknown to the bus");
 	return false;
 }
 
@@ -432,7 +498,7 @@ static gboolean handle_mount(O2dManager *manager, GDBusMethodInvocation *inv, co
 		return_error(inv, err);
 		return TRUE;
 	}
-	if (!authorized(inv, "mount volumes")) {
+	if (!authorized(inv, "org.ocfs2d.Daemon1.mount", "mount volumes")) {
 		o2d_mount_req_clear(&req);
 		return TRUE;
 	}
@@ -526,7 +592,7 @@ static gboolean handle_unmount(O2dVolume *vol, GDBusMethodInvocation *inv, GVari
 		return_error(inv, err);
 		return TRUE;
 	}
-	if (!authorized(inv, "unmount volumes"))
+	if (!authorized(inv, "org.ocfs2d.Daemon1.unmount", "unmount volumes"))
 		return TRUE;
 	v = target_or_reply(s, inv);
 	if (!v)
@@ -569,7 +635,7 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 		return_error(inv, err);
 		return TRUE;
 	}
-	if (!authorized(inv, "make reflinks through ocfs2d")) {
+	if (!authorized(inv, "org.ocfs2d.Daemon1.reflink", "make reflinks through ocfs2d")) {
 		o2d_reflink_req_clear(&req);
 		return TRUE;
 	}
@@ -785,26 +851,6 @@ static gboolean handle_status(O2dVolume *vol, GDBusMethodInvocation *inv, GVaria
 
 /* ---- jobs: Format and Check ---- */
 
-/* Who called: root on the control socket (checked at connection), the bus says who else. */
-static guint32 caller_uid(GDBusMethodInvocation *inv)
-{
-	GDBusConnection *conn = g_dbus_method_invocation_get_connection(inv);
-	const char *sender = g_dbus_method_invocation_get_sender(inv);
-	g_autoptr(GVariant) r = NULL;
-	guint32 uid = G_MAXUINT32;
-
-	if (!g_dbus_connection_get_unique_name(conn))
-		return 0;
-	if (sender)
-		r = g_dbus_connection_call_sync(conn, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-						"org.freedesktop.DBus", "GetConnectionUnixUser",
-						g_variant_new("(s)", sender), G_VARIANT_TYPE("(u)"),
-						G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL);
-	if (r)
-		g_variant_get(r, "(u)", &uid);
-	return uid;
-}
-
 /* The job's progress moved: show it on every export (main loop). */
 static gboolean job_changed_idle(gpointer arg)
 {
@@ -923,7 +969,7 @@ static gboolean handle_format(O2dManager *manager, GDBusMethodInvocation *inv, c
 		return_error(inv, err);
 		return TRUE;
 	}
-	if (!authorized(inv, "format devices")) {
+	if (!authorized(inv, "org.ocfs2d.Daemon1.format", "format devices")) {
 		o2d_format_req_clear(&req);
 		return TRUE;
 	}
@@ -948,7 +994,7 @@ static gboolean handle_check(O2dManager *manager, GDBusMethodInvocation *inv, co
 		return_error(inv, err);
 		return TRUE;
 	}
-	if (!authorized(inv, "check devices")) {
+	if (!authorized(inv, "org.ocfs2d.Daemon1.check", "check devices")) {
 		o2d_check_req_clear(&req);
 		return TRUE;
 	}
@@ -971,21 +1017,28 @@ static gboolean handle_cancel(O2dJob *iface, GDBusMethodInvocation *inv, GVarian
 	struct dbus_server *s = data;
 	g_autoptr(GError) err = NULL;
 	struct job_entry *e;
-	bool found, ok = false;
+	bool found, mine, ok = false;
+	guint32 uid;
 
 	if (!o2d_parse_cancel(g_dbus_method_invocation_get_parameters(inv), &err)) {
 		return_error(inv, err);
 		return TRUE;
 	}
-	if (!authorized(inv, "cancel jobs"))
-		return TRUE;
+	uid = caller_uid(inv);
 	g_mutex_lock(&s->jobs_lock);
 	e = g_hash_table_lookup(s->jobs, g_dbus_method_invocation_get_object_path(inv));
 	found = e != NULL;
-	if (e)
+	/* root, or whoever started it (polkit let them) */
+	mine = e && (uid == 0 || uid == e->uid);
+	if (mine)
 		ok = job_cancel(e->job);
 	g_mutex_unlock(&s->jobs_lock);
-	if (!found)
+	if (found && !mine)
+		g_dbus_method_invocation_return_error(inv, O2D_ERROR, O2D_ERROR_NOT_AUTHORIZED,
+						      "only root or the user who started a job may "
+						      "cancel it (caller uid %d)",
+						      uid == G_MAXUINT32 ? -1 : (int)uid);
+	else if (!found)
 		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_FOUND,
 							      "that job is over");
 	else if (!ok)

@@ -1762,7 +1762,105 @@ def case_jobs(env, chk):
     ctx.finish([v, big])
 
 
-CASES = {"bus": case_bus, "args": case_args, "auth": case_auth, "jobs": case_jobs}
+# ====================================================================
+# polkit: callers that are not root, as the polkit authority decides
+# ====================================================================
+
+POLKITD = "/usr/lib/polkit-1/polkitd"
+POLKIT_ACTIONS = "/usr/share/polkit-1/actions"
+POLKIT_RULES = "/etc/polkit-1/rules.d"
+OUR_ACTIONS = os.path.join(HERE, "..", "..", "packaging", "polkit", "org.ocfs2d.Daemon1.policy")
+# polkitd's own bus policy, as its package installs it
+POLKIT_BUS_POLICY = "/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf"
+
+
+def case_polkit(env, chk):
+    """A real polkitd on the case's bus, with the shipped actions and a rule
+    of the case's that lets uid 65534 check volumes and nothing else: the
+    check runs, the rest is NotAuthorized naming polkit's answer, root
+    needs no polkit, and without polkitd every non-root call is refused."""
+    if not os.path.exists(POLKITD) or not os.path.exists(POLKIT_BUS_POLICY):
+        raise Failure("%s is missing (scripts/setup.sh installs polkitd)" % POLKITD)
+    ctx = Ctx(env, chk)
+    # the bus lets polkitd (it runs as user polkitd) own the authority's name
+    shutil.copy(POLKIT_BUS_POLICY, os.path.join(env.tmp, "bus", "system.d"))
+    r = ctx.bus_call("ReloadConfig")
+    chk.ok(r.ok, "the bus reloads its policy: %r" % r)
+    # polkitd reads actions and rules from fixed places: ours go there for the case
+    placed = []
+    actions = os.path.join(POLKIT_ACTIONS, "org.ocfs2d.Daemon1.policy")
+    if not os.path.exists(actions):  # an installed package's is left alone
+        shutil.copy(OUR_ACTIONS, actions)
+        placed.append(actions)
+    os.makedirs(POLKIT_RULES, exist_ok=True)
+    rule = os.path.join(POLKIT_RULES, "49-ocfs2d-test-%d.rules" % os.getpid())
+    with open(rule, "w") as f:
+        f.write('polkit.addRule(function(action, subject) {\n'
+                '    if (subject.user == "nobody" && action.id.indexOf("org.ocfs2d.Daemon1.") == 0)\n'
+                '        return action.id == "org.ocfs2d.Daemon1.check" ? polkit.Result.YES\n'
+                '                                                       : polkit.Result.NO;\n'
+                '});\n')
+    placed.append(rule)
+
+    def unplace():
+        for path in placed:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    env.cleanups.append(unplace)
+    plog = os.path.join(env.tmp, "polkitd.log")
+    penv = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=ctx.bus_address)
+    penv.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    with open(plog, "w") as lf:
+        pk = subprocess.Popen([POLKITD, "--no-debug"], stdin=subprocess.DEVNULL, stdout=lf, stderr=lf,
+                              env=penv, start_new_session=True)
+
+    def stop_polkitd():
+        if pk.poll() is None:
+            pk.terminate()
+            pk.wait(10)
+    env.cleanups.append(stop_polkitd)
+    env.extra_logs.append(lambda: "---- polkitd log ----\n" + Ctx.read(plog)[-5000:])
+    ctx.wait_for(lambda: ctx.bus_call("GetNameOwner", "org.freedesktop.PolicyKit1").ok,
+                 "polkitd owns org.freedesktop.PolicyKit1 on the case's bus", timeout=20)
+    srv = ctx.server("srv")
+    mon = ctx.monitor()
+    v = make_volume(env, "pk")
+    snap = ctx.snapshot()
+
+    # the rule lets nobody check: the job is theirs, and they may cancel it
+    r = ctx.call(MANAGER, "Check", v.img, {"auth.no_user_interaction": True}, user=NOBODY)
+    path = r.value[0] if r.ok and r.value else None
+    if chk.ok(path and path.startswith(JOBS), "Check as uid %d, which polkit allows: %r" % (NOBODY, r)):
+        done = job_completed(ctx, mon, path)
+        chk.ok(done and done[0] is True, "the check polkit allowed completes: %r" % (done,))
+        chk.ok("started (uid %d)" % NOBODY in srv.log_text(), "the job's starter is uid %d" % NOBODY)
+    # the rest polkit refuses, whatever the interaction flag
+    ua = E + "NotAuthorized"
+    for opts in ({"auth.no_user_interaction": True}, {}):
+        r = ctx.mount(v, opts, user=NOBODY)
+        ctx.refused(r, ua, "Mount as uid %d, which polkit refuses (%r)" % (NOBODY, opts), snap)
+        chk.ok("polkit says no" in r.err, "the refusal says polkit's answer: %r" % r)
+    r = ctx.call(MANAGER, "Format", v.img, {"force": True, "auth.no_user_interaction": True}, user=NOBODY)
+    ctx.refused(r, ua, "Format as uid %d" % NOBODY, snap)
+    v.fsck(chk, "after the refused Format")
+    # root needs no polkit
+    mounted_ok(ctx, v, ctx.mount(v), "Mount as root with polkit running")
+    r = ctx.call(volume_path(v.mnt), "Unmount", {}, user=NOBODY)
+    ctx.refused(r, ua, "Unmount as uid %d" % NOBODY)
+    r = ctx.call(volume_path(v.mnt), "Unmount", {})
+    chk.ok(r.ok, "Unmount as root: %r" % r)
+    unmounted(v)
+    # without an authority nobody is let in, and says why
+    stop_polkitd()
+    r = ctx.call(MANAGER, "Check", v.img, {}, user=NOBODY)
+    ctx.refused(r, ua, "Check as uid %d without polkitd" % NOBODY)
+    chk.ok("no polkit authority" in r.err, "the refusal says there is no polkit to ask: %r" % r)
+    ctx.finish([v])
+
+
+CASES = {"bus": case_bus, "args": case_args, "auth": case_auth, "jobs": case_jobs, "polkit": case_polkit}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

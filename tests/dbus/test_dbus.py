@@ -34,6 +34,7 @@ import re
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -504,6 +505,7 @@ class RawClient:
                 error = v
             elif code == 3:
                 self.member = v
+        self.body = bytes(msg[start:])
         first = None
         if body_len and mtype in (2, 3, 4):
             try:
@@ -1700,26 +1702,29 @@ def case_jobs(env, chk):
     log("put %d files: %.1fs" % (JOBS_DIRS * 300, time.time() - t0))
     before = sha256(big.img)
     cancelled = None
+    # one connection, no process per call: the check takes a fraction of
+    # a second on a warm page cache, a Get and a Cancel well under 1 ms
+    raw = RawClient(ctx.bus_socket)
     for attempt in range(3):
-        r = ctx.call(MANAGER, "Check", big.img, {})
-        path = r.value[0] if r.ok and r.value else None
-        if not chk.ok(path, "Check of the big volume: %r" % r):
+        err, path = raw.wait(raw.send(MANAGER, MGR, "Check", BUS_NAME, [big.img, {}]))
+        if not chk.ok(not err and path, "Check of the big volume: %r" % ((err, path),)):
             break
         seen = 0.0
         t0 = time.time()
         while time.time() - t0 < 60:
-            g = ctx.call(path, PROPS + ".Get", JOB, "Progress")
-            if not g.ok:
+            err, _ = raw.wait(raw.send(path, PROPS, "Get", BUS_NAME, [JOB, "Progress"]))
+            if err:
                 break
-            seen = g.value[0]
-            if seen >= 0.1:
+            seen = struct.unpack("<d", raw.body[8:16])[0]  # v: signature "d", padding, the double
+            if seen >= 0.25:
                 break
-        c = ctx.call(path, JOB + ".Cancel", {})
+        err, _ = raw.wait(raw.send(path, JOB, "Cancel", BUS_NAME, [{}]))
         done = job_completed(ctx, mon, path)
-        log("attempt %d: Progress %.3f when cancelled (%r), then %r" % (attempt, seen, c, done))
-        if c.ok:
+        log("attempt %d: Progress %.3f when cancelled (%s), then %r" % (attempt, seen, err or "ok", done))
+        if not err:
             cancelled = (seen, done)
             break
+    raw.close()
     if chk.ok(cancelled, "a Cancel reached the check before it ended (3 tries)"):
         seen, done = cancelled
         chk.ok(0 < seen < 1, "the check was cancelled half-way (Progress %.3f)" % seen)

@@ -29,6 +29,7 @@ struct ctl {
 	bool opt_parents;   /* -p: mkdir */
 	bool opt_dir;	    /* -d: rm (an empty directory) */
 	bool opt_symbolic;  /* -s: ln */
+	bool via_daemon;    /* --via-daemon: check */
 	struct o2_blockdev *dev;
 	struct o2_fs *fs;
 	/* Why ctl_open() failed: -errno and the message it printed. */
@@ -90,7 +91,7 @@ int verb_reflink(struct ctl *c, int argc, char **argv);
  * "format"; json says --json came before the verb.  Returns the exit status.
  */
 int ctl_format_main(int argc, char **argv, bool json);
-/* mount, umount, mounts (ctl_mount.c): argv[0] is the verb. */
+/* mount, umount, mounts, status, stats, log (ctl_mount.c): argv[0] is the verb. */
 int ctl_mount_main(int argc, char **argv, bool json);
 /*
  * The same mount and umount for mount.fuse.ocfs2 (mount_helper.c), which
@@ -115,5 +116,16 @@ int ctl_daemon_reflink(const char *image, const char *src, const char *dst, uint
  * cache's counters), asked of the daemon.  An exit status.
  */
 int ctl_daemon_cluster_state(const char *mountpoint, bool json);
+
+/*
+ * format or check (verb) of device through the running ocfs2d (started if
+ * none runs): the daemon's Format or Check with options (an a{sv}, NULL
+ * for none, floating references are taken), its progress as a bar on a
+ * terminal (plain lines otherwise; none with json or quiet), ^C cancelling
+ * it, and its outcome.  An exit status.
+ */
+struct _GVariant;
+int ctl_daemon_job(const char *verb, const char *device, struct _GVariant *options, bool json,
+		   bool silent);
 
 #endif

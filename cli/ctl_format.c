@@ -20,6 +20,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <glib.h>
+
 #include "ctl.h"
 #include "json.h"
 #include "print.h"
@@ -31,6 +33,11 @@ struct fmt {
 	bool json, quiet, force, dry_run;
 	bool progress_shown;
 	uint64_t time_ns; /* --time */
+	/* --via-daemon: the options as the daemon's Format takes them */
+	bool via_daemon;
+	const char *offline_only; /* an option the daemon does not take, or NULL */
+	const char *type_arg, *level_arg;
+	char features_arg[1024];  /* every --fs-features list, joined */
 };
 
 static int fmt_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -88,6 +95,9 @@ static void fmt_help(FILE *out)
 		"  -F, --force                 overwrite an existing filesystem\n"
 		"  -n, --dry-run               show what would be made; write nothing\n"
 		"  -q, --quiet                 no output on success, no progress bar\n"
+		"      --via-daemon            let the running ocfs2d format (a D-Bus job;\n"
+		"                              one is started if none runs): not with -U,\n"
+		"                              -n, BLOCKS, -J block32/64 or the options below\n"
 		"      --json                  what was made, as JSON (cli/README-json.md)\n"
 		"  -h, --help                  this text\n"
 		"\n"
@@ -495,6 +505,7 @@ enum {
 	OPT_GENERATION,
 	OPT_DX_SEED,
 	OPT_TIME,
+	OPT_VIA_DAEMON,
 };
 
 static const struct option fmt_options[] = {
@@ -518,8 +529,58 @@ static const struct option fmt_options[] = {
 	{ "generation", required_argument, NULL, OPT_GENERATION },
 	{ "dx-seed", required_argument, NULL, OPT_DX_SEED },
 	{ "time", required_argument, NULL, OPT_TIME },
+	{ "via-daemon", no_argument, NULL, OPT_VIA_DAEMON },
 	{ NULL, 0, NULL, 0 },
 };
+
+/* Keep an --fs-features list for the daemon, which takes them joined. */
+static void add_features_arg(struct fmt *f, const char *list)
+{
+	size_t len = strlen(f->features_arg);
+
+	snprintf(f->features_arg + len, sizeof(f->features_arg) - len, "%s%s", len ? "," : "", list);
+}
+
+/* The format through the daemon: what was parsed, as Format's options. */
+static int format_via_daemon(struct fmt *f)
+{
+	GVariantBuilder b;
+
+	if (f->offline_only)
+		return fmt_usage_error("%s is not offered with --via-daemon", f->offline_only);
+	if (f->o.journal64 != O2_MKFS_J64_AUTO)
+		return fmt_usage_error("-J block32/block64 is not offered with --via-daemon");
+	g_variant_builder_init(&b, G_VARIANT_TYPE_VARDICT);
+	if (f->o.block_size)
+		g_variant_builder_add(&b, "{sv}", "block_size", g_variant_new_uint32(f->o.block_size));
+	if (f->o.cluster_size)
+		g_variant_builder_add(&b, "{sv}", "cluster_size",
+				      g_variant_new_uint32(f->o.cluster_size));
+	if (f->o.slots)
+		g_variant_builder_add(&b, "{sv}", "slots", g_variant_new_uint32(f->o.slots));
+	if (f->o.journal_size)
+		g_variant_builder_add(&b, "{sv}", "journal_size",
+				      g_variant_new_uint64(f->o.journal_size));
+	if (f->o.label)
+		g_variant_builder_add(&b, "{sv}", "label", g_variant_new_string(f->o.label));
+	if (f->type_arg)
+		g_variant_builder_add(&b, "{sv}", "type", g_variant_new_string(f->type_arg));
+	if (f->level_arg)
+		g_variant_builder_add(&b, "{sv}", "feature_level", g_variant_new_string(f->level_arg));
+	if (f->features_arg[0])
+		g_variant_builder_add(&b, "{sv}", "features", g_variant_new_string(f->features_arg));
+	if (f->o.mount == O2_MKFS_MOUNT_LOCAL)
+		g_variant_builder_add(&b, "{sv}", "local", g_variant_new_boolean(TRUE));
+	if (f->o.cluster_stack)
+		g_variant_builder_add(&b, "{sv}", "cluster_stack",
+				      g_variant_new_string(f->o.cluster_stack));
+	if (f->o.cluster_name)
+		g_variant_builder_add(&b, "{sv}", "cluster_name",
+				      g_variant_new_string(f->o.cluster_name));
+	if (f->force)
+		g_variant_builder_add(&b, "{sv}", "force", g_variant_new_boolean(TRUE));
+	return ctl_daemon_job("format", f->image, g_variant_builder_end(&b), f->json, f->quiet);
+}
 
 static uint64_t fixed_time(void *arg)
 {
@@ -576,11 +637,13 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 				return fmt_fail("mount type '%s': local or cluster", optarg);
 			break;
 		case 'T':
+			f->type_arg = optarg;
 			if (o2_mkfs_parse_type(optarg, &f->o.type) < 0)
 				return fmt_fail("filesystem type '%s': mail, datafiles or vmstore",
 						optarg);
 			break;
 		case 'U':
+			f->offline_only = "-U";
 			if (!parse_uuid(optarg, f->o.uuid))
 				return fmt_fail("UUID '%s': 32 hex digits expected", optarg);
 			f->o.have_uuid = true;
@@ -589,6 +652,7 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 			f->force = true;
 			break;
 		case 'n':
+			f->offline_only = "-n";
 			f->dry_run = true;
 			break;
 		case 'q':
@@ -598,11 +662,13 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 			*help = true;
 			break;
 		case OPT_FEATURES:
+			add_features_arg(f, optarg);
 			if (o2_mkfs_parse_features(optarg, &f->o.features_on, &f->o.features_off,
 						   errbuf, sizeof(errbuf)) < 0)
 				return fmt_fail("--fs-features=%s: %s", optarg, errbuf);
 			break;
 		case OPT_LEVEL:
+			f->level_arg = optarg;
 			if (o2_mkfs_parse_level(optarg, &f->o.level) < 0)
 				return fmt_fail("feature level '%s': max-compat, default or "
 						"max-features", optarg);
@@ -618,17 +684,20 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 			f->o.cluster_name = optarg;
 			break;
 		case OPT_NO_BACKUP:
+			add_features_arg(f, "nobackup-super");
 			f->o.features_off.compat |= O2_FEATURE_COMPAT_BACKUP_SB;
 			break;
 		case OPT_JSON:
 			f->json = true;
 			break;
 		case OPT_GENERATION:
+			f->offline_only = "--generation";
 			if (!parse_u32(optarg, &f->o.generation))
 				return fmt_fail("generation '%s': not a 32-bit number", optarg);
 			f->o.have_generation = true;
 			break;
 		case OPT_DX_SEED: {
+			f->offline_only = "--dx-seed";
 			char *copy = strdup(optarg), *save = NULL, *tok;
 			unsigned n = 0;
 
@@ -648,11 +717,15 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 			break;
 		}
 		case OPT_TIME:
+			f->offline_only = "--time";
 			if (!parse_size(optarg, &v) || v > INT64_MAX / 1000000000ll)
 				return fmt_fail("--time=%s: seconds since the epoch expected", optarg);
 			f->time_ns = v * 1000000000ull;
 			f->o.now_ns = fixed_time;
 			f->o.clock_arg = &f->time_ns;
+			break;
+		case OPT_VIA_DAEMON:
+			f->via_daemon = true;
 			break;
 		case ':':
 			return fmt_usage_error("option '%s' needs a value", argv[optind - 1]);
@@ -668,6 +741,7 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 	if (optind < argc) {
 		if (!parse_size(argv[optind], &f->blocks_count) || !f->blocks_count)
 			return fmt_usage_error("blocks count '%s': not a number", argv[optind]);
+		f->offline_only = "BLOCKS";
 		optind++;
 	}
 	if (optind < argc)
@@ -692,6 +766,8 @@ int ctl_format_main(int argc, char **argv, bool json)
 		fmt_help(stdout);
 		return CTL_EXIT_OK;
 	}
+	if (f.via_daemon)
+		return format_via_daemon(&f);
 
 	{
 		char where[4096];

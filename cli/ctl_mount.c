@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * ocfs2ctl mount, umount, mounts and log: the runtime verbs, through ocfs2d.
+ * ocfs2ctl mount, umount, mounts, status and log: the runtime verbs, through ocfs2d.
  *
  *   mount [-o OPTS] [--foreground] DEVICE MOUNTPOINT
  *   umount [-f] MOUNTPOINT
  *   mounts
+ *   status                               every served volume: state, cluster,
+ *                                        journal, space and inodes
  *   log [-n LINES] [MOUNTPOINT|DEVICE]   the daemon's log (ocfs2d.log next to
  *                                        the control socket), one volume's lines
  *
@@ -37,6 +39,8 @@
 #include <unistd.h>
 
 #include <gio/gio.h>
+#include <glib-unix.h>
+#include <signal.h>
 
 #include "api.h"
 #include "ctl.h"
@@ -683,6 +687,388 @@ static int do_stats(bool json, const char *mountpoint)
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
 
+/* A number of the Status answer (t), or 0 if the daemon did not send it. */
+static guint64 status_u64(GVariant *st, const char *key)
+{
+	guint64 n = 0;
+
+	if (st)
+		g_variant_lookup(st, key, "t", &n);
+	return n;
+}
+
+static const char *status_str(GVariant *st, const char *key)
+{
+	const char *v = NULL;
+
+	if (st)
+		g_variant_lookup(st, key, "&s", &v);
+	return v ? v : "";
+}
+
+static void status_json(struct json_writer *j, O2dVolume *p, GVariant *st, const char *why)
+{
+	guint64 total = status_u64(st, "total_bytes"), free_b = status_u64(st, "free_bytes");
+
+	json_object_begin(j, NULL);
+	json_string(j, "device", or_empty(o2d_volume_get_device(p)));
+	json_string(j, "mountpoint", or_empty(o2d_volume_get_mount_point(p)));
+	json_string(j, "state", or_empty(o2d_volume_get_state(p)));
+	json_string(j, "mode", o2d_volume_get_read_only(p) ? "ro" : "rw");
+	json_string(j, "label", or_empty(o2d_volume_get_label(p)));
+	json_string(j, "uuid", or_empty(o2d_volume_get_uuid(p)));
+	json_string(j, "stack", or_empty(o2d_volume_get_stack(p)));
+	json_string(j, "cluster", or_empty(o2d_volume_get_cluster_name(p)));
+	json_uint(j, "node", o2d_volume_get_node_id(p));
+	json_uint(j, "slot", o2d_volume_get_slot(p));
+	json_uint(j, "max_slots", o2d_volume_get_max_slots(p));
+	json_uint(j, "block_size", o2d_volume_get_block_size(p));
+	json_uint(j, "cluster_size", o2d_volume_get_cluster_size(p));
+	json_string(j, "options", or_empty(o2d_volume_get_options(p)));
+	if (st) {
+		json_object_begin(j, "journal");
+		json_uint(j, "size", status_u64(st, "journal_size"));
+		json_string(j, "state", status_str(st, "journal"));
+		json_object_end(j);
+		json_object_begin(j, "space");
+		json_uint(j, "total_bytes", total);
+		json_uint(j, "free_bytes", free_b);
+		json_uint(j, "used_bytes", total - MIN(free_b, total));
+		json_object_end(j);
+		json_object_begin(j, "inodes");
+		json_uint(j, "total", status_u64(st, "total_inodes"));
+		json_uint(j, "free", status_u64(st, "free_inodes"));
+		json_object_end(j);
+		json_string(j, "readonly_reason", status_str(st, "readonly_reason"));
+	} else {
+		json_null(j, "journal");
+		json_null(j, "space");
+		json_null(j, "inodes");
+		json_string(j, "error", why);
+	}
+	json_object_end(j);
+}
+
+/* Bytes for people: "4.0 MiB" (GLib's g_format_size puts a no-break space in). */
+static void human_size(char *buf, size_t len, guint64 n)
+{
+	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)n;
+	size_t u = 0;
+
+	while (v >= 1024 && u + 1 < G_N_ELEMENTS(units)) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%" G_GUINT64_FORMAT " bytes", n);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+/* One volume as `systemctl status` shows a unit: a head line, then labelled lines. */
+static void status_human(O2dVolume *p, GVariant *st, const char *why)
+{
+	const char *state = or_empty(o2d_volume_get_state(p));
+	const char *stack = or_empty(o2d_volume_get_stack(p));
+	const char *cluster = or_empty(o2d_volume_get_cluster_name(p));
+	const char *label = or_empty(o2d_volume_get_label(p));
+	bool healthy = !strcmp(state, "mounted");
+
+	printf("%s %s on %s\n", healthy ? "*" : "x", or_empty(o2d_volume_get_device(p)),
+	       or_empty(o2d_volume_get_mount_point(p)));
+	printf("    State: %s (%s)\n", state, o2d_volume_get_read_only(p) ? "read-only" : "read-write");
+	printf("   Volume: %s%s%s, UUID %s\n", *label ? "label \"" : "no label", label,
+	       *label ? "\"" : "", or_empty(o2d_volume_get_uuid(p)));
+	if (*cluster)
+		printf("  Cluster: %s stack, cluster %s, node %u, slot %u of %u\n", stack, cluster,
+		       o2d_volume_get_node_id(p), o2d_volume_get_slot(p),
+		       o2d_volume_get_max_slots(p));
+	else
+		printf("  Cluster: none (%s stack%s), slot %u of %u\n", stack,
+		       strcmp(stack, "local") ? ", mounted with nocluster" : "",
+		       o2d_volume_get_slot(p), o2d_volume_get_max_slots(p));
+	if (st) {
+		guint64 total = status_u64(st, "total_bytes"), free_b = status_u64(st, "free_bytes");
+		guint64 itotal = status_u64(st, "total_inodes"), ifree = status_u64(st, "free_inodes");
+		char jsize[32], fsize[32], tsize[32];
+		const char *jstate = status_str(st, "journal");
+		const char *reason = status_str(st, "readonly_reason");
+
+		human_size(jsize, sizeof(jsize), status_u64(st, "journal_size"));
+		human_size(fsize, sizeof(fsize), free_b);
+		human_size(tsize, sizeof(tsize), total);
+
+		printf("  Journal: %s, %s\n", jsize,
+		       !strcmp(jstate, "clean") ? "clean (nothing committed waits to be written home)"
+		       : !strcmp(jstate, "pending") ? "committed transactions not yet written home"
+						    : jstate);
+		printf("    Space: %s free of %s (%u%% used)\n", fsize, tsize,
+		       total ? (unsigned)((total - MIN(free_b, total)) * 100 / total) : 0);
+		printf("   Inodes: %" G_GUINT64_FORMAT " free of %" G_GUINT64_FORMAT "\n", ifree,
+		       itotal);
+		if (*reason)
+			printf("    Error: turned read-only: %s\n", reason);
+	} else {
+		printf("   Status: unavailable (%s)\n", why);
+	}
+	printf("  Options: %s\n", or_empty(o2d_volume_get_options(p)));
+}
+
+/*
+ * Every volume the daemon serves, with its properties and what Status
+ * says of it now.  No daemon is no error: nothing is served.
+ */
+static int do_status(bool json)
+{
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GPtrArray) vols = NULL;
+	g_autoptr(GDBusConnection) c = NULL;
+	struct json_writer j;
+	bool absent;
+
+	c = connect_daemon(&absent, &err);
+	if (c) {
+		vols = list_volumes(c, &err);
+		if (!vols)
+			return fail("status", "ocfs2d: %s", message_of(err));
+	} else if (!absent) {
+		return fail("status", "cannot reach ocfs2d at %s: %s", control_path(), err->message);
+	}
+	if (json) {
+		json_init(&j, stdout);
+		json_array_begin(&j, NULL);
+	} else if (!c) {
+		printf("ocfs2d is not running (no control socket at %s): no volume is served\n",
+		       control_path());
+	} else if (!vols->len) {
+		printf("ocfs2d is running and serves no volume\n");
+	}
+	for (guint i = 0; vols && i < vols->len; i++) {
+		O2dVolume *p = vols->pdata[i];
+		g_autoptr(GVariant) st = NULL;
+		g_autoptr(GError) e = NULL;
+
+		/* a volume unmounted meanwhile answers NotMounted: shown without */
+		if (!o2d_volume_call_status_sync(p, g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0),
+						 &st, NULL, &e))
+			message_of(e);
+		if (json) {
+			status_json(&j, p, st, e ? e->message : "");
+		} else {
+			if (i)
+				printf("\n");
+			status_human(p, st, e ? e->message : "");
+		}
+	}
+	if (json) {
+		json_array_end(&j);
+		json_finish(&j);
+	}
+	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
+/* ---- jobs: format and check through the daemon ---- */
+
+/* What a job client waits for: its path once known, what came for it. */
+struct job_watch {
+	GMainLoop *loop;
+	char *path;		/* the job, once the call answered */
+	GHashTable *done;	/* path -> "1message" or "0message": Completed seen */
+	const char *verb;
+	bool tty, json, quiet;
+	int shown;		/* the last percentage shown (-1: none) */
+	bool bar_open;		/* a bar is on the line */
+	bool lost;		/* the connection closed first */
+	O2dJob *job;		/* for Cancel on ^C */
+};
+
+static void show_progress(struct job_watch *w, double p, guint64 end_us)
+{
+	int pct = (int)(p * 100 + 1e-9);
+
+	if (w->quiet || w->json || pct == w->shown)
+		return;
+	if (w->tty) {
+		unsigned width = 40, fill = (unsigned)(p * width);
+		char bar[64], eta[32] = "";
+		gint64 left = end_us ? ((gint64)end_us - g_get_real_time()) / G_USEC_PER_SEC : -1;
+
+		memset(bar, '#', fill);
+		memset(bar + fill, ' ', width - fill);
+		bar[width] = '\0';
+		if (left >= 0 && pct < 100)
+			snprintf(eta, sizeof(eta), "  %d:%02d left", (int)(left / 60), (int)(left % 60));
+		printf("\r%s [%s] %3d%%%-14s", !strcmp(w->verb, "format") ? "Formatting" : "Checking",
+		       bar, pct, eta);
+		w->bar_open = true;
+	} else {
+		/* plain lines for logs and pipes: every tenth */
+		if (pct / 10 == w->shown / 10 && w->shown >= 0)
+			return;
+		printf("%s: %d%%\n", w->verb, pct / 10 * 10);
+	}
+	fflush(stdout);
+	w->shown = pct;
+}
+
+static void on_job_signal(GDBusConnection *c, const char *sender, const char *path,
+			  const char *iface, const char *member, GVariant *params, gpointer data)
+{
+	struct job_watch *w = data;
+
+	if (!strcmp(member, "Completed")) {
+		gboolean ok;
+		const char *msg;
+
+		g_variant_get(params, "(b&s)", &ok, &msg);
+		g_hash_table_insert(w->done, g_strdup(path), g_strdup_printf("%d%s", ok, msg));
+		if (w->path && !strcmp(path, w->path))
+			g_main_loop_quit(w->loop);
+		return;
+	}
+	/* PropertiesChanged of a Job */
+	const char *which;
+	g_autoptr(GVariant) changed = NULL;
+	g_autoptr(GVariant) inval = NULL;
+	double p;
+	guint64 end = 0;
+
+	g_variant_get(params, "(&s@a{sv}@as)", &which, &changed, &inval);
+	if (strcmp(which, O2D_JOB_IFACE) || !w->path || strcmp(path, w->path))
+		return;
+	g_variant_lookup(changed, "ExpectedEndTime", "t", &end);
+	if (g_variant_lookup(changed, "Progress", "d", &p))
+		show_progress(w, p, end);
+}
+
+/* The daemon went away (killed, crashed) before the job completed. */
+static void on_closed(GDBusConnection *c, gboolean remote, GError *err, gpointer data)
+{
+	struct job_watch *w = data;
+
+	w->lost = true;
+	g_main_loop_quit(w->loop);
+}
+
+/* ^C: ask the daemon to cancel the job; it then completes, cancelled. */
+static gboolean on_interrupt(gpointer data)
+{
+	struct job_watch *w = data;
+	g_autoptr(GError) err = NULL;
+
+	if (w->job && !o2d_job_call_cancel_sync(w->job, g_variant_new_array(G_VARIANT_TYPE("{sv}"),
+									   NULL, 0),
+						 NULL, &err)) {
+		if (w->bar_open)
+			printf("\n");
+		w->bar_open = false;
+		fprintf(stderr, "%s: %s: %s\n", prog, w->verb, message_of(err));
+	}
+	return G_SOURCE_CONTINUE;
+}
+
+int ctl_daemon_job(const char *verb, const char *device, GVariant *options, bool json, bool silent)
+{
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GDBusConnection) c = NULL;
+	g_autoptr(O2dManager) manager = NULL;
+	g_autoptr(GVariant) opts = g_variant_ref_sink(
+		options ? options : g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0));
+	g_autofree char *abs = g_canonicalize_filename(device, NULL);
+	g_autofree char *daemon = find_daemon();
+	struct job_watch w = { .verb = verb, .json = json, .quiet = silent, .shown = -1 };
+	guint sub_done, sub_props, sigint;
+	bool absent, ok;
+	const char *msg = "";
+	char *outcome;
+
+	if (!g_utf8_validate(abs, -1, NULL))
+		return fail(verb, "the device's path must be UTF-8 to travel over D-Bus");
+	c = connect_daemon(&absent, &err);
+	if (!c && absent) {
+		char *args[] = { daemon, "--server", "--exit-when-idle", NULL };
+		int st = run_daemon(args);
+
+		if (st != 0)
+			return fail(verb, "could not start ocfs2d (%s exited with %d; see ocfs2d.log "
+				    "next to %s)", args[0], st, control_path());
+		g_clear_error(&err);
+		c = connect_daemon(&absent, &err);
+	}
+	if (!c)
+		return fail(verb, "cannot reach ocfs2d at %s: %s", control_path(), err->message);
+	w.tty = isatty(STDOUT_FILENO);
+	w.loop = g_main_loop_new(NULL, FALSE);
+	w.done = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+	/* before the call: a short job may be over before its answer is read */
+	sub_done = g_dbus_connection_signal_subscribe(c, NULL, O2D_JOB_IFACE, "Completed", NULL,
+						      NULL, G_DBUS_SIGNAL_FLAGS_NONE, on_job_signal,
+						      &w, NULL);
+	sub_props = g_dbus_connection_signal_subscribe(c, NULL, "org.freedesktop.DBus.Properties",
+						       "PropertiesChanged", NULL, O2D_JOB_IFACE,
+						       G_DBUS_SIGNAL_FLAGS_NONE, on_job_signal, &w,
+						       NULL);
+	manager = o2d_manager_proxy_new_sync(c, PROXY_FLAGS | G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES,
+					     NULL, O2D_MANAGER_PATH, NULL, &err);
+	if (manager) {
+		wait_for_answers(manager);
+		ok = !strcmp(verb, "format")
+			     ? o2d_manager_call_format_sync(manager, abs, opts, &w.path, NULL, &err)
+			     : o2d_manager_call_check_sync(manager, abs, opts, &w.path, NULL, &err);
+	} else {
+		ok = false;
+	}
+	if (!ok) {
+		g_dbus_connection_signal_unsubscribe(c, sub_done);
+		g_dbus_connection_signal_unsubscribe(c, sub_props);
+		g_main_loop_unref(w.loop);
+		g_hash_table_unref(w.done);
+		return fail(verb, "%s", message_of(err));
+	}
+	w.job = o2d_job_proxy_new_sync(c, PROXY_FLAGS | G_DBUS_PROXY_FLAGS_DO_NOT_LOAD_PROPERTIES, NULL,
+				       w.path, NULL, NULL);
+	sigint = g_unix_signal_add(SIGINT, on_interrupt, &w);
+	g_signal_connect(c, "closed", G_CALLBACK(on_closed), &w);
+	if (!g_hash_table_contains(w.done, w.path))
+		g_main_loop_run(w.loop);
+	g_source_remove(sigint);
+	outcome = g_hash_table_lookup(w.done, w.path);
+	ok = outcome && outcome[0] == '1';
+	msg = outcome ? outcome + 1
+		      : "ocfs2d went away before the job completed (see ocfs2ctl log)";
+	if (ok)
+		show_progress(&w, 1, 0);
+	if (w.bar_open)
+		printf("\n");
+	if (json) {
+		struct json_writer j;
+
+		json_init(&j, stdout);
+		json_object_begin(&j, NULL);
+		json_string(&j, "device", abs);
+		json_string(&j, "operation", verb);
+		json_string(&j, "job", w.path);
+		json_bool(&j, "success", ok);
+		json_string(&j, "message", msg);
+		json_object_end(&j);
+		json_finish(&j);
+	} else if (ok && !silent) {
+		printf("%s\n", msg);
+	}
+	if (!ok)
+		fail(verb, "%s", msg);
+	g_dbus_connection_signal_unsubscribe(c, sub_done);
+	g_dbus_connection_signal_unsubscribe(c, sub_props);
+	g_clear_object(&w.job);
+	g_free(w.path);
+	g_main_loop_unref(w.loop);
+	g_hash_table_unref(w.done);
+	if (fflush(stdout) != 0)
+		return CTL_EXIT_FAIL;
+	return ok ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
 /*
  * The names a volume goes by in the log for what (a mount point or a
  * device): what itself, resolved; the device the daemon serves on it now;
@@ -856,6 +1242,8 @@ int ctl_mount_main(int argc, char **argv, bool json)
 		return do_log(npos ? pos[0] : NULL, last);
 	}
 	if (npos != 0)
-		return usage(verb, "");
+		return usage(verb, "[--json]");
+	if (!strcmp(verb, "status"))
+		return do_status(json);
 	return do_mounts(json);
 }

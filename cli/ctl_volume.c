@@ -315,6 +315,8 @@ int verb_check(struct ctl *c, int argc, char **argv)
 	int status;
 	int ret;
 
+	if (c->via_daemon)
+		return ctl_daemon_job("check", c->image, NULL, c->json, false);
 	/*
 	 * Opening reads the superblock and the system directory: damage there
 	 * is a verdict too (but a foreign or missing file is just an error).

@@ -36,7 +36,7 @@ static const struct verb verbs[] = {
 	{ "cat", verb_cat, 2, 2, "IMAGE PATH|<INODE>", "a regular file's data to stdout" },
 	{ "slots", verb_slots, 1, 1, "IMAGE|MOUNTPOINT",
 	  "the slot map (of a mounted volume: with its cluster's members and lock counts)" },
-	{ "check", verb_check, 1, 1, "IMAGE", "read-only structural verification" },
+	{ "check", verb_check, 1, 1, "[--via-daemon] IMAGE", "read-only structural verification" },
 	{ "put", verb_put, 3, 3, "[-rf] IMAGE SRC DST", "copy a host file or tree (-r) in" },
 	{ "mkdir", verb_mkdir, 2, 2, "[-p] IMAGE PATH", "make a directory (-p: and parents)" },
 	{ "rm", verb_rm, 2, 2, "[-rdf] IMAGE PATH", "remove a file, empty dir (-d), tree (-r)" },
@@ -47,6 +47,7 @@ static const struct verb verbs[] = {
 	{ "mount", NULL, 2, 2, "[-o OPTS] [--foreground] DEVICE DIR", "serve a volume through ocfs2d" },
 	{ "umount", NULL, 1, 1, "[-f] DIR", "unmount cleanly (-f: even if busy)" },
 	{ "mounts", NULL, 0, 0, "", "volumes the running ocfs2d serves" },
+	{ "status", NULL, 0, 0, "", "each served volume: state, cluster, journal, space" },
 	{ "stats", NULL, 1, 1, "DIR", "a mounted volume's journal commits and device flushes" },
 	{ "log", NULL, 0, 1, "[-n LINES] [DIR|DEVICE]", "ocfs2d's log, or one volume's lines of it" },
 };
@@ -79,6 +80,8 @@ static void usage_full(FILE *out)
 		"               suid, dev (default nosuid, nodev), noexec\n"
 		"  -n LINES     log: only the last LINES lines\n"
 		"  --foreground mount: run ocfs2d in the foreground for this volume\n"
+		"  --via-daemon check, format: let ocfs2d do it (a D-Bus job, started if\n"
+		"               none runs), with a progress bar on a terminal; ^C cancels\n"
 		"  --help       this text\n"
 		"  --version    the version\n"
 		"\n"
@@ -288,7 +291,7 @@ int main(int argc, char **argv)
 			return ctl_format_main(argc - i, argv + i, c.json);
 		if (!strcmp(argv[i], "mount") || !strcmp(argv[i], "umount") ||
 		    !strcmp(argv[i], "mounts") || !strcmp(argv[i], "log") ||
-		    !strcmp(argv[i], "stats"))
+		    !strcmp(argv[i], "stats") || !strcmp(argv[i], "status"))
 			return ctl_mount_main(argc - i, argv + i, c.json);
 		break;
 	}
@@ -313,6 +316,8 @@ int main(int argc, char **argv)
 			help = true;
 		} else if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
 			version = true;
+		} else if (!strcmp(a, "--via-daemon")) {
+			c.via_daemon = true;
 		} else if (!strcmp(a, "-l") || !strcmp(a, "--long")) {
 			c.long_list = true;
 		} else if (a[1] != '-' && strspn(a + 1, "lrRfpds") == strlen(a + 1)) {
@@ -360,6 +365,10 @@ int main(int argc, char **argv)
 	if (!verb->fn) {
 		status = usage_error(verb->name, "usage: ocfs2ctl [--json] format [OPTIONS] DEVICE "
 				     "(try ocfs2ctl format --help)");
+		goto out_free_pos;
+	}
+	if (c.via_daemon && verb->fn != verb_check) {
+		status = usage_error(verb->name, "--via-daemon applies to check and format");
 		goto out_free_pos;
 	}
 	if (c.long_list && verb->fn != verb_ls) {

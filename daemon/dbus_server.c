@@ -28,6 +28,7 @@
 #include "api.h"
 #include "ocfs2d-generated.h"
 #include "cluster.h"
+#include "job.h"
 #include "lockcache.h"
 #include "ocfs2d.h"
 #include "registry.h"
@@ -49,6 +50,17 @@ struct dbus_server {
 	char *socket_path;
 	guint bus_owner;
 	GMainLoop *idle_loop;	/* quit once idle, or NULL */
+	GMutex jobs_lock;	/* guards jobs */
+	GHashTable *jobs;	/* object path -> struct job_entry *, the running jobs */
+	guint last_job;		/* the last job's number (atomic) */
+};
+
+/* A Format or Check running, shown as a Job object on every export. */
+struct job_entry {
+	struct dbus_server *s;
+	struct job *job;
+	char *path;
+	guint32 uid; /* who started it */
 };
 
 /* Main-loop work about one entry, queued from another thread. */
@@ -74,8 +86,53 @@ static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv,
 				     gpointer data);
 static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
 				  gpointer data);
+static gboolean handle_status(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+			      gpointer data);
+
+static gboolean handle_format(O2dManager *manager, GDBusMethodInvocation *inv, const char *device,
+			      GVariant *options, gpointer data);
+static gboolean handle_check(O2dManager *manager, GDBusMethodInvocation *inv, const char *device,
+			     GVariant *options, gpointer data);
+static gboolean handle_cancel(O2dJob *job, GDBusMethodInvocation *inv, GVariant *options,
+			      gpointer data);
 
 /* ---- the main loop side: exports and skeletons ---- */
+
+static void show_job_view(O2dJob *iface, struct job *job)
+{
+	struct job_view view;
+
+	job_snapshot(job, &view);
+	o2d_job_set_progress(iface, view.progress);
+	o2d_job_set_expected_end_time(iface, (guint64)view.expected_end_us);
+	o2d_job_set_cancelable(iface, view.cancelable);
+}
+
+static void export_job(struct export *x, struct job_entry *e)
+{
+	g_autoptr(O2dObjectSkeleton) obj = o2d_object_skeleton_new(e->path);
+	g_autoptr(O2dJob) iface = o2d_job_skeleton_new();
+
+	g_dbus_interface_skeleton_set_flags(
+		G_DBUS_INTERFACE_SKELETON(iface),
+		G_DBUS_INTERFACE_SKELETON_FLAGS_HANDLE_METHOD_INVOCATIONS_IN_THREAD);
+	o2d_job_set_operation(iface, job_operation(e->job));
+	o2d_job_set_device(iface, job_device(e->job));
+	o2d_job_set_started_by_uid(iface, e->uid);
+	show_job_view(iface, e->job);
+	g_signal_connect(iface, "handle-cancel", G_CALLBACK(handle_cancel), x->s);
+	o2d_object_skeleton_set_job(obj, iface);
+	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
+}
+
+/* The job's interface on one export, or NULL (unref it). */
+static O2dJob *job_iface(struct export *x, const char *path)
+{
+	GDBusInterface *iface = g_dbus_object_manager_get_interface(G_DBUS_OBJECT_MANAGER(x->om),
+								     path, O2D_JOB_IFACE);
+
+	return iface ? O2D_JOB(iface) : NULL;
+}
 
 static void export_volume(struct export *x, struct mounted *m)
 {
@@ -107,6 +164,7 @@ static void export_volume(struct export *x, struct mounted *m)
 	g_signal_connect(vol, "handle-reflink", G_CALLBACK(handle_reflink), x->s);
 	g_signal_connect(vol, "handle-cluster-state", G_CALLBACK(handle_cluster_state), x->s);
 	g_signal_connect(vol, "handle-statistics", G_CALLBACK(handle_statistics), x->s);
+	g_signal_connect(vol, "handle-status", G_CALLBACK(handle_status), x->s);
 	o2d_object_skeleton_set_volume(obj, vol);
 	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
 }
@@ -280,32 +338,98 @@ static int errno_of(const GError *e)
 	return EIO;
 }
 
-/*
- * Whether the caller may change state: peers on the control socket were
- * checked for root when they connected; on the bus ask the bus who it is.
- */
-static bool authorized(GDBusMethodInvocation *inv, const char *what)
+/* Who called: root on the control socket (checked at connection), the bus says who else. */
+static guint32 caller_uid(GDBusMethodInvocation *inv)
 {
 	GDBusConnection *conn = g_dbus_method_invocation_get_connection(inv);
 	const char *sender = g_dbus_method_invocation_get_sender(inv);
-	g_autoptr(GError) err = NULL;
 	g_autoptr(GVariant) r = NULL;
 	guint32 uid = G_MAXUINT32;
 
 	if (!g_dbus_connection_get_unique_name(conn))
-		return true;
+		return 0;
 	if (sender)
 		r = g_dbus_connection_call_sync(conn, "org.freedesktop.DBus", "/org/freedesktop/DBus",
 						"org.freedesktop.DBus", "GetConnectionUnixUser",
 						g_variant_new("(s)", sender), G_VARIANT_TYPE("(u)"),
-						G_DBUS_CALL_FLAGS_NONE, -1, NULL, &err);
+						G_DBUS_CALL_FLAGS_NONE, -1, NULL, NULL);
 	if (r)
 		g_variant_get(r, "(u)", &uid);
+	return uid;
+}
+
+/* Whether the call's options (its last argument) say auth.no_user_interaction. */
+static bool no_user_interaction(GDBusMethodInvocation *inv)
+{
+	GVariant *params = g_dbus_method_invocation_get_parameters(inv);
+	gsize n = params ? g_variant_n_children(params) : 0;
+	g_autoptr(GVariant) opts = n ? g_variant_get_child_value(params, n - 1) : NULL;
+	gboolean no = FALSE;
+
+	if (opts && g_variant_is_of_type(opts, G_VARIANT_TYPE_VARDICT))
+		g_variant_lookup(opts, "auth.no_user_interaction", "b", &no);
+	return no;
+}
+
+/*
+ * Ask polkit whether the bus caller sender may do action (it may ask the
+ * user to authenticate, unless the call says auth.no_user_interaction):
+ * true if so; false with *why saying what polkit answered, or that there
+ * is no polkit to ask.
+ */
+static bool polkit_allows(GDBusMethodInvocation *inv, const char *action, char **why)
+{
+	GDBusConnection *conn = g_dbus_method_invocation_get_connection(inv);
+	const char *sender = g_dbus_method_invocation_get_sender(inv);
+	bool interactive = !no_user_interaction(inv);
+	g_autoptr(GError) err = NULL;
+	g_autoptr(GVariant) r = NULL;
+	GVariantBuilder subject, details;
+	gboolean ok = FALSE, challenge = FALSE;
+
+	g_variant_builder_init(&subject, G_VARIANT_TYPE_VARDICT);
+	g_variant_builder_add(&subject, "{sv}", "name", g_variant_new_string(sender));
+	g_variant_builder_init(&details, G_VARIANT_TYPE("a{ss}"));
+	/* an interactive check waits for the user at the agent: no time limit */
+	r = g_dbus_connection_call_sync(
+		conn, "org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority",
+		"org.freedesktop.PolicyKit1.Authority", "CheckAuthorization",
+		g_variant_new("((sa{sv})sa{ss}us)", "system-bus-name", &subject, action, &details,
+			      interactive ? 1u : 0u, ""),
+		G_VARIANT_TYPE("((bba{ss}))"), G_DBUS_CALL_FLAGS_NONE, interactive ? G_MAXINT : -1, NULL,
+		&err);
+	if (!r) {
+		g_dbus_error_strip_remote_error(err);
+		*why = g_strdup_printf("no polkit authority to ask (%s)", err->message);
+		return false;
+	}
+	g_variant_get(r, "((bb@a{ss}))", &ok, &challenge, NULL);
+	if (!ok)
+		*why = g_strdup(challenge ? "polkit wants authentication, and no agent gave it"
+					  : "polkit says no");
+	return ok;
+}
+
+/*
+ * Whether the caller may change state (action, a polkit action of
+ * packaging/polkit, for what in words): peers on the control socket were
+ * checked for root when they connected; on the bus root may, and anyone
+ * else if polkit allows the action.  Answers NotAuthorized if not.
+ */
+static bool authorized(GDBusMethodInvocation *inv, const char *action, const char *what)
+{
+	guint32 uid = caller_uid(inv);
+	g_autofree char *why = NULL;
+
 	if (uid == 0)
 		return true;
+	if (uid != G_MAXUINT32 && polkit_allows(inv, action, &why))
+		return true;
 	g_dbus_method_invocation_return_error(inv, O2D_ERROR, O2D_ERROR_NOT_AUTHORIZED,
-					      "only root may %s (caller uid %d)", what,
-					      uid == G_MAXUINT32 ? -1 : (int)uid);
+					      "only root, or a user polkit allows %s, may %s "
+					      "(caller uid %d: %s)",
+					      action, what, uid == G_MAXUINT32 ? -1 : (int)uid,
+					      why ? why : "unknown to the bus");
 	return false;
 }
 
@@ -374,7 +498,7 @@ static gboolean handle_mount(O2dManager *manager, GDBusMethodInvocation *inv, co
 		return_error(inv, err);
 		return TRUE;
 	}
-	if (!authorized(inv, "mount volumes")) {
+	if (!authorized(inv, "org.ocfs2d.Daemon1.mount", "mount volumes")) {
 		o2d_mount_req_clear(&req);
 		return TRUE;
 	}
@@ -468,7 +592,7 @@ static gboolean handle_unmount(O2dVolume *vol, GDBusMethodInvocation *inv, GVari
 		return_error(inv, err);
 		return TRUE;
 	}
-	if (!authorized(inv, "unmount volumes"))
+	if (!authorized(inv, "org.ocfs2d.Daemon1.unmount", "unmount volumes"))
 		return TRUE;
 	v = target_or_reply(s, inv);
 	if (!v)
@@ -511,7 +635,7 @@ static gboolean handle_reflink(O2dVolume *vol, GDBusMethodInvocation *inv, const
 		return_error(inv, err);
 		return TRUE;
 	}
-	if (!authorized(inv, "make reflinks through ocfs2d")) {
+	if (!authorized(inv, "org.ocfs2d.Daemon1.reflink", "make reflinks through ocfs2d")) {
 		o2d_reflink_req_clear(&req);
 		return TRUE;
 	}
@@ -659,6 +783,274 @@ static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GV
 	return TRUE;
 }
 
+/*
+ * How full the volume is and how its journal stands: read under the
+ * volume's lock, so that space, inodes and the journal are of one moment
+ * (the journal's superblock as the last commit or checkpoint left it).
+ * Open to any caller.
+ */
+static gboolean handle_status(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+			      gpointer data)
+{
+	struct dbus_server *s = data;
+	g_autoptr(GError) err = NULL;
+	struct o2_statfs sf;
+	struct o2_journal_info ji;
+	struct volume *v;
+	GVariantBuilder b;
+	int r, ro;
+
+	if (!o2d_parse_status(g_dbus_method_invocation_get_parameters(inv), &err)) {
+		return_error(inv, err);
+		return TRUE;
+	}
+	v = target_or_reply(s, inv);
+	if (!v)
+		return TRUE;
+	g_mutex_lock(&v->lock);
+	if (!v->fs) {
+		g_mutex_unlock(&v->lock);
+		volume_unref(v);
+		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
+							      "that volume is no longer mounted");
+		return TRUE;
+	}
+	r = o2_statfs(v->fs, &sf);
+	if (r >= 0)
+		r = o2_journal_info(v->fs, v->slot, &ji);
+	if (r < 0) {
+		g_autofree char *msg = g_strdup_printf(
+			"%s: %s", v->device,
+			o2_fs_error(v->fs)[0] ? o2_fs_error(v->fs) : g_strerror(-r));
+
+		g_mutex_unlock(&v->lock);
+		volume_unref(v);
+		return_errno(inv, -r, msg);
+		return TRUE;
+	}
+	ro = o2_fs_readonly_reason(v->fs);
+	g_mutex_unlock(&v->lock);
+	volume_unref(v);
+	g_variant_builder_init(&b, G_VARIANT_TYPE("a{sv}"));
+	g_variant_builder_add(&b, "{sv}", "total_bytes",
+			      g_variant_new_uint64(sf.total_clusters * sf.cluster_size));
+	g_variant_builder_add(&b, "{sv}", "free_bytes",
+			      g_variant_new_uint64(sf.free_clusters * sf.cluster_size));
+	g_variant_builder_add(&b, "{sv}", "total_inodes", g_variant_new_uint64(sf.total_inodes));
+	g_variant_builder_add(&b, "{sv}", "free_inodes", g_variant_new_uint64(sf.free_inodes));
+	g_variant_builder_add(&b, "{sv}", "journal_size",
+			      g_variant_new_uint64((guint64)ji.maxlen * ji.block_size));
+	/* JBD2: a log whose start is 0 holds nothing to replay */
+	g_variant_builder_add(&b, "{sv}", "journal",
+			      g_variant_new_string(ji.start ? "pending" : "clean"));
+	g_variant_builder_add(&b, "{sv}", "readonly_reason",
+			      g_variant_new_string(ro ? g_strerror(-ro) : ""));
+	o2d_volume_complete_status(vol, inv, g_variant_builder_end(&b));
+	return TRUE;
+}
+
+/* ---- jobs: Format and Check ---- */
+
+/* The job's progress moved: show it on every export (main loop). */
+static gboolean job_changed_idle(gpointer arg)
+{
+	struct job_entry *e = arg;
+
+	for (guint i = 0; i < e->s->exports->len; i++) {
+		g_autoptr(O2dJob) iface = job_iface(e->s->exports->pdata[i], e->path);
+
+		if (iface)
+			show_job_view(iface, e->job);
+	}
+	return G_SOURCE_REMOVE;
+}
+
+/*
+ * The job is over: its last progress, then Completed, on every export;
+ * then its objects go, and it does.  Queued after every change it
+ * reported, so nothing of it runs after this.
+ */
+static gboolean job_done_idle(gpointer arg)
+{
+	struct job_entry *e = arg;
+	struct dbus_server *s = e->s;
+
+	g_mutex_lock(&s->jobs_lock);
+	g_hash_table_remove(s->jobs, e->path);
+	g_mutex_unlock(&s->jobs_lock);
+	g_message("%s: %s job %s: %s", job_device(e->job), job_operation(e->job),
+		  job_success(e->job) ? "done" : "failed", job_message(e->job));
+	for (guint i = 0; i < s->exports->len; i++) {
+		struct export *x = s->exports->pdata[i];
+		g_autoptr(O2dJob) iface = job_iface(x, e->path);
+
+		if (!iface)
+			continue;
+		show_job_view(iface, e->job);
+		g_dbus_interface_skeleton_flush(G_DBUS_INTERFACE_SKELETON(iface));
+		o2d_job_emit_completed(iface, job_success(e->job), job_message(e->job));
+		g_dbus_object_manager_server_unexport(x->om, e->path);
+	}
+	job_free(e->job);
+	g_free(e->path);
+	g_free(e);
+	if (g_atomic_int_dec_and_test(&s->busy))
+		exit_if_idle(s);
+	return G_SOURCE_REMOVE;
+}
+
+/* Job callbacks, on the job's thread: to the main loop. */
+static void job_changed(struct job *job, void *arg)
+{
+	g_idle_add(job_changed_idle, arg);
+}
+
+static void job_done(struct job *job, void *arg)
+{
+	g_idle_add(job_done_idle, arg);
+}
+
+/* A job that passed its judging: shown everywhere, then answered, then started. */
+struct job_start {
+	struct job_entry *e;
+	O2dManager *manager;
+	GDBusMethodInvocation *inv;
+};
+
+static gboolean job_start_idle(gpointer arg)
+{
+	struct job_start *d = arg;
+	struct job_entry *e = d->e;
+
+	for (guint i = 0; i < e->s->exports->len; i++)
+		export_job(e->s->exports->pdata[i], e);
+	if (!strcmp(job_operation(e->job), "format"))
+		o2d_manager_complete_format(d->manager, d->inv, e->path);
+	else
+		o2d_manager_complete_check(d->manager, d->inv, e->path);
+	g_message("%s: %s job %s started (uid %u)", job_device(e->job), job_operation(e->job),
+		  e->path, e->uid);
+	job_start(e->job, job_changed, job_done, e);
+	g_object_unref(d->manager);
+	g_free(d);
+	return G_SOURCE_REMOVE;
+}
+
+/* Give job its object and start it from the main loop (busy until job_done_idle). */
+static void launch_job(struct dbus_server *s, O2dManager *manager, GDBusMethodInvocation *inv,
+		       struct job *job)
+{
+	struct job_entry *e = g_new0(struct job_entry, 1);
+	struct job_start *d = g_new0(struct job_start, 1);
+
+	e->s = s;
+	e->job = job;
+	e->uid = caller_uid(inv);
+	e->path = g_strdup_printf(O2D_JOBS_PATH "/%u", g_atomic_int_add(&s->last_job, 1) + 1);
+	g_mutex_lock(&s->jobs_lock);
+	g_hash_table_insert(s->jobs, e->path, e);
+	g_mutex_unlock(&s->jobs_lock);
+	g_atomic_int_inc(&s->busy);
+	d->e = e;
+	d->manager = g_object_ref(manager);
+	d->inv = inv;
+	g_idle_add(job_start_idle, d);
+}
+
+static gboolean handle_format(O2dManager *manager, GDBusMethodInvocation *inv, const char *device,
+			      GVariant *options, gpointer data)
+{
+	struct dbus_server *s = data;
+	struct o2d_format_req req;
+	g_autoptr(GError) err = NULL;
+	struct job *job;
+
+	if (!o2d_parse_format(g_dbus_method_invocation_get_parameters(inv), &req, &err)) {
+		return_error(inv, err);
+		return TRUE;
+	}
+	if (!authorized(inv, "org.ocfs2d.Daemon1.format", "format devices")) {
+		o2d_format_req_clear(&req);
+		return TRUE;
+	}
+	job = job_new_format(&req, &err);
+	o2d_format_req_clear(&req);
+	if (!job)
+		return_error(inv, err);
+	else
+		launch_job(s, manager, inv, job);
+	return TRUE;
+}
+
+static gboolean handle_check(O2dManager *manager, GDBusMethodInvocation *inv, const char *device,
+			     GVariant *options, gpointer data)
+{
+	struct dbus_server *s = data;
+	struct o2d_check_req req;
+	g_autoptr(GError) err = NULL;
+	struct job *job;
+
+	if (!o2d_parse_check(g_dbus_method_invocation_get_parameters(inv), &req, &err)) {
+		return_error(inv, err);
+		return TRUE;
+	}
+	if (!authorized(inv, "org.ocfs2d.Daemon1.check", "check devices")) {
+		o2d_check_req_clear(&req);
+		return TRUE;
+	}
+	job = job_new_check(&req, &err);
+	o2d_check_req_clear(&req);
+	if (!job)
+		return_error(inv, err);
+	else
+		launch_job(s, manager, inv, job);
+	return TRUE;
+}
+
+/*
+ * Job.Cancel: the entry is looked up and asked under the jobs' lock, which
+ * job_done_idle takes to remove it before freeing it.
+ */
+static gboolean handle_cancel(O2dJob *iface, GDBusMethodInvocation *inv, GVariant *options,
+			      gpointer data)
+{
+	struct dbus_server *s = data;
+	g_autoptr(GError) err = NULL;
+	struct job_entry *e;
+	bool found, mine, ok = false;
+	guint32 uid;
+
+	if (!o2d_parse_cancel(g_dbus_method_invocation_get_parameters(inv), &err)) {
+		return_error(inv, err);
+		return TRUE;
+	}
+	uid = caller_uid(inv);
+	g_mutex_lock(&s->jobs_lock);
+	e = g_hash_table_lookup(s->jobs, g_dbus_method_invocation_get_object_path(inv));
+	found = e != NULL;
+	/* root, or whoever started it (polkit let them) */
+	mine = e && (uid == 0 || uid == e->uid);
+	if (mine)
+		ok = job_cancel(e->job);
+	g_mutex_unlock(&s->jobs_lock);
+	if (found && !mine)
+		g_dbus_method_invocation_return_error(inv, O2D_ERROR, O2D_ERROR_NOT_AUTHORIZED,
+						      "only root or the user who started a job may "
+						      "cancel it (caller uid %d)",
+						      uid == G_MAXUINT32 ? -1 : (int)uid);
+	else if (!found)
+		g_dbus_method_invocation_return_error_literal(inv, O2D_ERROR, O2D_ERROR_NOT_FOUND,
+							      "that job is over");
+	else if (!ok)
+		g_dbus_method_invocation_return_error_literal(
+			inv, O2D_ERROR, O2D_ERROR_NOT_CANCELABLE,
+			"the job can no longer be cancelled (a format that has begun writing "
+			"runs to its end, or the job is ending)");
+	else
+		o2d_job_complete_cancel(iface, inv);
+	return TRUE;
+}
+
 /* ---- connections ---- */
 
 static void export_free(struct export *x)
@@ -693,6 +1085,8 @@ static struct export *export_on(struct dbus_server *s, GDBusConnection *conn)
 		G_DBUS_INTERFACE_SKELETON_FLAGS_HANDLE_METHOD_INVOCATIONS_IN_THREAD);
 	o2d_manager_set_version(x->manager, OCFS2D_VERSION);
 	g_signal_connect(x->manager, "handle-mount", G_CALLBACK(handle_mount), s);
+	g_signal_connect(x->manager, "handle-format", G_CALLBACK(handle_format), s);
+	g_signal_connect(x->manager, "handle-check", G_CALLBACK(handle_check), s);
 	o2d_object_skeleton_set_manager(obj, x->manager);
 	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
 	registry_foreach(s->reg, collect_entry, list);
@@ -700,6 +1094,15 @@ static struct export *export_on(struct dbus_server *s, GDBusConnection *conn)
 	 * list stays good here, outside the registry's lock */
 	for (guint i = 0; i < list->len; i++)
 		export_volume(x, list->pdata[i]);
+	/* jobs are added and removed on the main loop only: this one */
+	GHashTableIter it;
+	gpointer e;
+
+	g_mutex_lock(&s->jobs_lock);
+	g_hash_table_iter_init(&it, s->jobs);
+	while (g_hash_table_iter_next(&it, NULL, &e))
+		export_job(x, e);
+	g_mutex_unlock(&s->jobs_lock);
 	set_mounts(x);
 	g_dbus_object_manager_server_set_connection(x->om, conn);
 	g_ptr_array_add(s->exports, x);
@@ -794,6 +1197,8 @@ static void server_free(struct dbus_server *s)
 {
 	registry_free(s->reg);
 	g_ptr_array_unref(s->exports);
+	g_hash_table_unref(s->jobs);
+	g_mutex_clear(&s->jobs_lock);
 	g_free(s->socket_path);
 	g_free(s);
 }
@@ -825,6 +1230,8 @@ struct dbus_server *dbus_server_start(const char *path, bool system_bus, GError 
 	s = g_new0(struct dbus_server, 1);
 	s->reg = registry_new();
 	s->exports = g_ptr_array_new();
+	g_mutex_init(&s->jobs_lock);
+	s->jobs = g_hash_table_new(g_str_hash, g_str_equal);
 	g_signal_connect(obs, "authorize-authenticated-peer", G_CALLBACK(on_authorize_peer), NULL);
 	g_signal_connect(obs, "allow-mechanism", G_CALLBACK(on_allow_mechanism), NULL);
 	addr = g_strconcat("unix:path=", path, NULL);
@@ -845,8 +1252,42 @@ struct dbus_server *dbus_server_start(const char *path, bool system_bus, GError 
 	return s;
 }
 
+/* Whether jobs still run (from the main loop). */
+static bool jobs_left(struct dbus_server *s)
+{
+	guint n;
+
+	g_mutex_lock(&s->jobs_lock);
+	n = g_hash_table_size(s->jobs);
+	g_mutex_unlock(&s->jobs_lock);
+	return n > 0;
+}
+
+/*
+ * Jobs end before the daemon does: checks are cancelled, a format that
+ * writes is let finish (stopped half-way its device would hold no
+ * volume); their clients hear Completed.
+ */
+static void end_jobs(struct dbus_server *s)
+{
+	GHashTableIter it;
+	gpointer e;
+
+	g_mutex_lock(&s->jobs_lock);
+	if (g_hash_table_size(s->jobs))
+		g_message("waiting for %u jobs to end (checks are cancelled, a format finishes)",
+			  g_hash_table_size(s->jobs));
+	g_hash_table_iter_init(&it, s->jobs);
+	while (g_hash_table_iter_next(&it, NULL, &e))
+		job_cancel(((struct job_entry *)e)->job);
+	g_mutex_unlock(&s->jobs_lock);
+	while (jobs_left(s))
+		g_main_context_iteration(NULL, TRUE);
+}
+
 void dbus_server_stop(struct dbus_server *s)
 {
+	end_jobs(s);
 	/* what the loop left queued: objects to remove, answers to send */
 	while (g_main_context_iteration(NULL, FALSE))
 		;

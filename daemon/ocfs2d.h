@@ -13,6 +13,8 @@
  *                  mounting, its FUSE and ticker threads, closing it
  *   uring.c        serving a session through io_uring queues
  *   reflink.c      reflinks by path, for the API
+ *   job.c          Format and Check jobs for the API: judging the device,
+ *                  the work on a thread of its own, progress, cancelling
  *   fuseops.c      the FUSE operations table, lookup counts and the
  *                  cluster locks each operation takes
  *   cluster.c      a clustered volume's place in its cluster: joining,

@@ -17,8 +17,10 @@
 #define O2D_ROOT_PATH "/org/ocfs2d/Daemon1"
 #define O2D_MANAGER_PATH O2D_ROOT_PATH "/Manager"
 #define O2D_VOLUMES_PATH O2D_ROOT_PATH "/volumes"
+#define O2D_JOBS_PATH O2D_ROOT_PATH "/jobs"
 #define O2D_MANAGER_IFACE "org.ocfs2d.Daemon1.Manager"
 #define O2D_VOLUME_IFACE "org.ocfs2d.Daemon1.Volume"
+#define O2D_JOB_IFACE "org.ocfs2d.Daemon1.Job"
 /* the daemon's control socket: the API served peer-to-peer */
 #define O2D_CONTROL_DEFAULT "/run/ocfs2d/control"
 
@@ -34,6 +36,7 @@ enum o2d_error {
 	O2D_ERROR_NOT_FOUND,
 	O2D_ERROR_READ_ONLY,
 	O2D_ERROR_EXISTS,
+	O2D_ERROR_NOT_CANCELABLE,
 };
 #define O2D_ERROR (o2d_error_quark())
 /* The domain, registered with GDBus so that errors cross the bus by name. */
@@ -61,6 +64,19 @@ struct o2d_reflink_req {
 	char *source, *destination;
 };
 
+/* Manager.Format(s device, a{sv} options): what ocfs2ctl format's options say */
+struct o2d_format_req {
+	char *device;
+	char *label, *type, *feature_level, *features, *cluster_stack, *cluster_name;
+	guint32 block_size, cluster_size, slots; /* 0: by the volume's size */
+	guint64 journal_size;			 /* 0: by the volume's size */
+	bool local, force;
+};
+/* Manager.Check(s device, a{sv} options) */
+struct o2d_check_req {
+	char *device;
+};
+
 /*
  * Each parser takes the method's parameters (a tuple) and fills req, or
  * returns false with *err set (a D-Bus error a caller can act on): the
@@ -76,6 +92,14 @@ bool o2d_parse_reflink(GVariant *params, struct o2d_reflink_req *req, GError **e
 bool o2d_parse_cluster_state(GVariant *params, GError **err);
 /* Volume.Statistics(a{sv} options): no options yet beyond auth.* */
 bool o2d_parse_statistics(GVariant *params, GError **err);
+bool o2d_parse_format(GVariant *params, struct o2d_format_req *req, GError **err);
+void o2d_format_req_clear(struct o2d_format_req *req);
+bool o2d_parse_check(GVariant *params, struct o2d_check_req *req, GError **err);
+void o2d_check_req_clear(struct o2d_check_req *req);
+/* Job.Cancel(a{sv} options): no options yet beyond auth.* */
+bool o2d_parse_cancel(GVariant *params, GError **err);
+/* Volume.Status(a{sv} options): no options yet beyond auth.* */
+bool o2d_parse_status(GVariant *params, GError **err);
 void o2d_reflink_req_clear(struct o2d_reflink_req *req);
 
 /*

@@ -7,6 +7,7 @@
  */
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "api.h"
@@ -22,6 +23,7 @@ static const GDBusErrorEntry error_entries[] = {
 	{ O2D_ERROR_NOT_FOUND, "org.ocfs2d.Daemon1.Error.NotFound" },
 	{ O2D_ERROR_READ_ONLY, "org.ocfs2d.Daemon1.Error.ReadOnly" },
 	{ O2D_ERROR_EXISTS, "org.ocfs2d.Daemon1.Error.Exists" },
+	{ O2D_ERROR_NOT_CANCELABLE, "org.ocfs2d.Daemon1.Error.NotCancelable" },
 };
 
 GQuark o2d_error_quark(void)
@@ -267,6 +269,136 @@ bool o2d_parse_statistics(GVariant *params, GError **err)
 		return false;
 	g_variant_get(params, "(@a{sv})", &options);
 	return walk_options(options, "Statistics", NULL, NULL, err);
+}
+
+/* A typed option of Format: 1 taken, 0 not Format's, -1 wrong type. */
+static int take_format_option(const char *key, GVariant *value, void *arg, GError **err)
+{
+	struct o2d_format_req *req = arg;
+	static const struct {
+		const char *key, *type;
+		size_t off;
+	} keys[] = {
+#define OPT(k, t, field) { k, t, offsetof(struct o2d_format_req, field) }
+		OPT("label", "s", label),
+		OPT("type", "s", type),
+		OPT("feature_level", "s", feature_level),
+		OPT("features", "s", features),
+		OPT("cluster_stack", "s", cluster_stack),
+		OPT("cluster_name", "s", cluster_name),
+		OPT("block_size", "u", block_size),
+		OPT("cluster_size", "u", cluster_size),
+		OPT("slots", "u", slots),
+		OPT("journal_size", "t", journal_size),
+		OPT("local", "b", local),
+		OPT("force", "b", force),
+#undef OPT
+	};
+
+	for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
+		void *field = (char *)req + keys[i].off;
+
+		if (strcmp(key, keys[i].key))
+			continue;
+		if (!g_variant_is_of_type(value, G_VARIANT_TYPE(keys[i].type))) {
+			g_set_error(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS,
+				    "Format option %s wants type %s, not %s", key, keys[i].type,
+				    g_variant_get_type_string(value));
+			return -1;
+		}
+		switch (keys[i].type[0]) {
+		case 's':
+			g_free(*(char **)field);
+			*(char **)field = g_variant_dup_string(value, NULL);
+			break;
+		case 'u':
+			*(guint32 *)field = g_variant_get_uint32(value);
+			break;
+		case 't':
+			*(guint64 *)field = g_variant_get_uint64(value);
+			break;
+		default:
+			*(bool *)field = g_variant_get_boolean(value);
+			break;
+		}
+		return 1;
+	}
+	return 0;
+}
+
+bool o2d_parse_format(GVariant *params, struct o2d_format_req *req, GError **err)
+{
+	const char *device;
+	g_autoptr(GVariant) options = NULL;
+
+	memset(req, 0, sizeof(*req));
+	if (!check_tuple(params, "(sa{sv})", "Format", err))
+		return false;
+	g_variant_get(params, "(&s@a{sv})", &device, &options);
+	if (!check_path(device, "device", err) ||
+	    !walk_options(options, "Format", take_format_option, req, err)) {
+		o2d_format_req_clear(req);
+		return false;
+	}
+	if (req->label && strlen(req->label) > 63) {
+		g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+			    "a label is at most 63 bytes, not %zu", strlen(req->label));
+		o2d_format_req_clear(req);
+		return false;
+	}
+	req->device = g_strdup(device);
+	return true;
+}
+
+void o2d_format_req_clear(struct o2d_format_req *req)
+{
+	g_clear_pointer(&req->device, g_free);
+	g_clear_pointer(&req->label, g_free);
+	g_clear_pointer(&req->type, g_free);
+	g_clear_pointer(&req->feature_level, g_free);
+	g_clear_pointer(&req->features, g_free);
+	g_clear_pointer(&req->cluster_stack, g_free);
+	g_clear_pointer(&req->cluster_name, g_free);
+}
+
+bool o2d_parse_check(GVariant *params, struct o2d_check_req *req, GError **err)
+{
+	const char *device;
+	g_autoptr(GVariant) options = NULL;
+
+	memset(req, 0, sizeof(*req));
+	if (!check_tuple(params, "(sa{sv})", "Check", err))
+		return false;
+	g_variant_get(params, "(&s@a{sv})", &device, &options);
+	if (!check_path(device, "device", err) || !walk_options(options, "Check", NULL, NULL, err))
+		return false;
+	req->device = g_strdup(device);
+	return true;
+}
+
+void o2d_check_req_clear(struct o2d_check_req *req)
+{
+	g_clear_pointer(&req->device, g_free);
+}
+
+bool o2d_parse_cancel(GVariant *params, GError **err)
+{
+	g_autoptr(GVariant) options = NULL;
+
+	if (!check_tuple(params, "(a{sv})", "Cancel", err))
+		return false;
+	g_variant_get(params, "(@a{sv})", &options);
+	return walk_options(options, "Cancel", NULL, NULL, err);
+}
+
+bool o2d_parse_status(GVariant *params, GError **err)
+{
+	g_autoptr(GVariant) options = NULL;
+
+	if (!check_tuple(params, "(a{sv})", "Status", err))
+		return false;
+	g_variant_get(params, "(@a{sv})", &options);
+	return walk_options(options, "Status", NULL, NULL, err);
 }
 
 void o2d_reflink_req_clear(struct o2d_reflink_req *req)

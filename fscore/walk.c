@@ -70,6 +70,8 @@ struct walk {
 	size_t depth, stack_cap;
 	bool read_data; /* read every data block (system files) */
 	uint8_t *buf;
+	const struct o2_walk_opts *opts; /* the progress hook, or NULL */
+	uint64_t inodes_in_use;		 /* its total */
 };
 
 static int push_dir(struct walk *w, uint64_t ino)
@@ -316,6 +318,9 @@ static int visit_inode(struct walk *w, uint64_t blkno, bool system)
 	}
 	if (r == 0 && S_ISDIR(in->mode) && !(in->flags & O2_FL_SUPER))
 		r = push_dir(w, blkno);
+	if (r == 0 && w->opts && w->opts->progress &&
+	    w->opts->progress(w->opts->arg, w->st.inodes, w->inodes_in_use))
+		r = -ECANCELED;
 out:
 	o2_inode_unref(ino);
 	return r;
@@ -343,11 +348,42 @@ static int walk_dirs(struct walk *w, bool system)
 	return r;
 }
 
+/* The used bits of every inode allocator (global and per slot): the inodes in use. */
+static int count_inodes_in_use(struct o2_fs *fs, uint64_t *ret)
+{
+	uint64_t n = 0;
+
+	for (unsigned s = 0; s <= fs->info.max_slots; s++) {
+		bool global = s == fs->info.max_slots;
+		uint64_t blkno;
+		struct o2_inode *ino;
+		int r = o2_sysfile_lookup(fs, global ? O2_SYS_GLOBAL_INODE_ALLOC : O2_SYS_INODE_ALLOC,
+					  global ? 0 : s, &blkno);
+
+		if (r == 0)
+			r = o2_inode_get(fs, blkno, &ino);
+		if (r < 0)
+			return r;
+		n += ino->info.bitmap_used;
+		o2_inode_unref(ino);
+	}
+	*ret = n;
+	return 0;
+}
+
 int o2_fs_walk(struct o2_fs *fs, struct o2_walk_stats *ret)
 {
-	struct walk w = { .fs = fs };
+	return o2_fs_walk_opts(fs, NULL, ret);
+}
+
+int o2_fs_walk_opts(struct o2_fs *fs, const struct o2_walk_opts *opts, struct o2_walk_stats *ret)
+{
+	struct walk w = { .fs = fs, .opts = opts };
 	int r;
 
+	/* damage here is found again, and named, by the walk itself */
+	if (opts && opts->progress && count_inodes_in_use(fs, &w.inodes_in_use) < 0)
+		w.inodes_in_use = 0;
 	w.buf = o2_malloc(fs->bs);
 	if (!w.buf)
 		return -ENOMEM;

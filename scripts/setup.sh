@@ -10,7 +10,7 @@ PKGS="build-essential meson ninja-build pkg-config check zlib1g-dev
       ocfs2-tools ocfs2-tools-dev kmod python3 util-linux
       libfuse3-dev fuse3 libglib2.0-dev liburing-dev
       corosync libcpg-dev libcmap-dev iproute2 dbus-daemon dbus-bin libglib2.0-bin
-      resource-agents psmisc libxml2-utils pacemaker pacemaker-cli-utils"
+      resource-agents psmisc libxml2-utils pacemaker pacemaker-cli-utils polkitd"
 
 missing=""
 for p in $PKGS; do

@@ -86,6 +86,12 @@ def main():
         listed = json.loads(n1.node.run([ctl, "--json", "mounts"], check=True).stdout)
         if (listed[0]["cluster"], listed[0]["node"]) != (CLUSTER_NAME, 1):
             fail(f"`ocfs2ctl mounts` on n1: {listed}")
+        status = json.loads(n1.node.run([ctl, "--json", "status"], check=True).stdout)
+        if ([(s["stack"], s["cluster"], s["node"], s["slot"], s["state"]) for s in status] !=
+                [("pcmk", CLUSTER_NAME, 1, 0, "mounted")] or status[0]["journal"]["size"] <= 0):
+            fail(f"`ocfs2ctl status` on n1: {status}")
+        if f"cluster {CLUSTER_NAME}, node 1, slot 0 of" not in n1.node.run([ctl, "status"], check=True).stdout:
+            fail("`ocfs2ctl status` on n1 does not name the cluster, node and slot")
         print(f"1. n1 mounted {loops[0]} on slot 0 (slot map {slot_map(ctl, img)}) and wrote a file; "
               f"its daemon shows the group {live['group']}, node 1 live, "
               f"{live['locks']['messages']} lock messages sent")

@@ -34,6 +34,7 @@ import re
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import time
@@ -62,6 +63,8 @@ NOBODY = 65534
 # every call gets an answer well inside this (mounting a small volume takes
 # a fraction of a second): a call that has none is a hang, and a failure
 CALL_TIMEOUT = 30
+# the long check's volume: directories of 300 empty files each
+JOBS_DIRS = int(os.environ.get("DBUS_JOBS_DIRS", "150"))
 
 # A bus like Debian's system bus (/usr/share/dbus-1/system.conf): anyone
 # may connect; owning names and calling methods are denied unless a file
@@ -502,6 +505,7 @@ class RawClient:
                 error = v
             elif code == 3:
                 self.member = v
+        self.body = bytes(msg[start:])
         first = None
         if body_len and mtype in (2, 3, 4):
             try:
@@ -1060,6 +1064,19 @@ def case_bus(env, chk):
         chk.ok(all(after.get(k, -1) >= before[k] for k in stat_keys), "no counter went down: %r" % after)
     r = ctx.call(path_a, "Statistics", {"reset": True})
     ctx.refused(r, E + "OptionNotPermitted", "Statistics with an unknown option")
+    # Status: space, inodes and the journal, as statfs(2) and the image say
+    status_keys = ["free_bytes", "free_inodes", "journal", "journal_size", "readonly_reason",
+                   "total_bytes", "total_inodes"]
+    r = ctx.call(path_a, "Status", {})
+    if chk.ok(r.ok and len(r.value) == 1 and sorted(r.value[0]) == status_keys,
+              "Status returns its keys: %r" % r):
+        st, vfs = r.value[0], os.statvfs(a.mnt)
+        chk.eq(st["total_bytes"], vfs.f_blocks * vfs.f_frsize, "Status: total_bytes as statfs")
+        chk.ok(0 < st["free_bytes"] < st["total_bytes"], "Status: free_bytes %r" % st)
+        chk.ok(st["journal"] in ("clean", "pending") and st["journal_size"] > 0, "Status: the journal %r" % st)
+        chk.eq(st["readonly_reason"], "", "Status: nothing turned the volume read-only")
+    r = ctx.call(path_a, "Status", {"verbose": True})
+    ctx.refused(r, E + "OptionNotPermitted", "Status with an unknown option")
     t0 = time.time()
     r = ctx.call(path_a, "Reflink", "/top/big", "/top/big.reflink", {})
     log("Reflink over the bus: %.2fs" % (time.time() - t0))
@@ -1143,6 +1160,9 @@ def case_bus(env, chk):
     r = ctx.call(volume_path(b.mnt), "Statistics", {})
     chk.ok(r.ok and r.value and set(r.value[0].values()) == {0},
            "Statistics of a read-only volume: all zero (%r)" % r)
+    r = ctx.call(volume_path(b.mnt), "Status", {})
+    chk.ok(r.ok and r.value and r.value[0].get("journal") == "clean" and r.value[0].get("free_bytes", 0) > 0,
+           "Status of a read-only volume: %r" % r)
     try:
         write_file(os.path.join(b.mnt, "x"), b"x")
         chk.ok(False, "writing to the read-only mount succeeded")
@@ -1423,6 +1443,9 @@ def case_auth(env, chk):
     chk.ok(r.ok and r.value and sorted(r.value[0]) == ["device_flushes", "journal_checkpoints",
                                                         "journal_commits", "journal_log_blocks"],
            "Statistics as uid %d (anyone may read the counters): %r" % (NOBODY, r))
+    r = ctx.call(path_v, "Status", {}, user=NOBODY)
+    chk.ok(r.ok and r.value and "free_bytes" in r.value[0],
+           "Status as uid %d (anyone may read it): %r" % (NOBODY, r))
     r = ctx.call(path_v, PROPS + ".Set", VOL, "Label", Typed("variant", "x"), user=NOBODY)
     chk.ok(not r.ok, "Set of a read-only property as uid %d fails: %r" % (NOBODY, r))
     r = ctx.call(path_v, PROPS + ".Set", VOL, "Label", Typed("variant", "x"))
@@ -1526,7 +1549,323 @@ def case_auth(env, chk):
     ctx.finish([v, w])
 
 
-CASES = {"bus": case_bus, "args": case_args, "auth": case_auth}
+# ====================================================================
+# jobs: Format and Check as Job objects; progress, Cancel, errors;
+# ocfs2ctl --via-daemon with its progress bar on a terminal
+# ====================================================================
+
+JOB = "org.ocfs2d.Daemon1.Job"
+JOBS = ROOT + "/jobs/"
+
+
+def sha256(path):
+    import hashlib
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def job_completed(ctx, mon, path, timeout=60):
+    """The Completed signal of the job at path: (success, message), or None."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for obj, args in mon.signals("Completed"):
+            if obj == path:
+                try:
+                    return gv_parse(args)
+                except (ValueError, IndexError):
+                    return (None, args)
+        time.sleep(0.05)
+    return None
+
+
+def job_progress(mon, path):
+    """Every Progress value the job's PropertiesChanged signals carried."""
+    out = []
+    for obj, args in mon.signals("PropertiesChanged"):
+        if obj == path and JOB in args:
+            m = re.search(r"'Progress': <([0-9.e+-]+)>", args)
+            if m:
+                out.append(float(m.group(1)))
+    return out
+
+
+def run_pty(argv, env, timeout=120):
+    """argv on a pseudo-terminal: (exit status, everything it wrote)."""
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:
+        try:
+            os.execve(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    out = b""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(fd)
+    _, st = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(st), out.decode(errors="replace")
+
+
+def case_jobs(env, chk):
+    ctx = Ctx(env, chk)
+    srv = ctx.server("srv")
+    mon = ctx.monitor()
+    img = os.path.join(env.tmp, "fresh.img")
+    with open(img, "wb") as f:
+        f.truncate(256 << 20)
+
+    # Format: a Job that reports progress, completes and goes away
+    r = ctx.call(MANAGER, "Format", img, {"local": True, "label": "by job",
+                                          "journal_size": Typed("uint64", 4 << 20)})
+    path = r.value[0] if r.ok and r.value else None
+    chk.ok(path and path.startswith(JOBS), "Format returns a job object: %r" % r)
+    done = job_completed(ctx, mon, path)
+    chk.ok(done and done[0] is True and "formatted" in done[1], "the format completes: %r" % (done,))
+    prog = job_progress(mon, path)
+    chk.ok(prog and all(0 <= p <= 1 for p in prog) and prog == sorted(prog) and prog[-1] == 1.0,
+           "the format's Progress grows to 1: %r" % prog)
+    ctx.wait_for(lambda: path not in ctx.objects(), "the format's job object is removed")
+    rc, out = run([which("fsck.ocfs2"), "-fn", img])
+    chk.eq(rc, 0, "fsck.ocfs2 -fn of the volume Format made:\n%s" % out)
+    chk.eq(run(["tunefs.ocfs2", "-Q", "%V", img], check=True)[1].strip(), "by job", "the label Format wrote")
+    chk.ok("format job" in srv.log_text(), "the daemon logs the job")
+
+    # errors come back named, and nothing starts
+    missing = os.path.join(env.tmp, "missing.img")
+    for method in ("Format", "Check"):
+        snap = ctx.objects()
+        ctx.refused(ctx.call(MANAGER, method, missing, {}), E + "NotFound", "%s of a missing device" % method)
+        ctx.refused(ctx.call(MANAGER, method, "fresh.img", {}), E + "InvalidArgument",
+                    "%s of a relative path" % method)
+        ctx.refused(ctx.call(MANAGER, method, img, {"bogus": True}), E + "OptionNotPermitted",
+                    "%s with an unknown option" % method)
+        ctx.refused(ctx.call(MANAGER, method, img, {"auth.no_user_interaction": "yes"}), INVALID_ARGS,
+                    "%s with auth.no_user_interaction of the wrong type" % method)
+        ctx.refused(ctx.call(MANAGER, method, img, {}, user=NOBODY), (E + "NotAuthorized", ACCESS_DENIED),
+                    "%s as uid %d" % (method, NOBODY))
+        chk.eq(ctx.objects(), snap, "%s: refusals start no job" % method)
+    ctx.refused(ctx.call(MANAGER, "Format", img, {"local": True}), E + "Exists",
+                "Format of a volume without force")
+    ctx.refused(ctx.call(MANAGER, "Format", img, {"block_size": U(3000), "force": True}),
+                E + "InvalidArgument", "Format with block size 3000")
+    ctx.refused(ctx.call(MANAGER, "Format", img, {"type": "bogus", "force": True}),
+                E + "InvalidArgument", "Format with an unknown type")
+    ctx.refused(ctx.call(MANAGER, "Format", img, {"features": "nosuchfeature", "force": True}),
+                E + "InvalidArgument", "Format with an unknown feature")
+    ctx.refused(ctx.call(MANAGER, "Format", img, {"block_size": "4k"}), INVALID_ARGS,
+                "Format with block_size of the wrong type")
+    ctx.refused(ctx.call(MANAGER, "Format", img, {"slots": U(300), "force": True}),
+                E + "InvalidArgument", "Format with 300 slots")
+    chk.eq(run(["tunefs.ocfs2", "-Q", "%V", img], check=True)[1].strip(), "by job",
+           "the refused Formats left the volume alone")
+
+    # a mounted device: DeviceBusy for both, whoever mounted it
+    v = make_volume(env, "mounted")
+    mounted_ok(ctx, v, ctx.mount(v), "Mount for the busy cases")
+    for method in ("Format", "Check"):
+        ctx.refused(ctx.call(MANAGER, method, v.img, {"force": True} if method == "Format" else {}),
+                    E + "DeviceBusy", "%s of a volume the daemon has mounted" % method)
+    r = ctx.call(volume_path(v.mnt), "Unmount", {})
+    chk.ok(r.ok, "Unmount after the busy cases: %r" % r)
+    unmounted(v)
+
+    # Check of a clean volume
+    r = ctx.call(MANAGER, "Check", img, {})
+    path = r.value[0] if r.ok and r.value else None
+    chk.ok(path and path.startswith(JOBS), "Check returns a job object: %r" % r)
+    done = job_completed(ctx, mon, path)
+    chk.ok(done and done[0] is True and "clean" in done[1], "the check completes, clean: %r" % (done,))
+    r = ctx.call(path, JOB + ".Cancel", {})
+    chk.ok(not r.ok, "Cancel of a job that is over fails: %r" % r)
+
+    # a long check, cancelled half-way: it says so and the image is unchanged
+    big = env.volume("big", size="512M", mkfs="mkfs", mkfs_args=("-b", "1024", "-C", "4096", "-J", "size=4M"))
+    tree = os.path.join(env.tmp, "many")
+    os.mkdir(tree)
+    for d in range(JOBS_DIRS):
+        os.mkdir(os.path.join(tree, "d%d" % d))
+        for f in range(300):
+            open(os.path.join(tree, "d%d" % d, "f%d" % f), "wb").close()
+    t0 = time.time()
+    rc, out = run([env.ctl, "put", "-r", big.img, tree, "/many"])
+    chk.eq(rc, 0, "ocfs2ctl put of %d files: %s" % (JOBS_DIRS * 300, out))
+    log("put %d files: %.1fs" % (JOBS_DIRS * 300, time.time() - t0))
+    before = sha256(big.img)
+    cancelled = None
+    # one connection, no process per call: the check takes a fraction of
+    # a second on a warm page cache, a Get and a Cancel well under 1 ms
+    raw = RawClient(ctx.bus_socket)
+    for attempt in range(3):
+        err, path = raw.wait(raw.send(MANAGER, MGR, "Check", BUS_NAME, [big.img, {}]))
+        if not chk.ok(not err and path, "Check of the big volume: %r" % ((err, path),)):
+            break
+        seen = 0.0
+        t0 = time.time()
+        while time.time() - t0 < 60:
+            err, _ = raw.wait(raw.send(path, PROPS, "Get", BUS_NAME, [JOB, "Progress"]))
+            if err:
+                break
+            seen = struct.unpack("<d", raw.body[8:16])[0]  # v: signature "d", padding, the double
+            if seen >= 0.25:
+                break
+        err, _ = raw.wait(raw.send(path, JOB, "Cancel", BUS_NAME, [{}]))
+        done = job_completed(ctx, mon, path)
+        log("attempt %d: Progress %.3f when cancelled (%s), then %r" % (attempt, seen, err or "ok", done))
+        if not err:
+            cancelled = (seen, done)
+            break
+    raw.close()
+    if chk.ok(cancelled, "a Cancel reached the check before it ended (3 tries)"):
+        seen, done = cancelled
+        chk.ok(0 < seen < 1, "the check was cancelled half-way (Progress %.3f)" % seen)
+        chk.eq(done, (False, "cancelled"), "the cancelled check completes with success false, \"cancelled\"")
+        prog = job_progress(mon, path)
+        chk.ok(prog and max(prog) < 1, "the cancelled check's Progress never reached 1: %r" % prog[-3:])
+    chk.eq(sha256(big.img), before, "the cancelled check left the image byte-identical")
+    ctx.wait_for(lambda: not any(p.startswith(JOBS) for p in ctx.objects()), "no job object is left")
+
+    # ocfs2ctl --via-daemon: a progress bar on a terminal, plain lines otherwise
+    cenv = dict(os.environ, OCFS2D_CONTROL=srv.control, OCFS2D=env.daemon, LC_ALL="C")
+    rc, out = run_pty([env.ctl, "check", "--via-daemon", big.img], cenv)
+    chk.eq(rc, 0, "ocfs2ctl check --via-daemon on a terminal: exit status (%r)" % out[-500:])
+    chk.ok("\rChecking [" in out and re.search(r"\[#+\s*\]\s+\d+%", out) and "100%" in out
+           and "clean" in out, "ocfs2ctl check --via-daemon draws a progress bar on a terminal: %r" % out[-500:])
+    p = subprocess.run([env.ctl, "check", "--via-daemon", big.img], capture_output=True, env=cenv, timeout=120)
+    text = p.stdout.decode()
+    chk.ok(p.returncode == 0 and "\r" not in text and re.search(r"^check: \d+%$", text, re.M) and "clean" in text,
+           "ocfs2ctl check --via-daemon into a pipe: plain lines: %r" % text[-500:])
+    p = subprocess.run([env.ctl, "--json", "check", "--via-daemon", big.img], capture_output=True, env=cenv,
+                       timeout=120)
+    try:
+        j = json.loads(p.stdout.decode())
+        chk.ok(p.returncode == 0 and j["success"] is True and j["operation"] == "check"
+               and j["job"].startswith(JOBS), "check --via-daemon --json: %r" % j)
+    except ValueError:
+        chk.ok(False, "check --via-daemon --json is not JSON: %r" % p.stdout)
+    fmt = os.path.join(env.tmp, "viactl.img")
+    with open(fmt, "wb") as f:
+        f.truncate(128 << 20)
+    rc, out = run_pty([env.ctl, "format", "--via-daemon", "-M", "local", "-J", "size=4M", "-L", "viactl", fmt], cenv)
+    chk.ok(rc == 0 and "\rFormatting [" in out and "formatted" in out,
+           "ocfs2ctl format --via-daemon on a terminal: %d %r" % (rc, out[-500:]))
+    rc2, out2 = run([env.ctl, "format", "--via-daemon", "-M", "local", fmt])
+    chk.ok(rc2 == 1 and "force" in out2, "format --via-daemon of a volume without -F is refused: %r" % out2)
+    rc2, out2 = run([env.ctl, "format", "--via-daemon", "-n", fmt])
+    chk.eq(rc2, 2, "format --via-daemon -n: not offered (%r)" % out2)
+    rc2, out2 = run([which("fsck.ocfs2"), "-fn", fmt])
+    chk.eq(rc2, 0, "fsck.ocfs2 -fn of the volume format --via-daemon made:\n%s" % out2)
+    ctx.finish([v, big])
+
+
+# ====================================================================
+# polkit: callers that are not root, as the polkit authority decides
+# ====================================================================
+
+POLKITD = "/usr/lib/polkit-1/polkitd"
+POLKIT_ACTIONS = "/usr/share/polkit-1/actions"
+POLKIT_RULES = "/etc/polkit-1/rules.d"
+OUR_ACTIONS = os.path.join(HERE, "..", "..", "packaging", "polkit", "org.ocfs2d.Daemon1.policy")
+# polkitd's own bus policy, as its package installs it
+POLKIT_BUS_POLICY = "/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf"
+
+
+def case_polkit(env, chk):
+    """A real polkitd on the case's bus, with the shipped actions and a rule
+    of the case's that lets uid 65534 check volumes and nothing else: the
+    check runs, the rest is NotAuthorized naming polkit's answer, root
+    needs no polkit, and without polkitd every non-root call is refused."""
+    if not os.path.exists(POLKITD) or not os.path.exists(POLKIT_BUS_POLICY):
+        raise Failure("%s is missing (scripts/setup.sh installs polkitd)" % POLKITD)
+    ctx = Ctx(env, chk)
+    # the bus lets polkitd (it runs as user polkitd) own the authority's name
+    shutil.copy(POLKIT_BUS_POLICY, os.path.join(env.tmp, "bus", "system.d"))
+    r = ctx.bus_call("ReloadConfig")
+    chk.ok(r.ok, "the bus reloads its policy: %r" % r)
+    # polkitd reads actions and rules from fixed places: ours go there for the case
+    placed = []
+    actions = os.path.join(POLKIT_ACTIONS, "org.ocfs2d.Daemon1.policy")
+    if not os.path.exists(actions):  # an installed package's is left alone
+        shutil.copy(OUR_ACTIONS, actions)
+        placed.append(actions)
+    os.makedirs(POLKIT_RULES, exist_ok=True)
+    rule = os.path.join(POLKIT_RULES, "49-ocfs2d-test-%d.rules" % os.getpid())
+    with open(rule, "w") as f:
+        f.write('polkit.addRule(function(action, subject) {\n'
+                '    if (subject.user == "nobody" && action.id.indexOf("org.ocfs2d.Daemon1.") == 0)\n'
+                '        return action.id == "org.ocfs2d.Daemon1.check" ? polkit.Result.YES\n'
+                '                                                       : polkit.Result.NO;\n'
+                '});\n')
+    placed.append(rule)
+
+    def unplace():
+        for path in placed:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+    env.cleanups.append(unplace)
+    plog = os.path.join(env.tmp, "polkitd.log")
+    penv = dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=ctx.bus_address)
+    penv.pop("DBUS_SESSION_BUS_ADDRESS", None)
+    with open(plog, "w") as lf:
+        pk = subprocess.Popen([POLKITD, "--no-debug"], stdin=subprocess.DEVNULL, stdout=lf, stderr=lf,
+                              env=penv, start_new_session=True)
+
+    def stop_polkitd():
+        if pk.poll() is None:
+            pk.terminate()
+            pk.wait(10)
+    env.cleanups.append(stop_polkitd)
+    env.extra_logs.append(lambda: "---- polkitd log ----\n" + Ctx.read(plog)[-5000:])
+    ctx.wait_for(lambda: ctx.bus_call("GetNameOwner", "org.freedesktop.PolicyKit1").ok,
+                 "polkitd owns org.freedesktop.PolicyKit1 on the case's bus", timeout=20)
+    srv = ctx.server("srv")
+    mon = ctx.monitor()
+    v = make_volume(env, "pk")
+    snap = ctx.snapshot()
+
+    # the rule lets nobody check: the job is theirs, and they may cancel it
+    r = ctx.call(MANAGER, "Check", v.img, {"auth.no_user_interaction": True}, user=NOBODY)
+    path = r.value[0] if r.ok and r.value else None
+    if chk.ok(path and path.startswith(JOBS), "Check as uid %d, which polkit allows: %r" % (NOBODY, r)):
+        done = job_completed(ctx, mon, path)
+        chk.ok(done and done[0] is True, "the check polkit allowed completes: %r" % (done,))
+        chk.ok("started (uid %d)" % NOBODY in srv.log_text(), "the job's starter is uid %d" % NOBODY)
+    # the rest polkit refuses, whatever the interaction flag
+    ua = E + "NotAuthorized"
+    for opts in ({"auth.no_user_interaction": True}, {}):
+        r = ctx.mount(v, opts, user=NOBODY)
+        ctx.refused(r, ua, "Mount as uid %d, which polkit refuses (%r)" % (NOBODY, opts), snap)
+        chk.ok("polkit says no" in r.err, "the refusal says polkit's answer: %r" % r)
+    r = ctx.call(MANAGER, "Format", v.img, {"force": True, "auth.no_user_interaction": True}, user=NOBODY)
+    ctx.refused(r, ua, "Format as uid %d" % NOBODY, snap)
+    v.fsck(chk, "after the refused Format")
+    # root needs no polkit
+    mounted_ok(ctx, v, ctx.mount(v), "Mount as root with polkit running")
+    r = ctx.call(volume_path(v.mnt), "Unmount", {}, user=NOBODY)
+    ctx.refused(r, ua, "Unmount as uid %d" % NOBODY)
+    r = ctx.call(volume_path(v.mnt), "Unmount", {})
+    chk.ok(r.ok, "Unmount as root: %r" % r)
+    unmounted(v)
+    # without an authority nobody is let in, and says why
+    stop_polkitd()
+    r = ctx.call(MANAGER, "Check", v.img, {}, user=NOBODY)
+    ctx.refused(r, ua, "Check as uid %d without polkitd" % NOBODY)
+    chk.ok("no polkit authority" in r.err, "the refusal says there is no polkit to ask: %r" % r)
+    ctx.finish([v])
+
+
+CASES = {"bus": case_bus, "args": case_args, "auth": case_auth, "jobs": case_jobs, "polkit": case_polkit}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

@@ -1498,6 +1498,55 @@ def daemons_with_control(path):
     return pids
 
 
+def check_status(chk, ctl_out, vols):
+    """ocfs2ctl status, human and --json, against what ocfs2ctl info reads
+    of each mounted image and what statvfs(2) says through the mount."""
+    for v in vols:
+        write_file(os.path.join(v.mnt, "status-probe"), os.urandom(300000))
+    rc, out = ctl_out("status", "--json")
+    try:
+        got = {x["mountpoint"]: x for x in json.loads(out)}
+    except ValueError:
+        chk.ok(False, "status --json is not JSON: %r" % out)
+        return
+    chk.eq(rc, 0, "status --json exits 0")
+    chk.eq(sorted(got), sorted(v.mnt for v in vols), "status --json lists every volume")
+    for v in vols:
+        s = got.get(v.mnt)
+        if not s:
+            continue
+        rc, info = ctl_out("info", "--json", v.img)
+        info = json.loads(info) if rc == 0 else {}
+        vfs = os.statvfs(v.mnt)
+        chk.eq((s["device"], s["state"], s["mode"], s["stack"], s["cluster"], s["node"], s["slot"]),
+               (v.img, "mounted", "rw", "local", "", 0, 0), "status: %s's place" % v.name)
+        chk.eq((s["uuid"], s["max_slots"], s["block_size"], s["cluster_size"]),
+               (info.get("uuid"), info.get("max_slots"), info.get("block_size"), info.get("cluster_size")),
+               "status: %s's geometry as info reads it" % v.name)
+        chk.eq(s["journal"]["size"], info.get("journal_size"), "status: %s's journal size" % v.name)
+        chk.ok(s["journal"]["state"] in ("clean", "pending"), "status: journal state %r" % s["journal"])
+        chk.eq(s["space"]["total_bytes"], vfs.f_blocks * vfs.f_frsize, "status: %s's size as statfs" % v.name)
+        chk.eq(s["space"]["total_bytes"], info.get("total_clusters", 0) * info.get("cluster_size", 0),
+               "status: %s's size as info reads it" % v.name)
+        chk.ok(0 < s["space"]["free_bytes"] < s["space"]["total_bytes"] and
+               s["space"]["used_bytes"] == s["space"]["total_bytes"] - s["space"]["free_bytes"],
+               "status: %s's free space %r" % (v.name, s["space"]))
+        chk.ok(abs(s["space"]["free_bytes"] - vfs.f_bfree * vfs.f_frsize) < (64 << 20),
+               "status: %s's free space near statfs's (%d, %d)" % (v.name, s["space"]["free_bytes"],
+                                                                  vfs.f_bfree * vfs.f_frsize))
+        chk.ok(0 < s["inodes"]["free"] < s["inodes"]["total"], "status: %s's inodes %r" % (v.name, s["inodes"]))
+        chk.eq(s["readonly_reason"], "", "status: %s turned read-only by nothing" % v.name)
+    chk.ok("commit=1" in got.get(vols[-1].mnt, {}).get("options", ""), "status: the options in effect")
+    rc, out = ctl_out("status")
+    chk.eq(rc, 0, "status exits 0")
+    for v in vols:
+        at = out.find("%s on %s" % (v.img, v.mnt))
+        block = out[at:].split("\n\n")[0]
+        chk.ok(at >= 0 and all(w in block for w in ("State: mounted (read-write)", "Journal: 4.0 MiB",
+                                                    "Space: ", "Inodes: ", "slot 0 of 1")),
+               "status shows %s in a block of its own:\n%s" % (v.name, out))
+
+
 def case_ctl(env, chk):
     import signal as sig
     control = os.path.join(env.tmp, "control", "sock")
@@ -1537,6 +1586,10 @@ def case_ctl(env, chk):
     v1, v2 = env.volume("ctl1"), env.volume("ctl2")
 
     chk.eq(ctl_out("mounts")[0], 0, "mounts without a daemon")
+    rc, out = ctl_out("status")
+    chk.ok(rc == 0 and "not running" in out, "status without a daemon says so: %r" % out)
+    rc, out = ctl_out("status", "--json")
+    chk.ok(rc == 0 and out.strip() == "[]", "status --json without a daemon: an empty list: %r" % out)
     chk.eq(ctl("mount", v1.img, v1.mnt), 0, "ocfs2ctl mount starts a daemon")
     chk.ok(v1.mounted(), "mounted through the control socket")
     v1.conn = v1.mounted() and mount_entry(v1.mnt)[1]
@@ -1557,6 +1610,7 @@ def case_ctl(env, chk):
         chk.eq(sorted(x["mountpoint"] for x in lst), sorted([v1.mnt, v2.mnt]), "mounts --json")
     except ValueError:
         chk.ok(False, "mounts --json is not JSON: %s" % out)
+    check_status(chk, ctl_out, [v1, v2])
     other = os.path.join(env.tmp, "other.mnt")
     os.mkdir(other)
     chk.eq(ctl("mount", v1.img, other), 1, "mounting a volume twice fails")

@@ -8,8 +8,8 @@
  *   0  a D-Bus message on the wire, decoded by GDBus as the daemon's
  *      connection decodes it; a method call to one of the API's methods
  *      goes to that method's parser
- *   1  a method (next byte) and its parameters as serialized GVariant data,
- *      loaded as untrusted
+ *   1  a method (next byte: Mount, Unmount or Reflink) and its parameters
+ *      as serialized GVariant data, loaded as untrusted
  *   2  a GVariant in text form, of any type, handed to every parser
  *   3  a mount option string (as `ocfs2ctl mount -o` passes it)
  *   4  one option by name with a value in text form (a{sv} entry)
@@ -37,9 +37,16 @@
 		abort();                                           \
 	} while (0)
 
-enum method { M_MOUNT, M_UNMOUNT, M_REFLINK, M_COUNT };
+/*
+ * The methods whose parsers are fuzzed.  Mode 1 picks among the first
+ * M_RAW_COUNT only, so that the seeds and past findings keep the method
+ * they were found with; the jobs' parsers get messages and text.
+ */
+enum method { M_MOUNT, M_UNMOUNT, M_REFLINK, M_RAW_COUNT, M_FORMAT = M_RAW_COUNT, M_CHECK,
+	      M_CANCEL, M_COUNT };
 
-static const char *const param_types[M_COUNT] = { "(ssa{sv})", "(a{sv})", "(ssa{sv})" };
+static const char *const param_types[M_COUNT] = { "(ssa{sv})", "(a{sv})", "(ssa{sv})",
+						  "(sa{sv})",  "(sa{sv})", "(a{sv})" };
 
 static void check_path(const char *p, const char *what)
 {
@@ -130,6 +137,34 @@ static void parse(enum method m, GVariant *params)
 		o2d_reflink_req_clear(&req);
 		break;
 	}
+	case M_FORMAT: {
+		struct o2d_format_req req;
+
+		if (!o2d_parse_format(params, &req, &err)) {
+			check_refusal(err, "Format");
+			break;
+		}
+		check_path(req.device, "device");
+		if (req.label && strlen(req.label) > 63)
+			FINDING("Format accepted a label of %zu bytes", strlen(req.label));
+		o2d_format_req_clear(&req);
+		break;
+	}
+	case M_CHECK: {
+		struct o2d_check_req req;
+
+		if (!o2d_parse_check(params, &req, &err)) {
+			check_refusal(err, "Check");
+			break;
+		}
+		check_path(req.device, "device");
+		o2d_check_req_clear(&req);
+		break;
+	}
+	case M_CANCEL:
+		if (!o2d_parse_cancel(params, &err))
+			check_refusal(err, "Cancel");
+		break;
 	case M_COUNT:
 		break;
 	}
@@ -159,6 +194,12 @@ static void from_message(const uint8_t *data, size_t size)
 		body = empty = g_variant_ref_sink(g_variant_new("()"));
 	if (g_strcmp0(iface, O2D_MANAGER_IFACE) == 0 && !strcmp(member, "Mount")) {
 		parse(M_MOUNT, body);
+	} else if (g_strcmp0(iface, O2D_MANAGER_IFACE) == 0 && !strcmp(member, "Format")) {
+		parse(M_FORMAT, body);
+	} else if (g_strcmp0(iface, O2D_MANAGER_IFACE) == 0 && !strcmp(member, "Check")) {
+		parse(M_CHECK, body);
+	} else if (g_strcmp0(iface, O2D_JOB_IFACE) == 0 && !strcmp(member, "Cancel")) {
+		parse(M_CANCEL, body);
 	} else if (g_strcmp0(iface, O2D_VOLUME_IFACE) == 0) {
 		/* the daemon finds the volume by its object path */
 		g_autofree char *mnt = o2d_volume_mountpoint(path);
@@ -176,7 +217,7 @@ static void from_data(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return;
-	enum method m = data[0] % M_COUNT;
+	enum method m = data[0] % M_RAW_COUNT;
 	g_autoptr(GBytes) bytes = g_bytes_new(data + 1, size - 1);
 	g_autoptr(GVariant) v = g_variant_ref_sink(
 		g_variant_new_from_bytes(G_VARIANT_TYPE(param_types[m]), bytes, FALSE));

@@ -259,6 +259,75 @@ START_TEST(test_other_args)
 	ck_assert(!o2d_parse_statistics(p11, &err)); /* not a tuple */
 	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
 	ck_assert(!o2d_parse_statistics(NULL, NULL));
+	g_clear_error(&err);
+	/* Status: the same again */
+	ck_assert(o2d_parse_status(p7, NULL));
+	ck_assert(o2d_parse_status(p8, NULL));
+	ck_assert(!o2d_parse_status(p9, &err));
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_OPTION_NOT_PERMITTED));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_status(p11, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	ck_assert(!o2d_parse_status(NULL, NULL));
+}
+END_TEST
+
+/* Format, Check, Cancel: typed options into a request, or a named refusal. */
+START_TEST(test_job_args)
+{
+	g_autoptr(GError) err = NULL;
+	struct o2d_format_req f;
+	struct o2d_check_req c;
+	g_autoptr(GVariant) p1 = params("('/dev/sdb', {'label': <'data'>, 'block_size': <uint32 4096>, "
+					 "'slots': <uint32 4>, 'journal_size': <uint64 67108864>, "
+					 "'local': <true>, 'force': <true>, 'features': <'metaecc'>, "
+					 "'auth.no_user_interaction': <true>})");
+	g_autoptr(GVariant) p2 = params("('/dev/sdb', {'block_size': <'4k'>})");
+	g_autoptr(GVariant) p3 = params("('/dev/sdb', {'mkfs': <true>})");
+	g_autoptr(GVariant) p4 = params("('sdb', @a{sv} {})");
+	g_autoptr(GVariant) p5 = params("('/dev/sdb', {'label': <'0123456789012345678901234567890123456789"
+					 "012345678901234567890123'>})");
+	g_autoptr(GVariant) p6 = params("('/dev/sdb', @a{sv} {})");
+	g_autoptr(GVariant) p7 = params("(@a{sv} {},)");
+
+	ck_assert(o2d_parse_format(p1, &f, NULL));
+	ck_assert_str_eq(f.device, "/dev/sdb");
+	ck_assert_str_eq(f.label, "data");
+	ck_assert_str_eq(f.features, "metaecc");
+	ck_assert_uint_eq(f.block_size, 4096);
+	ck_assert_uint_eq(f.slots, 4);
+	ck_assert_uint_eq(f.journal_size, 67108864);
+	ck_assert(f.local && f.force && !f.cluster_stack && !f.type);
+	o2d_format_req_clear(&f);
+	ck_assert(!o2d_parse_format(p2, &f, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_format(p3, &f, &err));
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_OPTION_NOT_PERMITTED));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_format(p4, &f, &err));
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_format(p5, &f, &err)); /* 64 bytes */
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_format(p7, &f, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	g_clear_error(&err);
+	ck_assert(o2d_parse_check(p6, &c, NULL));
+	ck_assert_str_eq(c.device, "/dev/sdb");
+	o2d_check_req_clear(&c);
+	ck_assert(!o2d_parse_check(p1, &c, &err)); /* Check takes no mkfs options */
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_OPTION_NOT_PERMITTED));
+	g_clear_error(&err);
+	ck_assert(!o2d_parse_check(p4, &c, &err));
+	ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT));
+	g_clear_error(&err);
+	ck_assert(o2d_parse_cancel(p7, NULL));
+	ck_assert(!o2d_parse_cancel(p6, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	ck_assert(!o2d_parse_format(NULL, &f, NULL));
+	ck_assert(!o2d_parse_check(NULL, &c, NULL));
 }
 END_TEST
 
@@ -307,6 +376,7 @@ int main(void)
 	tcase_add_test(tc, test_option_round_trip);
 	tcase_add_test(tc, test_mount_args);
 	tcase_add_test(tc, test_other_args);
+	tcase_add_test(tc, test_job_args);
 	tcase_add_test(tc, test_errors_and_paths);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

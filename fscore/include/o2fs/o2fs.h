@@ -557,6 +557,19 @@ ssize_t o2_xattr_get(struct o2_fs *fs, uint64_t ino, unsigned type, const char *
  */
 int o2_fs_walk(struct o2_fs *fs, struct o2_walk_stats *ret);
 
+/*
+ * The same walk, watched: progress (if not NULL) is called after each
+ * inode the walk visits, with the inodes visited so far and the inodes
+ * in use (the inode allocators' used bits, read before the walk; a file
+ * with several names is visited once per name, so done may pass total).
+ * A non-zero return stops the walk, which then returns -ECANCELED.
+ */
+struct o2_walk_opts {
+	int (*progress)(void *arg, uint64_t done, uint64_t total);
+	void *arg;
+};
+int o2_fs_walk_opts(struct o2_fs *fs, const struct o2_walk_opts *opts, struct o2_walk_stats *ret);
+
 
 /* ---- the write path (volume opened read-write) ----
  *

@@ -15,6 +15,7 @@
 #include "extent_write.h"
 #include "inode_write.h"
 #include "journal.h"
+#include "reserve.h"
 #include "namei.h"
 #include "write.h"
 
@@ -418,10 +419,18 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 		return r;
 	if (target && (tlen == 0 || tlen >= 4096))
 		return tlen ? -ENAMETOOLONG : -ENOENT;
-	uint32_t spare;
 	struct o2_acl_inherit acl = { 0 };
+	/* the inode, a name, a directory's first block or a long symlink's target */
+	struct o2_resv want = { .inodes = 1 };
 
-	r = o2_space_spare(fs, &spare);
+	o2_resv_name(fs, &want);
+	if (S_ISDIR(mode)) {
+		want.clusters += 1;
+	} else if (target && tlen >= o2_fast_symlink_max(fs->bs)) {
+		want.run = (uint32_t)((tlen + fs->cs - 1) >> fs->cbits);
+		want.clusters += want.run;
+	}
+	r = o2_reserve(fs, &want, NULL);
 	if (r == 0 && !target) /* symlinks take no ACL, as in the kernel */
 		r = o2_acl_inherit_plan(fs, dir, &mode, ni->umask, &acl);
 	if (r < 0)
@@ -547,9 +556,10 @@ int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size
 	r = o2_check_name(name, len);
 	if (r < 0)
 		return r;
-	uint32_t spare;
+	struct o2_resv want = { 0 };
 
-	r = o2_space_spare(fs, &spare);
+	o2_resv_name(fs, &want);
+	r = o2_reserve(fs, &want, NULL);
 	if (r < 0)
 		return r;
 	r = o2_trans_begin(fs, O2_NAMEI_CREDITS, &t);

@@ -176,9 +176,11 @@ int o2_reflink(struct o2_fs *fs, uint64_t src, uint64_t dir, const char *name, s
 		return o2_fail(fs, -EOPNOTSUPP, "the volume lacks the refcount feature "
 			       "(tunefs.ocfs2 --fs-features=refcount adds it)");
 	/* a name in the orphan directory, then the one asked for */
-	o2_resv_name(fs, &want);
-	o2_resv_name(fs, &want);
-	r = o2_reserve(fs, &want, NULL);
+	r = o2_resv_orphan(fs, &want);
+	if (r == 0)
+		r = o2_name_need(fs, dir, name, len, &want);
+	if (r == 0)
+		r = o2_reserve(fs, &want, NULL);
 	if (r < 0)
 		return r;
 	/* the new inode: in the orphan directory until every extent is shared */

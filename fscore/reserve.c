@@ -25,47 +25,58 @@
  * always be emptied.
  */
 #include "alloc.h"
+#include "dir.h"
 #include "error.h"
+#include "inode_write.h"
 #include "reserve.h"
 
-/* A directory block, and the index leaves a rebuild takes on indexed-dirs volumes. */
-#define NAME_CLUSTERS 1
-#define DX_REBUILD_CLUSTERS 14
-/* A directory's tree growth, its index root and index tree, an ACL's xattr block. */
-#define NAME_META (O2_RESV_TREE_META(5) + 1 + O2_RESV_TREE_META(5) + 1)
-
-void o2_resv_name(struct o2_fs *fs, struct o2_resv *want)
+int o2_resv_orphan(struct o2_fs *fs, struct o2_resv *want)
 {
-	want->clusters += NAME_CLUSTERS;
-	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INDEXED_DIRS))
-		want->clusters += DX_REBUILD_CLUSTERS;
-	want->meta += NAME_META;
+	struct o2_buf *ob;
+	int r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
+
+	/* orphan names are 16 hex digits; which leaf of an index one lands in varies */
+	if (r == 0) {
+		r = o2_dir_add_need(fs, ob, "0000000000000000", 16, want);
+		o2_brelse(fs, ob);
+	}
+	return r;
 }
 
 int o2_reserve(struct o2_fs *fs, const struct o2_resv *want, uint32_t *ret_spare)
 {
-	uint32_t avail, longest = 0, meta = want->meta;
+	struct o2_resv all = *want;
+	uint32_t avail, longest = 0;
 	bool need_run = want->run > 1;
 	int r = 0;
 
-	if (!fs->journal)
+	if (!fs->journal || fs->ro_reason)
 		return -EROFS;
-	if (fs->ro_reason)
-		return -EROFS;
-	/* an operation that takes no extent block leaves the set-aside as it is */
-	if (!want->freeing && meta)
-		meta += O2_RESV_FREEING_META;
-	if (want->inodes)
-		r = o2_suballoc_reserve(fs, fs->sys.inode_alloc, want->inodes, NULL);
+	if (!want->freeing) {
+		/*
+		 * What a deletion needs for itself stays free: an orphan entry
+		 * (a directory block when the orphan directory is full), and
+		 * extent blocks - unless this operation takes none, and so
+		 * leaves the set-aside as it is.
+		 */
+		r = o2_resv_orphan(fs, &all);
+		if (r < 0)
+			return r;
+		if (want->meta)
+			all.meta += O2_RESV_FREEING_META;
+	}
+	uint32_t meta = all.meta;
+	if (all.inodes)
+		r = o2_suballoc_reserve(fs, fs->sys.inode_alloc, all.inodes, NULL);
 	if (r == 0 && meta)
 		r = o2_suballoc_reserve(fs, fs->sys.extent_alloc, meta, NULL);
 	if (r == 0)
 		r = o2_clusters_avail(fs, &avail, need_run ? &longest : NULL);
 	if (r < 0)
 		return r;
-	if (avail < want->clusters || (need_run && longest < want->run))
+	if (avail < all.clusters || (need_run && longest < want->run))
 		return -ENOSPC;
 	if (ret_spare)
-		*ret_spare = avail - want->clusters;
+		*ret_spare = avail - all.clusters;
 	return 0;
 }

@@ -55,11 +55,10 @@ struct o2_resv {
 int o2_reserve(struct o2_fs *fs, const struct o2_resv *want, uint32_t *ret_spare);
 
 /*
- * What a change of names needs at most beyond its inode: a directory block
- * (and a new directory's own, or a symlink's target, counted by the
- * caller), the index leaves a rebuild takes on indexed-dirs volumes, and
- * the extent blocks the directory's tree and index may grow by.
+ * Add to want what one more entry in this slot's orphan directory takes
+ * (see o2_dir_add_need): a deletion that may leave an orphan reserves it
+ * with freeing set; every other operation leaves it free.
  */
-void o2_resv_name(struct o2_fs *fs, struct o2_resv *want);
+int o2_resv_orphan(struct o2_fs *fs, struct o2_resv *want);
 
 #endif

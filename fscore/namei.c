@@ -460,6 +460,8 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 	}
 	if (acls) /* a block of attributes, if the inode cannot hold them */
 		want.meta += 1;
+	/* an ACL past an xattr's inline 80 bytes keeps its value in a cluster */
+	want.clusters += (acl.access_len > 80) + (acl.deflt_len > 80);
 	if (r == 0)
 		r = o2_reserve(fs, &want, NULL);
 	if (r < 0) {

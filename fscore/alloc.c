@@ -483,7 +483,7 @@ static int clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, ui
 int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
 		      uint32_t *ret_start, uint32_t *ret_len)
 {
-	/* nothing to give (o2_space_spare left no spare): say so before changing anything */
+	/* nothing to give (o2_reserve left no spare): say so before changing anything */
 	if (!want || want < min)
 		return -ENOSPC;
 	int r = clusters_alloc(t, fs, min, want, ret_start, ret_len);

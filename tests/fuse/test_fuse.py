@@ -2191,9 +2191,9 @@ def fill_mix(root, seed, seconds, cluster):
     own, directories, empty files and symlinks until the volume is full:
     every call answers success or ENOSPC (EROFS ends it).  Then appends
     of a cluster, and of 512 bytes, until even those fail.  Returns
-    ({(op, errno name): count}, the files written)."""
+    ({(op, errno name): count}, the files written, [(file, xattr set)])."""
     rnd = random.Random(seed)
-    errs, files, dirs = {}, [], [root]
+    errs, files, dirs, xattrs = {}, [], [root], []
     deadline = time.time() + seconds
     streak = 0
     i = 0
@@ -2212,8 +2212,9 @@ def fill_mix(root, seed, seconds, cluster):
                 with open(rnd.choice(files), "ab") as f:
                     f.write(os.urandom(rnd.choice([10, 5000, cluster, 50000])))
             elif op == "xattr" and files:
-                os.setxattr(rnd.choice(files), "user.k%d" % rnd.randrange(30),
-                            os.urandom(rnd.choice([81, 700, 3900, 20000, 60000])))
+                p, name = rnd.choice(files), "user.k%d" % rnd.randrange(30)
+                os.setxattr(p, name, os.urandom(rnd.choice([81, 700, 3900, 20000, 60000])))
+                xattrs.append((p, name))
             elif op == "mkdir":
                 p = os.path.join(rnd.choice(dirs), "d%d" % i)
                 os.mkdir(p)
@@ -2231,7 +2232,7 @@ def fill_mix(root, seed, seconds, cluster):
             key = (op, errno.errorcode.get(e.errno, str(e.errno)))
             errs[key] = errs.get(key, 0) + 1
             if e.errno == errno.EROFS:
-                return errs, files
+                return errs, files, xattrs
             streak += 1
     # the last clusters: whole clusters, then a little, appended
     files = [p for p in files if os.path.exists(p)]
@@ -2245,9 +2246,9 @@ def fill_mix(root, seed, seconds, cluster):
                     key = ("fill%d" % size, errno.errorcode.get(e.errno, str(e.errno)))
                     errs[key] = errs.get(key, 0) + 1
                     if e.errno == errno.EROFS:
-                        return errs, files
+                        return errs, files, xattrs
                     break
-    return errs, files
+    return errs, files, xattrs
 
 
 def suballoc_clusters(env, img):
@@ -2286,7 +2287,7 @@ def fill_mounted(env, chk, vol, tag, cs, seed, held0):
     # left with the blocks it grew by
     top = os.path.join(vol.mnt, "top")
     os.mkdir(top)
-    errs, files = fill_mix(top, seed, 25, cs)
+    errs, files, xattrs = fill_mix(top, seed, 25, cs)
     full = os.statvfs(vol.mnt)
     log("%s: %.1fs, %d of %d clusters free when full: %s" % (
         tag, time.time() - t0, full.f_bfree, full.f_blocks, sorted(errs.items())))
@@ -2309,6 +2310,33 @@ def fill_mounted(env, chk, vol, tag, cs, seed, held0):
             chk.eq(read_file(p)[:3], b"xxx", "%s: a write into allocated space on the full volume" % tag)
         except OSError as e:
             chk.ok(False, "%s: a write into allocated space on the full volume: %s" % (tag, e))
+    # deletions on the full volume: holes punched inside extents,
+    # truncates, attributes removed; then everything
+    big = [p for p in written if os.path.getsize(p) >= 3 * cs]
+    for p in big[:10]:
+        try:
+            fd = os.open(p, os.O_RDWR)
+            try:
+                fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, cs, cs)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            chk.ok(False, "%s: punching a hole on the full volume: %s" % (tag, e))
+    for p in big[10:20]:
+        try:
+            os.truncate(p, os.path.getsize(p) // 2)
+        except OSError as e:
+            chk.ok(False, "%s: a truncate on the full volume: %s" % (tag, e))
+    removed = 0
+    for p, name in xattrs[:20]:
+        try:
+            os.removexattr(p, name)
+            removed += 1
+        except OSError as e:
+            if e.errno not in (errno.ENODATA, errno.ENOENT):
+                chk.ok(False, "%s: removing an attribute on the full volume: %s" % (tag, e))
+    log("%s: on the full volume, %d holes punched, %d truncates, %d attributes removed" % (
+        tag, len(big[:10]), len(big[10:20]), removed))
     try:
         shutil.rmtree(top)
     except OSError as e:

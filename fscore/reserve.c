@@ -28,6 +28,7 @@
 #include "dir.h"
 #include "error.h"
 #include "inode_write.h"
+#include "journal.h"
 #include "reserve.h"
 
 int o2_resv_orphan(struct o2_fs *fs, struct o2_resv *want)
@@ -43,7 +44,7 @@ int o2_resv_orphan(struct o2_fs *fs, struct o2_resv *want)
 	return r;
 }
 
-int o2_reserve(struct o2_fs *fs, const struct o2_resv *want, uint32_t *ret_spare)
+static int reserve_once(struct o2_fs *fs, const struct o2_resv *want, uint32_t *ret_spare)
 {
 	struct o2_resv all = *want;
 	uint32_t avail, longest = 0;
@@ -79,4 +80,21 @@ int o2_reserve(struct o2_fs *fs, const struct o2_resv *want, uint32_t *ret_spare
 	if (ret_spare)
 		*ret_spare = avail - all.clusters;
 	return 0;
+}
+
+int o2_reserve(struct o2_fs *fs, const struct o2_resv *want, uint32_t *ret_spare)
+{
+	int r = reserve_once(fs, want, ret_spare);
+
+	/*
+	 * Clusters freed by deletions wait in the truncate log until a
+	 * commit; short of space, give them back and look again - unless a
+	 * handle is open, which nothing may commit under.
+	 */
+	if (r == -ENOSPC && o2_trunclog_pending(fs) && !o2_journal_in_handle(fs)) {
+		r = o2_trunclog_flush(fs);
+		if (r == 0)
+			r = reserve_once(fs, want, ret_spare);
+	}
+	return r;
 }

@@ -48,6 +48,10 @@ struct o2_resv {
  * *ret_spare (if given): the free clusters beyond want->clusters, which
  * file data may take (a write shortens itself to them).
  *
+ * Short of space with freed clusters waiting in the truncate log, it
+ * flushes the log (a commit) and looks again - only when no handle is
+ * open.
+ *
  * Call it before the operation's transaction begins, or inside its handle
  * before that handle changed anything; fscore runs one operation at a
  * time, so what was counted stays there until it is used.

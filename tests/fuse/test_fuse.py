@@ -2343,6 +2343,21 @@ def fill_mounted(env, chk, vol, tag, cs, seed, held0):
         chk.ok(False, "%s: deleting everything on the full volume: %s" % (tag, e))
     tail = vol.log_text().rsplit("=== mount", 1)[-1]
     chk.ok("read-only" not in tail, "%s: not read-only after the deletes: %s" % (tag, tail[-500:]))
+    # the freed space is there for new files and names at once (the
+    # allocators' grown groups aside, at most a fifth of these volumes)
+    os.mkdir(top)
+    p = os.path.join(top, "again")
+    want = fresh.f_bfree * cs * 7 // 10
+    try:
+        with open(p, "wb") as f:
+            for _ in range(want >> 20):
+                f.write(bytes(1 << 20))
+        for i in range(200):
+            os.mkdir(os.path.join(top, "d%d" % i))
+    except OSError as e:
+        chk.ok(False, "%s: %d MiB and 200 directories after emptying the volume: %s" % (
+            tag, want >> 20, e))
+    shutil.rmtree(top)
     vol.umount()
     vol.fsck(chk, "%s after filling and emptying" % tag)
     # the groups the suballocators grew by stay theirs (empty groups are

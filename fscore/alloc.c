@@ -1015,22 +1015,68 @@ int o2_suballoc_reserve(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t bits, b
 	}
 }
 
-int o2_clusters_avail(struct o2_fs *fs, uint32_t *ret_free, uint32_t *ret_longest)
+int o2_clusters_avail(struct o2_fs *fs, uint32_t *ret_free)
 {
 	uint32_t total, used;
 	int r = cluster_counts(fs, &total, &used);
 
+	if (r == 0)
+		*ret_free = used < total ? total - used : 0;
+	return r;
+}
+
+int o2_clusters_have_run(struct o2_fs *fs, uint32_t len, bool *ret)
+{
+	struct o2_buf *b;
+	unsigned s, n;
+	int r;
+
+	*ret = false;
+	/* where o2_clusters_alloc looks: the window, then the global groups */
+	if (fs->sys.local_alloc) {
+		r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &b);
+		if (r < 0)
+			return r;
+		const struct o2_dinode *la = dinode(b);
+		uint32_t total = le32(la->id1.bitmap1.i_total);
+
+		*ret = total <= le16(la->id2.i_lab.la_size) * 8u &&
+		       find_run(la->id2.i_lab.la_bitmap, total, len, len, &s, &n);
+		o2_brelse(fs, b);
+		if (*ret)
+			return 0;
+	}
+	r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &b);
 	if (r < 0)
 		return r;
-	*ret_free = used < total ? total - used : 0;
-	if (!ret_longest)
-		return 0;
-	struct run best = { 0 };
-	struct runs rs = { .v = &best, .cap = 1, .need = UINT32_MAX };
+	const struct o2_chain_list *cl = &dinode(b)->id2.i_chain;
 
-	r = runs_collect(fs, &rs);
-	if (r == 0)
-		*ret_longest = rs.n ? best.len : 0;
+	/* stop at the first run: a large volume has many groups */
+	for (unsigned c = 0; c < le16(cl->cl_next_free_rec) && !*ret && r == 0; c++) {
+		uint64_t blk = le64(cl->cl_recs[c].c_blkno);
+		unsigned hops = 0;
+
+		if (le32(cl->cl_recs[c].c_free) < len)
+			continue;
+		while (blk && !*ret) {
+			struct o2_buf *gb;
+
+			if (++hops > 1000000) {
+				r = o2_corrupt(fs, b->blkno, "chain %u loops", c);
+				break;
+			}
+			r = get_group(NULL, fs, b->blkno, blk, &gb);
+			if (r < 0)
+				break;
+			const struct o2_group_desc *gd = gdesc(gb);
+
+			*ret = le16(gd->bg_free_bits_count) >= len &&
+			       find_run(gd->bg_bitmap, le16(gd->bg_bits), len, len, &s, &n);
+			blk = le64(gd->bg_next_group);
+			o2_brelse(fs, gb);
+		}
+	}
+	o2_brelse(fs, b);
 	return r;
 }
 

@@ -69,12 +69,10 @@ int o2_local_alloc_return(struct o2_fs *fs);
  * is set when a group was added.  Called by o2_reserve (reserve.c).
  */
 int o2_suballoc_reserve(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t bits, bool *ret_grew);
-/*
- * Free clusters as statfs counts them (the global bitmap's and the local
- * alloc window's), and, if ret_longest is given, the longest run one
- * o2_clusters_alloc could hand out whole.
- */
-int o2_clusters_avail(struct o2_fs *fs, uint32_t *ret_free, uint32_t *ret_longest);
+/* Free clusters as statfs counts them: the global bitmap's and the local alloc window's. */
+int o2_clusters_avail(struct o2_fs *fs, uint32_t *ret_free);
+/* *ret: o2_clusters_alloc(len, len) would find len clusters in one run. */
+int o2_clusters_have_run(struct o2_fs *fs, uint32_t len, bool *ret);
 
 /* Look up this slot's system files (read-write open). */
 int o2_sysfiles_load(struct o2_fs *fs);

@@ -47,8 +47,8 @@ int o2_resv_orphan(struct o2_fs *fs, struct o2_resv *want)
 static int reserve_once(struct o2_fs *fs, const struct o2_resv *want, uint32_t *ret_spare)
 {
 	struct o2_resv all = *want;
-	uint32_t avail, longest = 0;
-	bool need_run = want->run > 1;
+	uint32_t avail;
+	bool need_run = want->run > 1, have_run = false;
 	int r = 0;
 
 	if (!fs->journal || fs->ro_reason)
@@ -72,10 +72,12 @@ static int reserve_once(struct o2_fs *fs, const struct o2_resv *want, uint32_t *
 	if (r == 0 && meta)
 		r = o2_suballoc_reserve(fs, fs->sys.extent_alloc, meta, NULL);
 	if (r == 0)
-		r = o2_clusters_avail(fs, &avail, need_run ? &longest : NULL);
+		r = o2_clusters_avail(fs, &avail);
+	if (r == 0 && need_run && avail >= all.clusters)
+		r = o2_clusters_have_run(fs, want->run, &have_run);
 	if (r < 0)
 		return r;
-	if (avail < all.clusters || (need_run && longest < want->run))
+	if (avail < all.clusters || (need_run && !have_run))
 		return -ENOSPC;
 	if (ret_spare)
 		*ret_spare = avail - all.clusters;

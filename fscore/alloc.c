@@ -483,7 +483,7 @@ static int clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, ui
 int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
 		      uint32_t *ret_start, uint32_t *ret_len)
 {
-	/* nothing to give (o2_space_spare left no spare): say so before changing anything */
+	/* nothing to give (o2_reserve left no spare): say so before changing anything */
 	if (!want || want < min)
 		return -ENOSPC;
 	int r = clusters_alloc(t, fs, min, want, ret_start, ret_len);
@@ -721,19 +721,22 @@ static int runs_collect(struct o2_fs *fs, struct runs *rs)
 
 /*
  * Choose the pieces of a group of need clusters in at most maxrecs runs,
- * touching few enough global groups that the allocation stays within
- * O2_ALLOC_CREDITS: the allocator inode, the new descriptor, the global
- * bitmap inode and the window's inode take four, the groups the rest.
- * Changes nothing; -ENOSPC when no such choice exists.
+ * touching at most maxgroups global groups, so that the allocation stays
+ * within its handle's credits: the allocator inode, the new descriptor, the
+ * global bitmap inode and the window's inode take four, the groups the
+ * rest (GROW_CREDITS(maxgroups)).  Changes nothing; -ENOSPC when no such
+ * choice exists.
  */
-#define PLAN_GROUPS (O2_ALLOC_CREDITS - 4)
+#define PLAN_GROUPS_INLINE (O2_ALLOC_CREDITS - 4)
+#define PLAN_GROUPS_MAX 32
+#define GROW_CREDITS(groups) (4 + (groups))
 
-static int plan_group(struct o2_fs *fs, uint32_t need, unsigned maxrecs, struct run *ret,
-		      unsigned *ret_n)
+static int plan_group(struct o2_fs *fs, uint32_t need, unsigned maxrecs, unsigned maxgroups,
+		      struct run *ret, unsigned *ret_n)
 {
 	/* more candidates than records: some may be skipped for their group */
 	struct runs rs = { .cap = maxrecs * 4, .need = need };
-	uint32_t groups[PLAN_GROUPS], got = 0;
+	uint32_t groups[PLAN_GROUPS_MAX], got = 0;
 	unsigned ngroups = 0, n = 0;
 	int r;
 
@@ -748,7 +751,7 @@ static int plan_group(struct o2_fs *fs, uint32_t need, unsigned maxrecs, struct 
 		while (k < ngroups && groups[k] != x.group)
 			k++;
 		if (k == ngroups) {
-			if (ngroups == PLAN_GROUPS)
+			if (ngroups == maxgroups)
 				continue;
 			groups[ngroups++] = x.group;
 		}
@@ -771,8 +774,8 @@ static int plan_group(struct o2_fs *fs, uint32_t need, unsigned maxrecs, struct 
  * group's clusters, or on discontig-bg volumes up to a descriptor's worth
  * of shorter runs.  ret gets the runs (cap: o2_extent_recs_per_gd).
  */
-static int claim_group(struct o2_trans *t, struct o2_fs *fs, uint32_t cpg, struct run *ret,
-		       unsigned *ret_n)
+static int claim_group(struct o2_trans *t, struct o2_fs *fs, uint32_t cpg, unsigned maxgroups,
+		       struct run *ret, unsigned *ret_n)
 {
 	unsigned maxrecs = 1, n;
 	bool window = false;
@@ -786,7 +789,7 @@ static int claim_group(struct o2_trans *t, struct o2_fs *fs, uint32_t cpg, struc
 	/* no whole run in the global bitmap: the window's, or pieces */
 	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
 		maxrecs = o2_extent_recs_per_gd(fs->bs);
-	r = plan_group(fs, cpg, maxrecs, ret, &n);
+	r = plan_group(fs, cpg, maxrecs, maxgroups, ret, &n);
 	if (r < 0)
 		return r;
 	for (unsigned i = 0; i < n; i++)
@@ -810,8 +813,12 @@ static int claim_group(struct o2_trans *t, struct o2_fs *fs, uint32_t cpg, struc
 	return r;
 }
 
-/* Claim clusters for a new block group and link it into the allocator. */
-static int grow_suballoc(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab)
+/*
+ * Claim clusters for a new block group and link it into the allocator;
+ * its pieces may come from at most maxgroups global groups (t's credits).
+ */
+static int grow_suballoc(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab,
+			 unsigned maxgroups)
 {
 	struct o2_dinode *ai = dinode(ab);
 	struct o2_chain_list *cl = &ai->id2.i_chain;
@@ -831,7 +838,7 @@ static int grow_suballoc(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab
 	runs = o2_calloc(o2_extent_recs_per_gd(fs->bs), sizeof(*runs));
 	if (!runs)
 		return -ENOMEM;
-	r = claim_group(t, fs, cpg, runs, &nruns);
+	r = claim_group(t, fs, cpg, maxgroups, runs, &nruns);
 	if (r < 0)
 		goto out_free;
 	uint64_t blkno = (uint64_t)runs[0].start << fs->bpc_bits;
@@ -940,12 +947,136 @@ int o2_suballoc_alloc(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno
 		}
 		if (r != -ENOSPC || attempt)
 			break;
-		r = grow_suballoc(t, fs, ab);
+		/*
+		 * Only when the operation's reservation (o2_reserve) fell
+		 * short of what it used: a bug in an estimate, not a full
+		 * volume, which the reservation would have reported first.
+		 */
+		r = grow_suballoc(t, fs, ab, PLAN_GROUPS_INLINE);
 		if (r < 0)
 			break;
 		r = -ENOSPC;
 	}
 	o2_brelse(fs, ab);
+	return r;
+}
+
+/* Free bits of a suballocator: its total less its used. */
+static int suballoc_free_bits(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t *ret)
+{
+	struct o2_buf *ab;
+	int r = o2_bread(fs, alloc_blkno, O2_META_INODE, &ab);
+
+	if (r < 0)
+		return r;
+	uint32_t total = le32(dinode(ab)->id1.bitmap1.i_total);
+	uint32_t used = le32(dinode(ab)->id1.bitmap1.i_used);
+
+	o2_brelse(fs, ab);
+	*ret = used < total ? total - used : 0;
+	return 0;
+}
+
+int o2_suballoc_reserve(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t bits, bool *ret_grew)
+{
+	uint32_t avail;
+	int r;
+
+	for (unsigned rounds = 0;; rounds++) {
+		struct o2_trans *t;
+		struct o2_buf *ab;
+
+		r = suballoc_free_bits(fs, alloc_blkno, &avail);
+		if (r < 0 || avail >= bits)
+			return r;
+		if (rounds >= 16) /* a group holds far more than one operation takes */
+			return o2_fail(fs, -ENOSPC, "allocator %llu grew %u times and still has "
+				       "only %u of %u free blocks", (unsigned long long)alloc_blkno,
+				       rounds, avail, bits);
+		/*
+		 * A handle of its own: the new group is whole and consistent
+		 * whether or not the operation that asked for it goes on, as
+		 * the kernel's group allocation is.  Nothing is logged before
+		 * the clusters are found, so -ENOSPC here changes nothing.
+		 */
+		r = o2_trans_begin(fs, GROW_CREDITS(PLAN_GROUPS_MAX), &t);
+		if (r < 0)
+			return r;
+		r = o2_bread(fs, alloc_blkno, O2_META_INODE, &ab);
+		if (r == 0) {
+			r = grow_suballoc(t, fs, ab, PLAN_GROUPS_MAX);
+			o2_brelse(fs, ab);
+		}
+		r = o2_trans_finish(t, r);
+		if (r < 0)
+			return r;
+		if (ret_grew)
+			*ret_grew = true;
+	}
+}
+
+int o2_clusters_avail(struct o2_fs *fs, uint32_t *ret_free)
+{
+	uint32_t total, used;
+	int r = cluster_counts(fs, &total, &used);
+
+	if (r == 0)
+		*ret_free = used < total ? total - used : 0;
+	return r;
+}
+
+int o2_clusters_have_run(struct o2_fs *fs, uint32_t len, bool *ret)
+{
+	struct o2_buf *b;
+	unsigned s, n;
+	int r;
+
+	*ret = false;
+	/* where o2_clusters_alloc looks: the window, then the global groups */
+	if (fs->sys.local_alloc) {
+		r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &b);
+		if (r < 0)
+			return r;
+		const struct o2_dinode *la = dinode(b);
+		uint32_t total = le32(la->id1.bitmap1.i_total);
+
+		*ret = total <= le16(la->id2.i_lab.la_size) * 8u &&
+		       find_run(la->id2.i_lab.la_bitmap, total, len, len, &s, &n);
+		o2_brelse(fs, b);
+		if (*ret)
+			return 0;
+	}
+	r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &b);
+	if (r < 0)
+		return r;
+	const struct o2_chain_list *cl = &dinode(b)->id2.i_chain;
+
+	/* stop at the first run: a large volume has many groups */
+	for (unsigned c = 0; c < le16(cl->cl_next_free_rec) && !*ret && r == 0; c++) {
+		uint64_t blk = le64(cl->cl_recs[c].c_blkno);
+		unsigned hops = 0;
+
+		if (le32(cl->cl_recs[c].c_free) < len)
+			continue;
+		while (blk && !*ret) {
+			struct o2_buf *gb;
+
+			if (++hops > 1000000) {
+				r = o2_corrupt(fs, b->blkno, "chain %u loops", c);
+				break;
+			}
+			r = get_group(NULL, fs, b->blkno, blk, &gb);
+			if (r < 0)
+				break;
+			const struct o2_group_desc *gd = gdesc(gb);
+
+			*ret = le16(gd->bg_free_bits_count) >= len &&
+			       find_run(gd->bg_bitmap, le16(gd->bg_bits), len, len, &s, &n);
+			blk = le64(gd->bg_next_group);
+			o2_brelse(fs, gb);
+		}
+	}
+	o2_brelse(fs, b);
 	return r;
 }
 
@@ -1062,58 +1193,6 @@ int o2_local_alloc_return(struct o2_fs *fs)
 		o2_brelse(fs, lb);
 	}
 	return o2_trans_finish(t, r);
-}
-
-/*
- * What one operation may still need once it has begun, in clusters: a
- * changed name's directory growth (a directory block, the new directory's
- * own block or a symlink's target, and on indexed-dirs volumes the index
- * leaves a rebuild takes), plus a new group for a suballocator that could
- * run dry within the operation - the inode allocator once it has no free
- * inode, the extent allocator once it has fewer free blocks than one
- * operation's tree changes may take.  Nothing for an allocator with room.
- */
-#define NAME_CLUSTERS 2
-#define DX_REBUILD_CLUSTERS 14
-#define EXTENT_BLOCKS_PER_OP 16
-
-static uint32_t reserve_clusters(struct o2_fs *fs)
-{
-	uint32_t res = NAME_CLUSTERS;
-	struct {
-		uint64_t blkno;
-		uint32_t low; /* a new group is needed below this many free bits */
-	} allocs[2] = { { fs->sys.inode_alloc, 1 }, { fs->sys.extent_alloc, EXTENT_BLOCKS_PER_OP } };
-
-	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INDEXED_DIRS))
-		res += DX_REBUILD_CLUSTERS;
-	for (int i = 0; i < 2; i++) {
-		struct o2_buf *b;
-
-		if (o2_bread(fs, allocs[i].blkno, O2_META_INODE, &b) == 0) {
-			const struct o2_dinode *di = dinode(b);
-			uint32_t total = le32(di->id1.bitmap1.i_total), used = le32(di->id1.bitmap1.i_used);
-
-			if (used >= total || total - used < allocs[i].low)
-				res += le16(di->id2.i_chain.cl_cpg);
-			o2_brelse(fs, b);
-		}
-	}
-	return res;
-}
-
-int o2_space_spare(struct o2_fs *fs, uint32_t *ret_spare)
-{
-	uint32_t total, used, res;
-	int r = cluster_counts(fs, &total, &used);
-
-	if (r < 0)
-		return r;
-	res = reserve_clusters(fs);
-	if (used > total || total - used < res)
-		return -ENOSPC;
-	*ret_spare = total - used - res;
-	return 0;
 }
 
 int o2_trans_begin_freeing(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)

@@ -63,14 +63,16 @@ int o2_suballoc_give_back(struct o2_trans *t, struct o2_fs *fs, enum o2_sysfile 
 int o2_local_alloc_return(struct o2_fs *fs);
 
 /*
- * Free clusters beyond the reserve that keeps metadata changes able to
- * finish (which may be 0: then no cluster may go to file data); -ENOSPC
- * when even the reserve is not there, so no name may be added.
- * Operations check it before they change anything.  The reserve counts
- * only what an operation can need: directory growth, and a new group for a
- * suballocator that has (almost) no free bits.
+ * Make sure the suballocator at alloc_blkno has bits free blocks, growing
+ * it by a group (each in a handle of its own) while it has fewer.  -ENOSPC
+ * with nothing changed when no group can be made.  *ret_grew (if given)
+ * is set when a group was added.  Called by o2_reserve (reserve.c).
  */
-int o2_space_spare(struct o2_fs *fs, uint32_t *ret_spare);
+int o2_suballoc_reserve(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t bits, bool *ret_grew);
+/* Free clusters as statfs counts them: the global bitmap's and the local alloc window's. */
+int o2_clusters_avail(struct o2_fs *fs, uint32_t *ret_free);
+/* *ret: o2_clusters_alloc(len, len) would find len clusters in one run. */
+int o2_clusters_have_run(struct o2_fs *fs, uint32_t len, bool *ret);
 
 /* Look up this slot's system files (read-write open). */
 int o2_sysfiles_load(struct o2_fs *fs);

@@ -54,6 +54,14 @@ struct o2_dir_slot {
  * -EUCLEAN if it is indexed on a volume without indexed-dirs.
  */
 int o2_dir_check_changeable(struct o2_fs *fs, struct o2_buf *dib);
+struct o2_resv;
+/*
+ * Add to want what o2_dir_add of name would allocate: nothing while a
+ * block (or the inline area) has room, else a directory block, the extent
+ * blocks mapping it and the index's growth.  Reads only.
+ */
+int o2_dir_add_need(struct o2_fs *fs, struct o2_buf *dib, const char *name, size_t len,
+		    struct o2_resv *want);
 /*
  * Inside t: add the entry name -> ino (file type type) to directory dib,
  * growing it as needed (out of the inode, by a block, into its index).

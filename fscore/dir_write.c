@@ -28,6 +28,7 @@
 #include "inode_write.h"
 #include "internal.h"
 #include "journal.h"
+#include "reserve.h"
 
 /* Whether new block directories get an index (and so trailers). */
 static bool want_index(const struct o2_fs *fs)
@@ -301,6 +302,92 @@ static int indexed_added(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *di
 		return 0;
 	r = o2_dx_insert(t, fs, dib, name, len, b->blkno);
 	return r < 0 ? r : o2_dx_block_changed(t, fs, dib, b);
+}
+
+/* Whether the name fits in data (a directory block or the inline area) as it is. */
+static int fits_in(struct o2_fs *fs, const uint8_t *data, unsigned size, const char *name,
+		   size_t len)
+{
+	uint8_t *copy = o2_malloc(size);
+
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, data, size);
+	int fits = place_entry(copy, size, 1, name, len, O2_FT_REG);
+
+	free(copy);
+	return fits;
+}
+
+int o2_dir_add_need(struct o2_fs *fs, struct o2_buf *dib, const char *name, size_t len,
+		    struct o2_resv *want)
+{
+	struct o2_dinode *di = o2_buf_dinode(dib);
+	bool tr = dir_trailers(fs, dib);
+	uint64_t nblk = (le64(di->i_size) + fs->bs - 1) >> fs->bits;
+	struct o2_buf *b;
+	int r;
+
+	if (le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) {
+		r = fits_in(fs, di->id2.i_data.id_data, (unsigned)le64(di->i_size), name, len);
+		if (r != 0)
+			return r < 0 ? r : 0;
+		/* one block in a cluster of its own, mapped from the inode; its index */
+		want->clusters++;
+		return want_index(fs) ? o2_dx_insert_need(fs, dib, name, len, want) : 0;
+	}
+	if (is_indexed(dib)) {
+		struct o2_buf *rb;
+		uint64_t cur;
+
+		r = o2_bread(fs, le64(di->i_dx_root), O2_META_DX_ROOT, &rb);
+		if (r < 0)
+			return r;
+		cur = le64(((struct o2_dx_root_block *)rb->data)->dr_free_blk);
+		o2_brelse(fs, rb);
+		for (unsigned hops = 0; cur; hops++) {
+			if (hops > (1u << 24))
+				return o2_corrupt(fs, dib->blkno, "directory free list loops");
+			r = o2_bread(fs, cur, O2_META_DIR_BLOCK, &b);
+			if (r < 0)
+				return r;
+			const struct o2_dir_trailer *dt =
+				(const struct o2_dir_trailer *)(b->data + fs->bs - sizeof(*dt));
+			bool room = le16(dt->db_free_rec_len) >= O2_DIR_REC_LEN(len);
+
+			cur = le64(dt->db_free_next);
+			o2_brelse(fs, b);
+			if (room)
+				return o2_dx_insert_need(fs, dib, name, len, want);
+		}
+	} else {
+		for (uint64_t i = 0; i < nblk; i++) {
+			uint64_t blk;
+
+			r = dir_block(fs, dib, i, &blk);
+			if (r == 0)
+				r = o2_bread(fs, blk, kind_of(tr), &b);
+			if (r < 0)
+				return r;
+			r = fits_in(fs, b->data, usable_of(fs, tr), name, len);
+			o2_brelse(fs, b);
+			if (r != 0)
+				return r < 0 ? r : 0;
+		}
+	}
+	/* a new block: from the last cluster while it has one, else a new cluster */
+	if (nblk >= ((uint64_t)le32(di->i_clusters) << fs->bpc_bits)) {
+		struct o2_tree_owner o;
+		uint32_t meta;
+
+		o2_inode_owner(dib, &o);
+		r = o2_tree_meta_need(fs, &o, (uint32_t)(nblk >> fs->bpc_bits), 1, &meta);
+		if (r < 0)
+			return r;
+		want->clusters++;
+		want->meta += meta;
+	}
+	return is_indexed(dib) ? o2_dx_insert_need(fs, dib, name, len, want) : 0;
 }
 
 int o2_dir_add(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const char *name,

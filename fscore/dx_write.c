@@ -28,6 +28,7 @@
 #include "inode_write.h"
 #include "journal.h"
 #include "meta.h"
+#include "reserve.h"
 #include "write.h"
 
 #define MIN_HOLE O2_DIR_REC_LEN(1)
@@ -411,6 +412,112 @@ out:
 	free(cpos);
 	free(fill);
 	return r;
+}
+
+/*
+ * What rebuild(dib, min_clusters) would take with one more entry (hash
+ * major/minor) than the directory holds: its leaf clusters (the old ones
+ * go to the truncate log, not reusable before a commit), a root block if
+ * it has none, and the extent blocks for more leaf records than the root
+ * list holds.  Reads only.
+ */
+static int rebuild_need(struct o2_fs *fs, struct o2_buf *dib, unsigned min_clusters,
+			uint32_t major, uint32_t minor, struct o2_resv *want)
+{
+	struct o2_dinode *di = o2_buf_dinode(dib);
+	struct collect c = { .fs = fs };
+	uint32_t *cpos = NULL;
+	unsigned *fill = NULL, k;
+	int r;
+
+	if (!le64(di->i_dx_root))
+		want->meta++;
+	r = collect_all(fs, dib->blkno, &c);
+	if (r == 0 && c.n == c.cap) {
+		struct dx_ent *nv = o2_realloc(c.v, (c.cap + 1) * sizeof(*nv));
+
+		if (!nv)
+			r = -ENOMEM;
+		else
+			c.v = nv;
+	}
+	if (r < 0)
+		goto out;
+	c.v[c.n++] = (struct dx_ent){ major, minor, 0 };
+	qsort(c.v, c.n, sizeof(*c.v), cmp_ent);
+	if (c.n <= o2_dx_entries_per_root(fs->bs) && !min_clusters)
+		goto out; /* an inline index */
+	/* the same choice of k as rebuild's */
+	unsigned bpc = 1u << fs->bpc_bits, cap = o2_dx_entries_per_leaf(fs->bs);
+
+	k = (unsigned)((c.n * 2 + (size_t)bpc * cap - 1) / ((size_t)bpc * cap));
+	if (k < min_clusters)
+		k = min_clusters;
+	if (k < 1)
+		k = 1;
+	for (;; k *= 2) {
+		free(cpos);
+		free(fill);
+		cpos = o2_malloc(k * sizeof(*cpos));
+		fill = o2_malloc((size_t)k * bpc * sizeof(*fill));
+		if (!cpos || !fill) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (plan(fs, c.v, c.n, k, cpos, fill) == 0)
+			break;
+		if (k > (1u << 20)) {
+			r = -ENOSPC; /* rebuild would refuse it too, before any change */
+			goto out;
+		}
+	}
+	want->clusters += k;
+	uint32_t per_root = o2_extent_recs_per_dx_root(fs->bs), per_eb = o2_extent_recs_per_eb(fs->bs);
+
+	if (k > per_root) /* leaves of records, interior blocks above them, a root level */
+		want->meta += 2 * ((k + per_eb - 1) / per_eb) + O2_RESV_TREE_META(5);
+out:
+	free(c.v);
+	free(cpos);
+	free(fill);
+	return r;
+}
+
+int o2_dx_insert_need(struct o2_fs *fs, struct o2_buf *dib, const char *name, size_t len,
+		      struct o2_resv *want)
+{
+	struct o2_dinode *di = o2_buf_dinode(dib);
+	struct o2_buf *rb, *lb;
+	uint32_t major, minor;
+	uint64_t leaf;
+	int r;
+
+	o2_dx_hash(fs, name, len, &major, &minor);
+	if (!le64(di->i_dx_root))
+		return rebuild_need(fs, dib, 0, major, minor, want);
+	r = o2_bread(fs, le64(di->i_dx_root), O2_META_DX_ROOT, &rb);
+	if (r < 0)
+		return r;
+	struct o2_dx_root_block *dr = dxroot(rb);
+	unsigned clusters = le32(dr->dr_clusters);
+
+	if (dr->dr_flags & O2_DX_INLINE) {
+		bool room = le16(dr->dr_entries.de_num_used) < le16(dr->dr_entries.de_count);
+
+		o2_brelse(fs, rb);
+		return room ? 0 : rebuild_need(fs, dib, 0, major, minor, want);
+	}
+	r = o2_dx_leaf_for_hash(fs, rb->blkno, rb->data, major, minor, &leaf);
+	o2_brelse(fs, rb);
+	if (r == 0)
+		r = o2_bread(fs, leaf, O2_META_DX_LEAF, &lb);
+	if (r < 0)
+		return r;
+	const struct o2_dx_leaf *dl = (const struct o2_dx_leaf *)lb->data;
+	bool room = le16(dl->dl_list.de_num_used) < le16(dl->dl_list.de_count);
+
+	o2_brelse(fs, lb);
+	return room ? 0 : rebuild_need(fs, dib, clusters * 2, major, minor, want);
 }
 
 int o2_dx_create(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib)

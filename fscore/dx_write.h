@@ -10,6 +10,14 @@ struct o2_trans;
 /* Give a block directory an index of all its entries (and its free list). */
 int o2_dx_create(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib);
 /* Index a name just placed in directory block dirent_blk. */
+struct o2_resv;
+/*
+ * Add to want what o2_dx_insert of name (or o2_dx_create, for a directory
+ * with no index yet) would allocate: nothing while the name's leaf has
+ * room, else a rebuild's leaves and blocks.  Reads only.
+ */
+int o2_dx_insert_need(struct o2_fs *fs, struct o2_buf *dib, const char *name, size_t len,
+		      struct o2_resv *want);
 int o2_dx_insert(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const char *name,
 		 size_t len, uint64_t dirent_blk);
 /* Drop a name removed from directory block dirent_blk. */

@@ -315,6 +315,23 @@ static bool contiguous(const struct o2_fs *fs, const struct o2_extent_rec *a, co
 	       alen + b->clusters <= 0xffff;
 }
 
+int o2_tree_meta_need(struct o2_fs *fs, const struct o2_tree_owner *o, uint32_t cpos,
+		      unsigned nrecs, uint32_t *ret)
+{
+	struct path p;
+	int r = descend(fs, o, cpos, false, &p);
+
+	if (r < 0)
+		return r;
+	const struct o2_extent_list *leaf = p.lv[p.n - 1].el;
+	unsigned n = le16(leaf->next_free_rec), count = le16(leaf->count);
+
+	/* a merge with a neighbour would take nothing, but room is what is sure */
+	*ret = n + nrecs <= count ? 0 : nrecs * (uint32_t)(p.n + 1);
+	path_release(fs, &p);
+	return 0;
+}
+
 int o2_tree_insert(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
 		   const struct o2_extent *ext)
 {

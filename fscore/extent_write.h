@@ -18,6 +18,14 @@ struct o2_tree_owner {
 /* Blocks an insert may log at the worst: a split per level plus allocations. */
 #define O2_TREE_CREDITS 56
 
+/*
+ * Extent blocks that adding nrecs records to the leaf covering cpos may
+ * take: none while the leaf has room for them, else a split per level and
+ * a new root for each.  Reads only (for o2_reserve).
+ */
+int o2_tree_meta_need(struct o2_fs *fs, const struct o2_tree_owner *o, uint32_t cpos,
+		      unsigned nrecs, uint32_t *ret);
+
 /* Insert a leaf record (merging with a neighbour where it can). */
 int o2_tree_insert(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
 		   const struct o2_extent *ext);

@@ -22,11 +22,14 @@
 #include "extent_write.h"
 #include "inode_write.h"
 #include "journal.h"
+#include "reserve.h"
 #include "write.h"
 
 #define WRITE_CREDITS (O2_TREE_CREDITS + O2_ALLOC_CREDITS + 2)
 /* a write into shared clusters: an extent cut out and one put in, a refcount leaf */
 #define COW_CREDITS (3 * O2_TREE_CREDITS + O2_ALLOC_CREDITS + O2_REFCOUNT_CREDITS)
+/* a refcount record split: a split per level of the refcount tree and a new root */
+#define REFCOUNT_META O2_RESV_TREE_META(5)
 
 /* What o2_tree_truncate and o2_tree_punch hand clusters to (release_data). */
 struct release {
@@ -149,15 +152,24 @@ static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 	n = len < ext->clusters ? len : ext->clusters;
 	if (run < n)
 		n = run;
+	/*
+	 * Either way the record is cut (two new records at most) and the
+	 * refcount tree may split a record of its own: reserved while
+	 * nothing is logged.
+	 */
+	uint32_t meta;
+
+	r = o2_tree_meta_need(fs, o, cpos, 2, &meta);
+	if (r == 0)
+		r = o2_reserve(fs, &(struct o2_resv){ .meta = meta + REFCOUNT_META }, &spare);
+	if (r < 0)
+		return r;
 	if (count == 1) {
 		r = o2_tree_clear_flag(t, fs, o, cpos, n, O2_EXT_REFCOUNTED);
 		return r < 0 ? r : o2_refcount_release(t, fs, rl.refcount_root, p, n, false);
 	}
 	if (n > most)
 		n = most ? most : 1;
-	r = o2_space_spare(fs, &spare);
-	if (r < 0)
-		return r;
 	if (spare < n)
 		n = spare;
 	if (!n)
@@ -247,16 +259,30 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 		} else if (ext.blkno) {
 			got = ext.clusters < len ? ext.clusters : len;
 			if (!unwritten) {
-				r = o2_fill_clusters(fs, ext.blkno, cpos, got, fill);
+				uint32_t meta;
+
+				/* a written part cut out of an unwritten record: two new records */
+				r = o2_tree_meta_need(fs, &o, cpos, 2, &meta);
+				if (r == 0)
+					r = o2_reserve(fs, &(struct o2_resv){ .meta = meta }, NULL);
+				if (r == 0)
+					r = o2_fill_clusters(fs, ext.blkno, cpos, got, fill);
 				if (r == 0)
 					r = o2_tree_mark_written(t, fs, &o, cpos, got);
 			}
 		} else {
-			uint32_t want = ext.clusters < len ? ext.clusters : len, spare;
+			uint32_t want = ext.clusters < len ? ext.clusters : len, spare, meta;
 
 			if (want > 0xffff)
 				want = 0xffff;
-			r = o2_space_spare(fs, &spare);
+			/*
+			 * The new record's extent blocks first (growing the extent
+			 * allocator now if it must), then whatever clusters are
+			 * left may all go to the data: nothing is logged yet.
+			 */
+			r = o2_tree_meta_need(fs, &o, cpos, 1, &meta);
+			if (r == 0)
+				r = o2_reserve(fs, &(struct o2_resv){ .meta = meta }, &spare);
 			if (r < 0)
 				goto rel;
 			if (want > spare)
@@ -330,6 +356,10 @@ static int uninline(struct o2_fs *fs, uint64_t ino)
 	uint64_t size;
 	int r, e;
 
+	/* the data's cluster (the new list fits in the inode: no extent block) */
+	r = o2_reserve(fs, &(struct o2_resv){ .clusters = 1 }, NULL);
+	if (r < 0)
+		return r;
 	r = o2_trans_begin(fs, WRITE_CREDITS, &t);
 	if (r < 0)
 		return r;
@@ -720,7 +750,6 @@ static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end
 {
 	struct o2_trans *t;
 	struct o2_buf *ib;
-	uint32_t spare;
 	int r, e;
 
 	if (inline_data) {
@@ -744,13 +773,10 @@ static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end
 		e = o2_trans_finish(t, r);
 		return r < 0 ? r : e;
 	}
-	/* a cut record may need a new extent block: only from the reserve */
-	r = o2_space_spare(fs, &spare);
-	if (r < 0)
-		return r;
 	uint64_t cmask = fs->cs - 1;
 	uint32_t c0 = (uint32_t)((off + cmask) >> fs->cbits), c1 = (uint32_t)(end >> fs->cbits);
 
+	r = 0;
 	if ((off >> fs->cbits) == ((end - 1) >> fs->cbits) && (off & cmask) && (end & cmask)) {
 		r = zero_in_cluster(fs, ino, off, end);
 	} else {
@@ -780,6 +806,18 @@ static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end
 				r = release_step(fs, &rl, &(struct o2_tree_root){ ino, o.el,
 										  le16(o.el->count) },
 						 c0, c1, 8, &step_c0, &batch);
+			if (r == 0 && c0 < c1) {
+				uint32_t meta;
+
+				/*
+				 * A hole inside a record cuts it in two: one new
+				 * record, from the blocks set aside for deletions.
+				 */
+				r = o2_tree_meta_need(fs, &o, c1, 1, &meta);
+				if (r == 0 && meta)
+					r = o2_reserve(fs, &(struct o2_resv){ .meta = meta,
+									.freeing = true }, NULL);
+			}
 			if (r == 0 && c0 < c1) {
 				r = o2_tree_punch(t, fs, &o, step_c0, c1, batch, release_data, &rl);
 				more = r > 0 || step_c0 > c0;

@@ -530,6 +530,11 @@ bool o2_journal_idle_or_due(const struct o2_fs *fs)
 	return j && !j->handles && (!j->nrunning || commit_due(fs, j));
 }
 
+bool o2_journal_in_handle(const struct o2_fs *fs)
+{
+	return fs->journal && fs->journal->handles;
+}
+
 int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 {
 	struct o2_journal *j = fs->journal;

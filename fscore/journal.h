@@ -36,6 +36,8 @@ void o2_journal_abandon(struct o2_fs *fs);
 bool o2_journal_pending(const struct o2_fs *fs);
 /* No handle open, and nothing running or the running transaction due for commit. */
 bool o2_journal_idle_or_due(const struct o2_fs *fs);
+/* A handle is open (so nothing may commit now). */
+bool o2_journal_in_handle(const struct o2_fs *fs);
 int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret);
 /* Log b in this transaction (call before changing it).  Holds a reference until commit. */
 int o2_trans_add(struct o2_trans *t, struct o2_buf *b);

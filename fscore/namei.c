@@ -15,6 +15,7 @@
 #include "extent_write.h"
 #include "inode_write.h"
 #include "journal.h"
+#include "reserve.h"
 #include "namei.h"
 #include "write.h"
 
@@ -423,6 +424,25 @@ int o2_check_name(const char *name, size_t len)
 	return 0;
 }
 
+int o2_name_need(struct o2_fs *fs, uint64_t dir, const char *name, size_t len,
+		 struct o2_resv *want)
+{
+	struct o2_buf *dib;
+	struct o2_dir_slot f;
+	int r = o2_inode_buf(fs, dir, &dib);
+
+	if (r < 0)
+		return r;
+	/* a name that is there already is the answer, whatever the space */
+	r = o2_dir_find(fs, dib, name, len, &f);
+	if (r == 0)
+		r = -EEXIST;
+	else if (r == -ENOENT)
+		r = o2_dir_add_need(fs, dib, name, len, want);
+	o2_brelse(fs, dib);
+	return r;
+}
+
 static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t len,
 		     uint16_t mode, const struct o2_new_inode *ni, const char *target,
 		     uint64_t *ret_ino)
@@ -440,15 +460,36 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 		return r;
 	if (target && (tlen == 0 || tlen >= 4096))
 		return tlen ? -ENAMETOOLONG : -ENOENT;
-	uint32_t spare;
 	struct o2_acl_inherit acl = { 0 };
+	/* the inode, a name, a directory's first block or a long symlink's target */
+	struct o2_resv want = { .inodes = 1 };
 
-	r = o2_space_spare(fs, &spare);
-	if (r == 0 && !target) /* symlinks take no ACL, as in the kernel */
+	if (!target) /* symlinks take no ACL, as in the kernel */
 		r = o2_acl_inherit_plan(fs, dir, &mode, ni->umask, &acl);
 	if (r < 0)
 		return r;
 	bool acls = acl.access || acl.deflt;
+
+	r = o2_name_need(fs, dir, name, len, &want);
+	if (S_ISDIR(mode) && !o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INLINE_DATA)) {
+		/* a block of its own, and its index root */
+		want.clusters += 1;
+		if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INDEXED_DIRS))
+			want.meta += 1;
+	} else if (target && tlen >= o2_fast_symlink_max(fs->bs)) {
+		want.run = (uint32_t)((tlen + fs->cs - 1) >> fs->cbits);
+		want.clusters += want.run;
+	}
+	if (acls) /* a block of attributes, if the inode cannot hold them */
+		want.meta += 1;
+	/* an ACL past an xattr's inline 80 bytes keeps its value in a cluster */
+	want.clusters += (acl.access_len > 80) + (acl.deflt_len > 80);
+	if (r == 0)
+		r = o2_reserve(fs, &want, NULL);
+	if (r < 0) {
+		o2_acl_inherit_free(&acl);
+		return r;
+	}
 
 	r = o2_trans_begin(fs, O2_NAMEI_CREDITS + (acls ? 2 * O2_XATTR_SET_CREDITS : 0), &t);
 	if (r < 0) {
@@ -569,9 +610,11 @@ int o2_link(struct o2_fs *fs, uint64_t ino, uint64_t dir, const char *name, size
 	r = o2_check_name(name, len);
 	if (r < 0)
 		return r;
-	uint32_t spare;
+	struct o2_resv want = { 0 };
 
-	r = o2_space_spare(fs, &spare);
+	r = o2_name_need(fs, dir, name, len, &want);
+	if (r == 0)
+		r = o2_reserve(fs, &want, NULL);
 	if (r < 0)
 		return r;
 	r = o2_trans_begin(fs, O2_NAMEI_CREDITS, &t);
@@ -699,6 +742,14 @@ static int remove_name(struct o2_fs *fs, uint64_t dir, const char *name, size_t 
 		return want_dir ? -ENOTEMPTY : -EISDIR;
 	if (len > O2_MAX_NAME_LEN)
 		return -ENAMETOOLONG;
+	/* the inode may move to the orphan directory: from what deletions have set aside */
+	struct o2_resv want = { .freeing = true };
+
+	r = o2_resv_orphan(fs, &want);
+	if (r == 0)
+		r = o2_reserve(fs, &want, NULL);
+	if (r < 0)
+		return r;
 	r = o2_trans_begin_freeing(fs, UNLINK_CREDITS, &t);
 	if (r < 0)
 		return r;
@@ -816,6 +867,19 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 		r = o2_check_name(newname, newlen);
 	if (r == -EEXIST)
 		r = -EBUSY; /* "." or ".." */
+	if (r < 0)
+		return r;
+	/*
+	 * The new name (unless it replaces one, which takes nothing), and an
+	 * orphan entry for an inode it replaces.
+	 */
+	struct o2_resv want = { 0 };
+
+	r = o2_name_need(fs, newdir, newname, newlen, &want);
+	if (r == -EEXIST)
+		r = o2_resv_orphan(fs, &want);
+	if (r == 0)
+		r = o2_reserve(fs, &want, NULL);
 	if (r < 0)
 		return r;
 	r = o2_trans_begin_freeing(fs, 2 * O2_NAMEI_CREDITS + FREE_IN_PLACE_CREDITS, &t);

@@ -25,6 +25,13 @@ int o2_check_name(const char *name, size_t len);
 int o2_new_inode(struct o2_trans *t, struct o2_fs *fs, uint16_t mode, uint32_t uid,
 		 uint32_t gid, uint64_t rdev, struct o2_buf **ret);
 /* The name ino has in the orphan directory (16 hex digits and a NUL, 17 bytes). */
+struct o2_resv;
+/*
+ * Add to want what adding name to directory dir takes (o2_dir_add_need);
+ * -EEXIST if the name is there.
+ */
+int o2_name_need(struct o2_fs *fs, uint64_t dir, const char *name, size_t len,
+		 struct o2_resv *want);
 void o2_orphan_name(uint64_t ino, char *buf);
 /* Free orphan ino and its entry in the orphan directory, a transaction at a time. */
 int o2_reap_orphan(struct o2_fs *fs, uint64_t ino);

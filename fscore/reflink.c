@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "journal.h"
 #include "namei.h"
+#include "reserve.h"
 #include "write.h"
 
 /*
@@ -35,6 +36,10 @@ static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, uint32_t *
 	int r, e;
 
 	*ret_done = false;
+	/* a record into the copy's tree, the source's cut in two, a refcount split */
+	r = o2_reserve(fs, &(struct o2_resv){ .meta = 3 * O2_RESV_TREE_META(5) }, NULL);
+	if (r < 0)
+		return r;
 	r = o2_trans_begin(fs, REFLINK_STEP_CREDITS, &t);
 	if (r < 0)
 		return r;
@@ -157,7 +162,7 @@ int o2_reflink(struct o2_fs *fs, uint64_t src, uint64_t dir, const char *name, s
 	struct o2_buf *sb = NULL, *dib = NULL, *ib = NULL, *ob = NULL;
 	struct o2_dir_slot f;
 	uint64_t dst = 0;
-	uint32_t spare;
+	struct o2_resv want = { .inodes = 1, .meta = 1 }; /* and a refcount tree's root */
 	bool inline_data = false;
 	char oname[17];
 	int r, e;
@@ -170,7 +175,12 @@ int o2_reflink(struct o2_fs *fs, uint64_t src, uint64_t dir, const char *name, s
 	if (!o2_has_incompat(fs, O2_FEATURE_INCOMPAT_REFCOUNT_TREE))
 		return o2_fail(fs, -EOPNOTSUPP, "the volume lacks the refcount feature "
 			       "(tunefs.ocfs2 --fs-features=refcount adds it)");
-	r = o2_space_spare(fs, &spare);
+	/* a name in the orphan directory, then the one asked for */
+	r = o2_resv_orphan(fs, &want);
+	if (r == 0)
+		r = o2_name_need(fs, dir, name, len, &want);
+	if (r == 0)
+		r = o2_reserve(fs, &want, NULL);
 	if (r < 0)
 		return r;
 	/* the new inode: in the orphan directory until every extent is shared */

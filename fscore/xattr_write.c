@@ -34,6 +34,7 @@
 #include "inode_write.h"
 #include "internal.h"
 #include "journal.h"
+#include "reserve.h"
 #include "meta.h"
 #include "write.h"
 
@@ -368,15 +369,13 @@ static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const st
 			return -ENOMEM;
 		*(s == &p->in ? &p->make_inline : &p->make_block) = true;
 	}
-	if (p->need) {
-		uint32_t spare;
-
-		r = o2_space_spare(fs, &spare);
-		if (r == 0 && spare < p->need)
-			r = -ENOSPC;
-		if (r < 0)
-			return r;
-	}
+	/*
+	 * Reserved while nothing is logged: the value's clusters (one run: a
+	 * value tree here has a single record) and a new block of attributes.
+	 */
+	if (p->need || p->make_block)
+		return o2_reserve(fs, &(struct o2_resv){ .clusters = p->need, .run = p->need,
+							 .meta = p->make_block ? 1 : 0 }, NULL);
 	return 0;
 }
 

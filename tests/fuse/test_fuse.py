@@ -2240,6 +2240,207 @@ def case_full(env, chk):
         vol.fsck(chk, "b%d after filling" % bs)
 
 
+def fill_mix(root, seed, seconds, cluster):
+    """Random writes, extended attributes with values in clusters of their
+    own, directories, empty files and symlinks until the volume is full:
+    every call answers success or ENOSPC (EROFS ends it).  Then appends
+    of a cluster, and of 512 bytes, until even those fail.  Returns
+    ({(op, errno name): count}, the files written, [(file, xattr set)])."""
+    rnd = random.Random(seed)
+    errs, files, dirs, xattrs = {}, [], [root], []
+    deadline = time.time() + seconds
+    streak = 0
+    i = 0
+    while time.time() < deadline and streak < 300:
+        i += 1
+        op = rnd.choice(["write", "write", "append", "xattr", "xattr", "mkdir", "create",
+                         "symlink"])
+        try:
+            if op == "write":
+                p = os.path.join(rnd.choice(dirs), "f%d" % i)
+                files.append(p)
+                with open(p, "wb") as f:
+                    f.write(os.urandom(rnd.choice([100, 3000, cluster + 1, 3 * cluster, 70000,
+                                                   200000])))
+            elif op == "append" and files:
+                with open(rnd.choice(files), "ab") as f:
+                    f.write(os.urandom(rnd.choice([10, 5000, cluster, 50000])))
+            elif op == "xattr" and files:
+                p, name = rnd.choice(files), "user.k%d" % rnd.randrange(30)
+                os.setxattr(p, name, os.urandom(rnd.choice([81, 700, 3900, 20000, 60000])))
+                xattrs.append((p, name))
+            elif op == "mkdir":
+                p = os.path.join(rnd.choice(dirs), "d%d" % i)
+                os.mkdir(p)
+                dirs.append(p)
+            elif op == "create":
+                p = os.path.join(rnd.choice(dirs), "e%d" % i)
+                open(p, "wb").close()
+                files.append(p)
+            elif op == "symlink":
+                os.symlink("t" * rnd.choice([10, 300, 2000]), os.path.join(rnd.choice(dirs), "s%d" % i))
+            streak = 0
+        except (FileNotFoundError, FileExistsError):
+            pass
+        except OSError as e:
+            key = (op, errno.errorcode.get(e.errno, str(e.errno)))
+            errs[key] = errs.get(key, 0) + 1
+            if e.errno == errno.EROFS:
+                return errs, files, xattrs
+            streak += 1
+    # the last clusters: whole clusters, then a little, appended
+    files = [p for p in files if os.path.exists(p)]
+    for size in (cluster, 512):
+        for p in files[-40:]:
+            while True:
+                try:
+                    with open(p, "ab") as f:
+                        f.write(os.urandom(size))
+                except OSError as e:
+                    key = ("fill%d" % size, errno.errorcode.get(e.errno, str(e.errno)))
+                    errs[key] = errs.get(key, 0) + 1
+                    if e.errno == errno.EROFS:
+                        return errs, files, xattrs
+                    break
+    return errs, files, xattrs
+
+
+def suballoc_clusters(env, img):
+    """Clusters slot 0's inode and extent allocators and its orphan
+    directory hold, as debugfs.ocfs2 says."""
+    n = 0
+    for f in ("//inode_alloc:0000", "//extent_alloc:0000", "//orphan_dir:0000"):
+        out = subprocess.run([env.debugfs, "-R", "stat " + f, img], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, universal_newlines=True).stdout
+        m = re.search(r"Clusters: (\d+)", out)
+        if not m:
+            raise Failure("debugfs.ocfs2 stat //%s: no cluster count:\n%s" % (f, out))
+        n += int(m.group(1))
+    return n
+
+
+def fill_one(env, chk, bs, cs, size, seed, journal):
+    """case_fill on one volume."""
+    tag = "b%d-C%d" % (bs, cs)
+    vol = env.volume("fill-" + tag, size=size, mkfs="mkfs",
+                     mkfs_args=("-b", str(bs), "-C", str(cs)) + journal)
+    held0 = suballoc_clusters(env, vol.img)
+    vol.mount()
+    try:
+        fill_mounted(env, chk, vol, tag, cs, seed, held0)
+    except Failure as e:
+        chk.ok(False, "%s: %s" % (tag, e))
+        if vol.proc and vol.proc.poll() is None:
+            vol.kill()
+
+
+def fill_mounted(env, chk, vol, tag, cs, seed, held0):
+    fresh = os.statvfs(vol.mnt)
+    t0 = time.time()
+    # all of it below one directory, which goes too: no directory is
+    # left with the blocks it grew by
+    top = os.path.join(vol.mnt, "top")
+    os.mkdir(top)
+    errs, files, xattrs = fill_mix(top, seed, 25, cs)
+    full = os.statvfs(vol.mnt)
+    log("%s: %.1fs, %d of %d clusters free when full: %s" % (
+        tag, time.time() - t0, full.f_bfree, full.f_blocks, sorted(errs.items())))
+    chk.ok(errs and all(e == "ENOSPC" for _, e in errs), "%s: only ENOSPC: %s" % (tag, errs))
+    tail = vol.log_text().rsplit("=== mount", 1)[-1]
+    chk.ok("read-only" not in tail, "%s: the volume never turned read-only: %s" % (tag, tail[-500:]))
+    # a volume full of data, not stopped early by a reserve held back
+    chk.ok(full.f_bfree * cs <= max(16 * cs, full.f_blocks * cs // 100),
+           "%s: full to the last clusters: %d of %d free" % (tag, full.f_bfree, full.f_blocks))
+    written = [p for p in files if os.path.exists(p) and os.path.getsize(p) > 0]
+    if chk.ok(written, "%s: a file with data" % tag):
+        p = written[0]
+        try:
+            fd = os.open(p, os.O_RDWR)
+            try:
+                pwrite_all(fd, b"x" * min(100, os.path.getsize(p)), 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            chk.eq(read_file(p)[:3], b"xxx", "%s: a write into allocated space on the full volume" % tag)
+        except OSError as e:
+            chk.ok(False, "%s: a write into allocated space on the full volume: %s" % (tag, e))
+    # deletions on the full volume: holes punched inside extents,
+    # truncates, attributes removed; then everything
+    big = [p for p in written if os.path.getsize(p) >= 3 * cs]
+    for p in big[:10]:
+        try:
+            fd = os.open(p, os.O_RDWR)
+            try:
+                fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, cs, cs)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            chk.ok(False, "%s: punching a hole on the full volume: %s" % (tag, e))
+    for p in big[10:20]:
+        try:
+            os.truncate(p, os.path.getsize(p) // 2)
+        except OSError as e:
+            chk.ok(False, "%s: a truncate on the full volume: %s" % (tag, e))
+    removed = 0
+    for p, name in xattrs[:20]:
+        try:
+            os.removexattr(p, name)
+            removed += 1
+        except OSError as e:
+            if e.errno not in (errno.ENODATA, errno.ENOENT):
+                chk.ok(False, "%s: removing an attribute on the full volume: %s" % (tag, e))
+    log("%s: on the full volume, %d holes punched, %d truncates, %d attributes removed" % (
+        tag, len(big[:10]), len(big[10:20]), removed))
+    try:
+        shutil.rmtree(top)
+    except OSError as e:
+        chk.ok(False, "%s: deleting everything on the full volume: %s" % (tag, e))
+    tail = vol.log_text().rsplit("=== mount", 1)[-1]
+    chk.ok("read-only" not in tail, "%s: not read-only after the deletes: %s" % (tag, tail[-500:]))
+    # the freed space is there for new files and names at once (the
+    # allocators' grown groups aside, at most a fifth of these volumes)
+    os.mkdir(top)
+    p = os.path.join(top, "again")
+    want = fresh.f_bfree * cs * 7 // 10
+    try:
+        with open(p, "wb") as f:
+            for _ in range(want >> 20):
+                f.write(bytes(1 << 20))
+        for i in range(200):
+            os.mkdir(os.path.join(top, "d%d" % i))
+    except OSError as e:
+        chk.ok(False, "%s: %d MiB and 200 directories after emptying the volume: %s" % (
+            tag, want >> 20, e))
+    shutil.rmtree(top)
+    vol.umount()
+    vol.fsck(chk, "%s after filling and emptying" % tag)
+    # the groups the suballocators grew by stay theirs (empty groups are
+    # not given back yet); every other cluster is free again
+    grown = suballoc_clusters(env, vol.img) - held0
+    vol.mount()
+    again = os.statvfs(vol.mnt)
+    log("%s: %d clusters free again, %d kept by grown allocators" % (tag, again.f_bfree, grown))
+    chk.eq(again.f_bfree + grown, fresh.f_bfree, "%s: every cluster is free again" % tag)
+    vol.umount()
+
+
+def case_fill(env, chk):
+    """Volumes filled to their last cluster never go read-only: a random
+    mix of writes, large extended attributes, directories, files and
+    symlinks until nothing more fits, on several block and cluster sizes
+    (2K blocks and 8K clusters is the issue's volume, where the extent
+    allocator needs a new group from a bitmap in >100 pieces).  Every
+    failure is a clean ENOSPC, a write into a file's allocated range still
+    works, the volume is nearly full, deleting everything gives all the
+    space back, and fsck.ocfs2 -fn is clean after a plain unmount."""
+    # 1M clusters: mkfs.ocfs2's smallest journal for them is its default
+    for bs, cs, size, seed, journal in ((512, 4096, "40M", 1, ("-J", "size=4M")),
+                                        (4096, 4096, "48M", 2, ("-J", "size=4M")),
+                                        (2048, 8192, "48M", 3, ("-J", "size=4M")),
+                                        (4096, 1 << 20, "200M", 4, ())):
+        fill_one(env, chk, bs, cs, size, seed, journal)
+
+
 def case_once(env, chk):
     """One volume, one mount on a machine, however it is reached: an image
     mounted, then a loop device over it (and the reverse), is refused with
@@ -2883,7 +3084,7 @@ CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": c
          "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
          "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash,
          "once": case_once, "helper": case_helper,
-         "log": case_log, "full": case_full}
+         "log": case_log, "full": case_full, "fill": case_fill}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

@@ -2867,11 +2867,15 @@ END_TEST
 
 /* ---- growth: fill to -ENOSPC, then empty ---- */
 
+/* Success or a clean -ENOSPC: the call changed nothing and the volume stays writable. */
 static void expect_ok_or_enospc(struct run *rn, const char *what, long r)
 {
 	if (r < 0 && r != -ENOSPC)
 		mfail(rn, "%s on a full volume: %ld (%s), want success or -ENOSPC", what, r,
 		     o2_fs_error(rn->v.fs));
+	if (o2_fs_readonly_reason(rn->v.fs))
+		mfail(rn, "%s on a full volume: %ld, and the volume turned read-only: %s", what, r,
+		      o2_fs_error(rn->v.fs));
 }
 
 START_TEST(test_enospc)
@@ -2881,6 +2885,7 @@ START_TEST(test_enospc)
 	uint8_t *buf = malloc(MIB);
 	unsigned nfiles = 0, nempty = 0;
 	bool data_full = false;
+	struct m_inode *first = NULL; /* a file with data, rewritten once the volume is full */
 	char name[64];
 	int r;
 
@@ -2913,6 +2918,8 @@ START_TEST(test_enospc)
 		in->nlink = 1;
 		model_add_entry(rn.m.top, name, len, in);
 		nfiles++;
+		if (!first)
+			first = in;
 		for (uint64_t off = 0; off < 8 * MIB;) {
 			size_t want = MIB;
 			ssize_t n;
@@ -3019,6 +3026,21 @@ START_TEST(test_enospc)
 			in->target = strdup(target);
 			model_add_entry(rn.m.top, "full-link", 9, in);
 		}
+	}
+	/* still writable: allocated space takes new data */
+	if (first && first->size) {
+		size_t want = first->size < MIB ? (size_t)first->size : MIB;
+		ssize_t n;
+
+		rn.opno++;
+		rng_fill(rn.seed ^ rn.opno, buf, want);
+		logop(&rn, "write(data000, off 0, %zu) [allocated, full volume]", want);
+		n = o2_write(rn.v.fs, first->ino, 0, buf, want);
+		if (n != (ssize_t)want)
+			mfail(&rn, "a write into allocated space on the full volume: %zd (%s)", n,
+			      o2_fs_error(rn.v.fs));
+		else
+			model_write(&rn.m, first, 0, buf, want);
 	}
 	fprintf(stderr, "[enospc] inodes full after %u empty files\n", nempty);
 	rn.batch++;

@@ -43,22 +43,21 @@ TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Run inside a node: the tree under argv[1] as o2test.tree snapshots it, with
 # each name's extended attributes, as JSON.
-SNAPSHOT = f"""
+SNAPSHOT = """
 import json, os, sys
-sys.path.insert(0, {TESTS!r})
 from o2test.tree import snapshot
 root = sys.argv[1]
 snap = snapshot(root)
 for rel, e in snap.items():
     p = os.path.join(root, rel)
-    e["xattrs"] = {{n: os.getxattr(p, n, follow_symlinks=False).hex()
-                   for n in sorted(os.listxattr(p, follow_symlinks=False))}}
+    e["xattrs"] = {n: os.getxattr(p, n, follow_symlinks=False).hex()
+                   for n in sorted(os.listxattr(p, follow_symlinks=False))}
 print(json.dumps(snap, sort_keys=True))
 """
 
 
 def snap(m):
-    r = m.node.run(["python3", "-c", SNAPSHOT, m.mnt])
+    r = m.node.run(["env", f"PYTHONPATH={TESTS}", "python3", "-c", SNAPSHOT, m.mnt])
     if r.returncode != 0:
         fail(f"n{m.node.nodeid}: snapshot of {m.mnt}: {r.stderr.strip()[-2000:]}")
     return json.loads(r.stdout)

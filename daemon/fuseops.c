@@ -803,13 +803,44 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * fsync and fdatasync: fscore says what must become durable (a commit, or
+ * only the file data written in place) and when a device flush is needed.
+ * The flushes run without the volume lock, so other requests go on while
+ * the device works, and only one runs at a time: an fsync that finds one
+ * running waits for it and then asks fscore again - that flush may have
+ * covered it, and if not, the next flush covers every fsync that waited
+ * (group commit; fscore joins the waiting fsyncs' changes in the one
+ * transaction it commits).  fscore finishes a commit left in flight
+ * itself, under the lock, if another call needs it first.
+ */
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	struct volume *v = vol_of(req);
+	struct o2_fsync s;
 	int r;
 
 	lock(v);
-	r = o2_fs_sync(v->fs);
+	o2_fsync_begin(v->fs, to_blk(v, ino), datasync, &s);
+	while ((r = o2_fsync_step(v->fs, &s)) == O2_FSYNC_FLUSH) {
+		uint64_t w;
+		int f;
+
+		if (v->flushing) {
+			g_cond_wait(&v->flush_cond, &v->lock);
+			continue;
+		}
+		v->flushing = true;
+		w = o2_fs_device_writes(v->fs);
+		unlock(v);
+		f = o2_blockdev_flush(v->dev);
+		lock(v);
+		v->flushing = false;
+		g_cond_broadcast(&v->flush_cond);
+		r = o2_fs_flushed(v->fs, w, f);
+		if (r < 0)
+			break;
+	}
 	unlock(v);
 	fuse_reply_err(req, -note(v, "fsync", r));
 }

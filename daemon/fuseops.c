@@ -814,14 +814,14 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
  * transaction it commits).  fscore finishes a commit left in flight
  * itself, under the lock, if another call needs it first.
  */
-static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+static void fsync_blk(fuse_req_t req, uint64_t blk, int datasync)
 {
 	struct volume *v = vol_of(req);
 	struct o2_fsync s;
 	int r;
 
 	lock(v);
-	o2_fsync_begin(v->fs, to_blk(v, ino), datasync, &s);
+	o2_fsync_begin(v->fs, blk, datasync, &s);
 	while ((r = o2_fsync_step(v->fs, &s)) == O2_FSYNC_FLUSH) {
 		uint64_t w;
 		int f;
@@ -843,6 +843,11 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	}
 	unlock(v);
 	fuse_reply_err(req, -note(v, "fsync", r));
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	fsync_blk(req, to_blk(vol_of(req), ino), datasync);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -1164,9 +1169,16 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * fsync of a directory makes the whole volume durable, as it always has
+ * here: FUSE passes no syncfs(2) to us, and tools fsync the mount point
+ * for one (tests/fuse's fault case does).  A directory's fsync is rare
+ * and usually follows a change of its entries, which is in the running
+ * transaction anyway.
+ */
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	op_fsync(req, ino, datasync, fi);
+	fsync_blk(req, 0, datasync);
 }
 
 /* ---- extended attributes ----

@@ -285,6 +285,21 @@ bool o2_journal_inode_pending(const struct o2_fs *fs, uint64_t ino, bool datasyn
 	return pending;
 }
 
+bool o2_journal_newest_tid(const struct o2_fs *fs, uint32_t *ret_tid)
+{
+	const struct o2_journal *j = fs->journal;
+
+	if (!j)
+		return false;
+	if (j->nrunning || j->nrevokes)
+		*ret_tid = j->next_tid;
+	else if (j->inflight)
+		*ret_tid = j->inflight_tid;
+	else
+		return false;
+	return true;
+}
+
 uint64_t o2_journal_durable_writes(const struct o2_fs *fs)
 {
 	return fs->journal ? fs->journal->durable_writes : 0;

@@ -80,6 +80,8 @@ bool o2_journal_inode_pending(const struct o2_fs *fs, uint64_t ino, bool datasyn
  * May start a commit of the running transaction (no handle may be open).
  */
 int o2_journal_sync_step(struct o2_fs *fs, uint32_t tid, uint64_t *ret_writes);
+/* The newest transaction not yet durable (running or in flight), if any. */
+bool o2_journal_newest_tid(const struct o2_fs *fs, uint32_t *ret_tid);
 /* A flush that began when the device had completed `writes` writes has completed. */
 void o2_journal_flushed(struct o2_fs *fs, uint64_t writes);
 /* Device writes some completed flush covered. */

@@ -487,7 +487,10 @@ void o2_fsync_begin(struct o2_fs *fs, uint64_t ino, bool datasync, struct o2_fsy
 	*s = (struct o2_fsync){ .ino = ino, .datasync = datasync };
 	/* the file's data writes are done: whatever flush covers these covers them */
 	s->writes = fs->dev->writes;
-	s->commit = o2_journal_inode_pending(fs, ino, datasync, &s->tid);
+	if (ino)
+		s->commit = o2_journal_inode_pending(fs, ino, datasync, &s->tid);
+	else
+		s->commit = o2_journal_newest_tid(fs, &s->tid);
 	fs->fsyncs++;
 	fs->fsync_commits += s->commit;
 }

@@ -122,6 +122,8 @@ int o2_fs_tick(struct o2_fs *fs);
  * them: no size change, allocation or unwritten extent marked written) -
  * and otherwise just flush the device for the file data, which went
  * straight to it.  Either costs nothing when flushes since cover it.
+ * ino 0: the whole volume, every change so far (o2_fs_sync without
+ * emptying the truncate log).
  */
 int o2_fs_fsync(struct o2_fs *fs, uint64_t ino, bool datasync);
 

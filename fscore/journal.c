@@ -221,12 +221,22 @@ static void itab_prune(struct o2_journal *j)
 		return;
 	for (unsigned i = 0; i < j->itab_cap; i++)
 		if (j->itab[i].ino && itid_live(j, &j->itab[i])) {
-			/* some remain (a commit in flight left the running ones) */
-			if (itab_rebuild(j, j->itab_cap) < 0)
-				return; /* stale entries only cost a lookup */
+			/*
+			 * Some remain (the running transaction's, after a commit
+			 * in flight); if memory runs out, stale entries only cost
+			 * a lookup.
+			 */
+			itab_rebuild(j, j->itab_cap);
 			return;
 		}
-	memset(j->itab, 0, j->itab_cap * sizeof(*j->itab));
+	/* a burst of changes (an untar) must not leave every commit a long scan */
+	if (j->itab_cap > 4096) {
+		free(j->itab);
+		j->itab = NULL;
+		j->itab_cap = 0;
+	} else {
+		memset(j->itab, 0, j->itab_cap * sizeof(*j->itab));
+	}
 	j->itab_n = 0;
 }
 

@@ -738,6 +738,145 @@ START_TEST(crash_fdatasync)
 }
 END_TEST
 
+/*
+ * A commit in flight while the volume goes on: ocfs2d drops its lock for
+ * an fsync's flushes, so other calls run between o2_fsync_step and the
+ * flush it asked for.  File g is fsync'ed in steps; while its commit is in
+ * flight (copies written, not flushed), f is overwritten in place and h is
+ * created and written - a new running transaction - and only then does
+ * the flush (sampled before them, as ocfs2d samples it) complete.  Then h
+ * is fsync'ed in steps too, and while that commit is in flight o2_fs_sync
+ * runs and must finish it itself; the late flush then changes nothing.  A
+ * crash at every write and flush: the volume replays, fsck.ocfs2 -fn is
+ * clean and agrees, g and h hold their data once their fsyncs returned.
+ */
+START_TEST(crash_fsync_in_flight)
+{
+	const struct vol_image *v = &vols[VOL_4K];
+	struct o2_blockdev *mem = vol_image_dev(v), *crash;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	uint64_t root, f, g, h, size, fsize, w;
+	uint8_t *a = malloc(FDS_SIZE), *b = malloc(FDS_SIZE), *got = malloc(FDS_SIZE),
+		*theirs = malloc(FDS_SIZE);
+	struct o2_fs_stats st0, st1;
+	struct o2_fsync s;
+	struct o2_fs *fs;
+	char err[256];
+	size_t first, g_done, h_done, end, judged = 0;
+	bool fsck = have_fsck();
+	int r;
+
+	ck_assert(a && b && got && theirs);
+	fds_pattern(a, FDS_SIZE, 3);
+	fds_pattern(b, FDS_SIZE, 4);
+	ck_assert_int_eq(o2_crashdev_new(mem, &crash), 0);
+	ck_assert_int_eq(open_rw(crash, &clk, &fs, err, sizeof(err)), 0);
+	root = o2_fs_super(fs)->root_blkno;
+	ck_assert_int_eq(o2_create(fs, root, "f", 1, &ni, &f), 0);
+	ck_assert_int_eq(o2_write(fs, f, 0, a, FDS_SIZE), (ssize_t)FDS_SIZE);
+	ck_assert_int_eq(o2_fs_fsync(fs, f, false), 0);
+	first = o2_crashdev_nops(crash);
+
+	ck_assert_int_eq(o2_create(fs, root, "g", 1, &ni, &g), 0);
+	ck_assert_int_eq(o2_write(fs, g, 0, b, 8192), 8192);
+	o2_fs_stats(fs, &st0);
+	o2_fsync_begin(fs, g, true, &s);
+	ck_assert_int_eq(o2_fsync_step(fs, &s), O2_FSYNC_FLUSH);
+	w = o2_fs_device_writes(fs);
+	/* meanwhile, without the lock ocfs2d dropped */
+	ck_assert_int_eq(o2_write(fs, f, 100, b, 5000), 5000);
+	ck_assert_int_eq(o2_create(fs, root, "h", 1, &ni, &h), 0);
+	ck_assert_int_eq(o2_write(fs, h, 0, b, FDS_SIZE), (ssize_t)FDS_SIZE);
+	/* the flush ends; the commit block, its flush */
+	ck_assert_int_eq(o2_fs_flushed(fs, w, o2_blockdev_flush(crash)), 0);
+	while ((r = o2_fsync_step(fs, &s)) == O2_FSYNC_FLUSH) {
+		w = o2_fs_device_writes(fs);
+		ck_assert_int_eq(o2_fs_flushed(fs, w, o2_blockdev_flush(crash)), 0);
+	}
+	ck_assert_int_eq(r, 0);
+	g_done = o2_crashdev_nops(crash);
+	o2_fs_stats(fs, &st1);
+	/* one commit (g's), not h's running one too */
+	ck_assert_uint_eq(st1.journal_commits, st0.journal_commits + 1);
+
+	/* h's commit in flight; o2_fs_sync finishes it, and commits nothing more */
+	o2_fsync_begin(fs, h, true, &s);
+	ck_assert_int_eq(o2_fsync_step(fs, &s), O2_FSYNC_FLUSH);
+	w = o2_fs_device_writes(fs);
+	ck_assert_int_eq(o2_fs_sync(fs), 0);
+	h_done = o2_crashdev_nops(crash);
+	o2_fs_stats(fs, &st0);
+	ck_assert_uint_eq(st0.journal_commits, st1.journal_commits + 1);
+	ck_assert_int_eq(o2_fs_flushed(fs, w, 0), 0);
+	ck_assert_int_eq(o2_fsync_step(fs, &s), 0);
+	ck_assert_uint_eq(o2_crashdev_nops(crash), h_done);
+	end = h_done;
+	o2_fs_abandon(fs);
+
+	for (size_t p = first; p <= end; p++) {
+		for (unsigned k = 0; k < 3; k++) {
+			uint64_t seed = k ? crash_seed(p * 7 + k) : 0;
+			struct o2_blockdev *dev;
+			struct o2_inode *in;
+			char what[96];
+
+			snprintf(what, sizeof(what), "fsync in flight, crash point %zu seed %llu", p,
+				 (unsigned long long)seed);
+			ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
+			ck_assert_msg(open_rw(dev, &clk, &fs, err, sizeof(err)) == 0, "%s: open: %s",
+				      what, err);
+			r = o2_inode_get(fs, g, &in);
+			if (p >= g_done)
+				ck_assert_msg(r == 0, "%s: g is gone after its fsync", what);
+			if (r == 0) {
+				o2_inode_unref(in);
+				fds_read(fs, g, &size, got);
+				ck_assert_msg(size == 0 || (size == 8192 && !memcmp(got, b, 8192)),
+					      "%s: g holds %llu bytes, not its data", what,
+					      (unsigned long long)size);
+				ck_assert_msg(p < g_done || size == 8192, "%s: g lost its data", what);
+			}
+			r = o2_inode_get(fs, h, &in);
+			if (p >= h_done)
+				ck_assert_msg(r == 0, "%s: h is gone after its fsync", what);
+			if (r == 0) {
+				o2_inode_unref(in);
+				fds_read(fs, h, &size, got);
+				ck_assert_msg(p < h_done || (size == FDS_SIZE && !memcmp(got, b, FDS_SIZE)),
+					      "%s: h lost its data (%llu bytes)", what,
+					      (unsigned long long)size);
+			}
+			ck_assert_int_eq(o2_fs_close(fs), 0);
+			if (fsck && k < 2) {
+				struct o2_blockdev *raw;
+				uint64_t osize;
+
+				judge_fsck(what, dev);
+				ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &raw), 0);
+				ck_assert_int_eq(open_rw(dev, &clk, &fs, err, sizeof(err)), 0);
+				fds_read(fs, f, &osize, got);
+				ck_assert_int_eq(o2_fs_close(fs), 0);
+				fds_fsck_replay(raw, f, &fsize, theirs);
+				ck_assert_msg(fsize == osize && memcmp(theirs, got, FDS_SIZE) == 0,
+					      "%s: fsck.ocfs2's replay leaves f otherwise", what);
+				o2_blockdev_free(raw);
+			}
+			o2_blockdev_free(dev);
+			judged++;
+		}
+	}
+	printf("fsync in flight: ops %zu..%zu (g durable at %zu, h at %zu), crash points "
+	       "checked: %zu\n", first, end, g_done, h_done, judged);
+	free(a);
+	free(b);
+	free(got);
+	free(theirs);
+	o2_blockdev_free(crash);
+	o2_blockdev_free(mem);
+}
+END_TEST
+
 static struct wl_params params(uint64_t seed, unsigned handles, unsigned big_max)
 {
 	return (struct wl_params){
@@ -806,6 +945,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, crash_torn_descriptor);
 	tcase_add_test(tc, crash_checkpoint_reuse);
 	tcase_add_test(tc, crash_fdatasync);
+	tcase_add_test(tc, crash_fsync_in_flight);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1223,11 +1223,23 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+/*
+ * fsync and fdatasync: fscore says what must become durable (a commit, or
+ * only the file data written in place) and when a device flush is needed.
+ * The flushes run without the volume lock, so other requests go on while
+ * the device works, and only one runs at a time: an fsync that finds one
+ * running waits for it and then asks fscore again - that flush may have
+ * covered it, and if not, the next flush covers every fsync that waited
+ * (group commit; fscore joins the waiting fsyncs' changes in the one
+ * transaction it commits).  fscore finishes a commit left in flight
+ * itself, under the lock, if another call needs it first.
+ */
+static void fsync_blk(fuse_req_t req, uint64_t blk, int datasync)
 {
 	struct volume *v = vol_of(req);
 	struct held hd = { .n = 0 };
-	/* a sync flushes the truncate log into the global bitmap */
+	struct o2_fsync s;
+	/* a sync may flush the truncate log into the global bitmap */
 	int r = hold(v, &hd, change_mode(v), 0, 0);
 
 	if (r < 0) {
@@ -1235,10 +1247,34 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 		return;
 	}
 	lock(v);
-	r = o2_fs_sync(v->fs);
+	o2_fsync_begin(v->fs, blk, datasync, &s);
+	while ((r = o2_fsync_step(v->fs, &s)) == O2_FSYNC_FLUSH) {
+		uint64_t w;
+		int f;
+
+		if (v->flushing) {
+			g_cond_wait(&v->flush_cond, &v->lock);
+			continue;
+		}
+		v->flushing = true;
+		w = o2_fs_device_writes(v->fs);
+		unlock(v);
+		f = o2_blockdev_flush(v->dev);
+		lock(v);
+		v->flushing = false;
+		g_cond_broadcast(&v->flush_cond);
+		r = o2_fs_flushed(v->fs, w, f);
+		if (r < 0)
+			break;
+	}
 	unlock(v);
 	release(&hd);
 	fuse_reply_err(req, -note(v, "fsync", r));
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	fsync_blk(req, to_blk(vol_of(req), ino), datasync);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -1604,9 +1640,16 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * fsync of a directory makes the whole volume durable, as it always has
+ * here: FUSE passes no syncfs(2) to us, and tools fsync the mount point
+ * for one (tests/fuse's fault case does).  A directory's fsync is rare
+ * and usually follows a change of its entries, which is in the running
+ * transaction anyway.
+ */
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
-	op_fsync(req, ino, datasync, fi);
+	fsync_blk(req, 0, datasync);
 }
 
 /* ---- extended attributes ----

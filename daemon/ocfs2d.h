@@ -73,9 +73,16 @@ struct volume {
 	uint64_t init_unique, init_offered;
 	bool init_pending;
 
-	GMutex lock;		/* guards fs, nodes and ro_reported */
+	GMutex lock;		/* guards fs, nodes, ro_reported and flushing */
 	GHashTable *nodes;	/* inode number -> {number, lookup count, generation} (uint64_t[3]) */
 	bool ro_reported;	/* the turn to read-only is in the log */
+	/*
+	 * An fsync is flushing the device without the lock (fuseops.c,
+	 * op_fsync); other fsyncs wait on flush_cond (with lock) for it and
+	 * look again at what it covered, rather than flush at the same time.
+	 */
+	bool flushing;
+	GCond flush_cond;
 
 	struct fuse_session *se;
 	unsigned conn_id;	/* /sys/fs/fuse/connections/N */

@@ -651,6 +651,7 @@ static void volume_release(struct volume *v)
 	if (v->nodes)
 		g_hash_table_destroy(v->nodes);
 	g_mutex_clear(&v->lock);
+	g_cond_clear(&v->flush_cond);
 	g_mutex_clear(&v->tick_mu);
 	g_cond_clear(&v->tick_cond);
 	g_free(v->device);
@@ -718,6 +719,7 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 	char *absmnt = realpath(mountpoint, NULL);
 
 	g_mutex_init(&v->lock);
+	g_cond_init(&v->flush_cond);
 	g_mutex_init(&v->tick_mu);
 	g_cond_init(&v->tick_cond);
 	char *absdev = realpath(device, NULL);

@@ -46,15 +46,23 @@ int o2_blockdev_write(struct o2_blockdev *dev, const void *buf, size_t len, uint
 		return -EROFS;
 	if (len == 0)
 		return 0;
-	return dev->ops->write(dev, buf, len, off);
+	r = dev->ops->write(dev, buf, len, off);
+	if (r == 0)
+		dev->writes++;
+	return r;
 }
 
 int o2_blockdev_flush(struct o2_blockdev *dev)
 {
 	if (dev->read_only || !dev->ops->flush)
 		return 0;
-	dev->flushes++;
+	__atomic_fetch_add(&dev->flushes, 1, __ATOMIC_RELAXED);
 	return dev->ops->flush(dev);
+}
+
+uint64_t o2_blockdev_flushes(const struct o2_blockdev *dev)
+{
+	return __atomic_load_n(&dev->flushes, __ATOMIC_RELAXED);
 }
 
 void o2_blockdev_free(struct o2_blockdev *dev)

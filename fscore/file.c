@@ -237,6 +237,7 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 		struct o2_extent ext;
 		struct o2_tree_owner o;
 		uint32_t got = 0, start;
+		bool mapped = true; /* the file's mapping changes (not only its data) */
 		int e;
 
 		r = o2_trans_begin(fs, credits, &t);
@@ -254,10 +255,12 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 			r = cow_step(t, fs, ib, &o, cpos, len, &ext, fill, &got);
 		} else if (ext.blkno && !(ext.flags & O2_EXTENT_UNWRITTEN)) {
 			got = ext.clusters < len ? ext.clusters : len; /* already there */
+			mapped = false;
 			if (fill)
 				r = o2_fill_existing(fs, ext.blkno, cpos, got, fill);
 		} else if (ext.blkno) {
 			got = ext.clusters < len ? ext.clusters : len;
+			mapped = !unwritten;
 			if (!unwritten) {
 				uint32_t meta;
 
@@ -316,6 +319,12 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 					di->i_size = cpu_le64(end);
 			}
 		}
+		/*
+		 * A conversion or copy on write may change only extent blocks,
+		 * never the inode's: fdatasync must still commit it.
+		 */
+		if (mapped)
+			o2_trans_mark_inode(t, ino, true);
 rel:
 		o2_brelse(fs, ib);
 end:
@@ -421,6 +430,9 @@ static int set_size(struct o2_fs *fs, uint64_t ino, uint64_t size, bool only_gro
 	if (r == 0) {
 		struct o2_dinode *di = o2_buf_dinode(ib);
 
+		/* a write inside the file: fdatasync need not commit its times */
+		if (only_grow && touch && size <= le64(di->i_size))
+			o2_trans_times_only(t);
 		r = o2_trans_add(t, ib);
 		if (r == 0) {
 			if (!only_grow || size > le64(di->i_size))

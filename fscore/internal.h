@@ -44,6 +44,7 @@ struct o2_fs {
 	struct o2_openref **refs;
 	unsigned nrefs_buckets, nrefs;
 	uint64_t gen_counter;	     /* mixes inode generations */
+	uint64_t fsyncs, fsync_commits; /* o2_fs_stats */
 };
 
 struct o2_inode {

@@ -26,6 +26,24 @@
  *
  * Any write or flush error aborts the journal: the volume turns read-only
  * and nothing more is written, so the device keeps a replayable state.
+ *
+ * fsync.  Each inode changed by a transaction not yet durable has an entry
+ * saying which transaction changed it last (the kernel's i_sync_tid) and
+ * which last changed more than its times (i_datasync_tid).  fsync waits for
+ * the first, fdatasync for the second; neither commits for an inode whose
+ * changes are durable already, and then only the device is flushed, for
+ * the file data written in place.  Entries go once their transaction is
+ * durable.
+ *
+ * A commit can also run in steps, so that a caller holding a lock around
+ * fscore can drop it while the device flushes (o2_journal_sync_step): the
+ * copies are written and the transaction counts as committed in memory (a
+ * new one runs), but it is "in flight" until a flush covers the copies,
+ * its commit block is written and a second flush covers that.  Whatever
+ * needs it durable - another commit, a checkpoint (nothing may go home
+ * before its transaction is durable), o2_fs_sync - finishes it first, with
+ * flushes of its own.  Flushes are known by the device's write count when
+ * they started: a flush covers every write completed before it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +75,18 @@ struct o2_journal {
 	uint64_t *live_revokes;
 	unsigned nlive_revokes, live_revokes_cap;
 	struct o2_journal_stats st;
+	/* durability (see "fsync" above) */
+	uint32_t durable_tid;	 /* every transaction before this one is durable */
+	uint64_t durable_writes; /* device writes a completed flush covered */
+	bool inflight;		 /* a commit is written but not yet durable */
+	bool inflight_sealed;	 /* ... and its commit block is written */
+	uint32_t inflight_tid;
+	uint64_t inflight_writes; /* the flush it waits for must cover these */
+	/* inodes changed by transactions not yet durable: open addressing */
+	struct o2_itid *itab;
+	unsigned itab_cap, itab_n;
+	bool untracked;		/* memory ran out recording one: every fsync commits */
+	uint32_t untracked_tid;
 	uint8_t *scratch; /* one block */
 	uint8_t *batch;	  /* contiguous writes */
 	unsigned batch_cap, batch_n;
@@ -67,6 +97,14 @@ struct o2_trans {
 	struct o2_fs *fs;
 	unsigned credits, used;
 	bool joined; /* a buffer already in the running transaction was added: it may change */
+	bool times_only; /* inode blocks it logs change their times only */
+};
+
+/* The last transactions that changed an inode (ino 0: a free slot). */
+struct o2_itid {
+	uint64_t ino;
+	uint32_t sync_tid, data_tid;
+	bool data; /* data_tid is set */
 };
 
 #define BATCH_BLOCKS 64u
@@ -112,6 +150,188 @@ static bool has_blkno(const uint64_t *v, unsigned n, uint64_t blkno)
 		if (v[i] == blkno)
 			return true;
 	return false;
+}
+
+/* ---- which transactions are durable, and which inodes they changed ---- */
+
+/* JBD2 sequence numbers wrap: compare them by their difference. */
+static bool tid_durable(const struct o2_journal *j, uint32_t tid)
+{
+	return (int32_t)(tid - j->durable_tid) < 0;
+}
+
+static unsigned itab_slot(uint64_t ino, unsigned cap)
+{
+	return (unsigned)((ino * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+static struct o2_itid *itab_find(const struct o2_journal *j, uint64_t ino)
+{
+	if (!j->itab_cap)
+		return NULL;
+	for (unsigned i = itab_slot(ino, j->itab_cap);; i = (i + 1) & (j->itab_cap - 1)) {
+		if (j->itab[i].ino == ino)
+			return &j->itab[i];
+		if (!j->itab[i].ino)
+			return NULL;
+	}
+}
+
+/* Put e into a table with room (no entry for e->ino yet). */
+static void itab_put(struct o2_itid *tab, unsigned cap, const struct o2_itid *e)
+{
+	unsigned i = itab_slot(e->ino, cap);
+
+	while (tab[i].ino)
+		i = (i + 1) & (cap - 1);
+	tab[i] = *e;
+}
+
+static bool itid_live(const struct o2_journal *j, const struct o2_itid *e)
+{
+	return !tid_durable(j, e->sync_tid) || (e->data && !tid_durable(j, e->data_tid));
+}
+
+/* A table of cap slots holding the entries still needed (cap a power of two). */
+static int itab_rebuild(struct o2_journal *j, unsigned cap)
+{
+	struct o2_itid *tab = o2_calloc(cap, sizeof(*tab));
+	unsigned n = 0;
+
+	if (!tab)
+		return -ENOMEM;
+	for (unsigned i = 0; i < j->itab_cap; i++)
+		if (j->itab[i].ino && itid_live(j, &j->itab[i])) {
+			itab_put(tab, cap, &j->itab[i]);
+			n++;
+		}
+	free(j->itab);
+	j->itab = tab;
+	j->itab_cap = cap;
+	j->itab_n = n;
+	return 0;
+}
+
+/* Drop what durable transactions made unneeded. */
+static void itab_prune(struct o2_journal *j)
+{
+	if (j->untracked && tid_durable(j, j->untracked_tid))
+		j->untracked = false;
+	if (!j->itab_n)
+		return;
+	for (unsigned i = 0; i < j->itab_cap; i++)
+		if (j->itab[i].ino && itid_live(j, &j->itab[i])) {
+			/*
+			 * Some remain (the running transaction's, after a commit
+			 * in flight); if memory runs out, stale entries only cost
+			 * a lookup.
+			 */
+			itab_rebuild(j, j->itab_cap);
+			return;
+		}
+	/* a burst of changes (an untar) must not leave every commit a long scan */
+	if (j->itab_cap > 4096) {
+		free(j->itab);
+		j->itab = NULL;
+		j->itab_cap = 0;
+	} else {
+		memset(j->itab, 0, j->itab_cap * sizeof(*j->itab));
+	}
+	j->itab_n = 0;
+}
+
+void o2_trans_mark_inode(struct o2_trans *t, uint64_t ino, bool data)
+{
+	struct o2_journal *j = t->fs->journal;
+	uint32_t tid = j->next_tid;
+	struct o2_itid *e = itab_find(j, ino);
+
+	if (!e) {
+		if ((j->itab_n + 1) * 2 > j->itab_cap &&
+		    itab_rebuild(j, j->itab_cap ? j->itab_cap * 2 : 64) < 0) {
+			/* not knowing which inode changed, every fsync must commit */
+			j->untracked = true;
+			j->untracked_tid = tid;
+			return;
+		}
+		itab_put(j->itab, j->itab_cap, &(struct o2_itid){ .ino = ino, .sync_tid = tid });
+		j->itab_n++;
+		e = itab_find(j, ino);
+	}
+	e->sync_tid = tid;
+	if (data) {
+		e->data_tid = tid;
+		e->data = true;
+	}
+}
+
+void o2_trans_times_only(struct o2_trans *t)
+{
+	t->times_only = true;
+}
+
+bool o2_journal_inode_pending(const struct o2_fs *fs, uint64_t ino, bool datasync,
+			      uint32_t *ret_tid)
+{
+	const struct o2_journal *j = fs->journal;
+	const struct o2_itid *e;
+	bool pending = false;
+
+	if (!j)
+		return false;
+	e = itab_find(j, ino);
+	if (e && !datasync && !tid_durable(j, e->sync_tid)) {
+		*ret_tid = e->sync_tid;
+		pending = true;
+	} else if (e && e->data && !tid_durable(j, e->data_tid)) {
+		*ret_tid = e->data_tid;
+		pending = true;
+	}
+	if (j->untracked && !tid_durable(j, j->untracked_tid) &&
+	    (!pending || (int32_t)(j->untracked_tid - *ret_tid) > 0)) {
+		*ret_tid = j->untracked_tid;
+		pending = true;
+	}
+	return pending;
+}
+
+bool o2_journal_newest_tid(const struct o2_fs *fs, uint32_t *ret_tid)
+{
+	const struct o2_journal *j = fs->journal;
+
+	if (!j)
+		return false;
+	if (j->nrunning || j->nrevokes)
+		*ret_tid = j->next_tid;
+	else if (j->inflight)
+		*ret_tid = j->inflight_tid;
+	else
+		return false;
+	return true;
+}
+
+uint64_t o2_journal_durable_writes(const struct o2_fs *fs)
+{
+	return fs->journal ? fs->journal->durable_writes : 0;
+}
+
+void o2_journal_flushed(struct o2_fs *fs, uint64_t writes)
+{
+	struct o2_journal *j = fs->journal;
+
+	if (j && writes > j->durable_writes)
+		j->durable_writes = writes;
+}
+
+/* Flush the device, noting which writes it covered. */
+static int dev_flush(struct o2_fs *fs)
+{
+	uint64_t writes = fs->dev->writes;
+	int r = o2_blockdev_flush(fs->dev);
+
+	if (r == 0)
+		o2_journal_flushed(fs, writes);
+	return r;
 }
 
 /* ---- geometry ---- */
@@ -250,8 +470,11 @@ static int write_sb(struct o2_fs *fs, struct o2_journal *j, uint32_t start, uint
 	return r;
 }
 
-/* Write the running transaction into the log.  Device errors abort. */
-static int write_transaction(struct o2_fs *fs, struct o2_journal *j)
+/*
+ * Write the running transaction's copies and revokes into the log (not yet
+ * flushed, no commit block).
+ */
+static int write_log(struct o2_fs *fs, struct o2_journal *j)
 {
 	unsigned tpd = tags_per_desc(fs, j), tb = tag_bytes(j);
 	uint32_t tid = j->next_tid;
@@ -341,44 +564,81 @@ static int write_transaction(struct o2_fs *fs, struct o2_journal *j)
 		if (r < 0)
 			return r;
 	}
-	r = batch_flush(fs, j);
-	if (r < 0)
-		return r;
-	/* copies and ordered data durable before the commit block */
-	r = o2_blockdev_flush(fs->dev);
-	if (r < 0)
-		return r;
+	return batch_flush(fs, j);
+}
 
+/* The commit block of transaction tid, at the head (not yet flushed). */
+static int write_commit_block(struct o2_fs *fs, struct o2_journal *j, uint32_t tid)
+{
 	uint64_t now = o2_now_ns(fs);
+	uint8_t *desc = j->scratch;
 	struct jbd2_commit_header *ch = (struct jbd2_commit_header *)desc;
+	int r;
 
 	memset(desc, 0, fs->bs);
 	fill_header(desc, JBD2_COMMIT_BLOCK, tid);
 	ch->h_commit_sec = cpu_be64(now / 1000000000ull);
 	ch->h_commit_nsec = cpu_be32((uint32_t)(now % 1000000000ull));
 	r = log_append(fs, j, desc);
-	if (r == 0)
-		r = batch_flush(fs, j);
-	if (r == 0)
-		r = o2_blockdev_flush(fs->dev);
+	return r < 0 ? r : batch_flush(fs, j);
+}
+
+/*
+ * Advance the commit in flight as far as the flushes done so far allow:
+ * once a flush covers its copies (and the ordered data written before
+ * them), write its commit block; once a flush covers that, it is durable.
+ * 0 when nothing is in flight any more, 1 when it waits for a flush that
+ * covers j->inflight_writes.
+ */
+static int inflight_advance(struct o2_fs *fs, struct o2_journal *j)
+{
+	int r;
+
+	if (!j->inflight)
+		return 0;
+	if (fs->ro_reason)
+		return -EROFS;
+	if (j->durable_writes < j->inflight_writes)
+		return 1;
+	if (!j->inflight_sealed) {
+		r = write_commit_block(fs, j, j->inflight_tid);
+		if (r < 0)
+			return o2_fs_abort(fs, r, "committing a transaction");
+		j->inflight_sealed = true;
+		j->inflight_writes = fs->dev->writes;
+		return 1;
+	}
+	j->inflight = false;
+	j->durable_tid = j->inflight_tid + 1;
+	itab_prune(j);
+	return 0;
+}
+
+/* Make the commit in flight durable now, flushing here. */
+static int inflight_finish(struct o2_fs *fs, struct o2_journal *j)
+{
+	int r;
+
+	while ((r = inflight_advance(fs, j)) == 1) {
+		r = dev_flush(fs);
+		if (r < 0)
+			return o2_fs_abort(fs, r, "committing a transaction");
+	}
 	return r;
 }
 
-int o2_journal_commit(struct o2_fs *fs)
+/*
+ * Write the running transaction to the log and count it committed in
+ * memory (a new one runs); it is in flight until inflight_advance has
+ * made it durable.  Only one commit is in flight at a time.
+ */
+static int commit_start(struct o2_fs *fs)
 {
 	struct o2_journal *j = fs->journal;
 	struct o2_list *pos, *tmp;
 	int r;
 
-	if (!j)
-		return 0;
-	if (fs->ro_reason)
-		return -EROFS;
-	if (j->handles)
-		return o2_fail(fs, -EBUSY, "cannot commit while a transaction handle is open");
-	if (!j->nrunning && !j->nrevokes)
-		return 0;
-	r = write_transaction(fs, j);
+	r = write_log(fs, j);
 	if (r < 0)
 		return o2_fs_abort(fs, r, "committing a transaction");
 	for (unsigned i = 0; i < j->nrevokes; i++) {
@@ -418,9 +678,73 @@ int o2_journal_commit(struct o2_fs *fs)
 	j->nrunning = 0;
 	j->nrevokes = 0;
 	j->credits = 0;
+	j->inflight = true;
+	j->inflight_sealed = false;
+	j->inflight_tid = j->next_tid;
+	j->inflight_writes = fs->dev->writes;
 	j->next_tid++;
 	j->st.commits++;
 	return 0;
+}
+
+int o2_journal_commit(struct o2_fs *fs)
+{
+	struct o2_journal *j = fs->journal;
+	int r;
+
+	if (!j)
+		return 0;
+	if (fs->ro_reason)
+		return -EROFS;
+	if (j->handles)
+		return o2_fail(fs, -EBUSY, "cannot commit while a transaction handle is open");
+	/* commits become durable in order: one in flight goes first */
+	r = inflight_finish(fs, j);
+	if (r < 0 || (!j->nrunning && !j->nrevokes))
+		return r;
+	r = commit_start(fs);
+	return r < 0 ? r : inflight_finish(fs, j);
+}
+
+int o2_journal_sync_step(struct o2_fs *fs, uint32_t tid, uint64_t *ret_writes)
+{
+	struct o2_journal *j = fs->journal;
+	int r;
+
+	if (!j)
+		return 0;
+	for (;;) {
+		if (fs->ro_reason)
+			return -EROFS;
+		if (tid_durable(j, tid))
+			return 0;
+		if (j->inflight) {
+			r = inflight_advance(fs, j);
+			if (r == 1)
+				*ret_writes = j->inflight_writes;
+			if (r != 0)
+				return r;
+			continue;
+		}
+		/*
+		 * tid is the running transaction.  Empty, it has nothing to
+		 * make durable: what the inode's change logged was revoked.
+		 */
+		if (!j->nrunning && !j->nrevokes)
+			return 0;
+		if (j->handles)
+			return o2_fail(fs, -EBUSY, "cannot commit while a transaction handle is open");
+		r = commit_start(fs);
+		if (r < 0)
+			return r;
+	}
+}
+
+bool o2_journal_unsynced(const struct o2_fs *fs)
+{
+	const struct o2_journal *j = fs->journal;
+
+	return j && (j->nrunning || j->nrevokes || j->inflight);
 }
 
 static int cmp_blkno(const void *a, const void *b)
@@ -445,6 +769,10 @@ static int checkpoint_committed(struct o2_fs *fs)
 
 	if (fs->ro_reason)
 		return -EROFS;
+	/* nothing goes home before the transaction that logged it is durable */
+	r = inflight_finish(fs, j);
+	if (r < 0)
+		return r;
 	if (!j->ncheckpoint && !j->tail && !j->sb_dirty)
 		return 0;
 	if (j->ncheckpoint) {
@@ -463,7 +791,7 @@ static int checkpoint_committed(struct o2_fs *fs)
 	}
 	r = batch_flush(fs, j);
 	if (r == 0)
-		r = o2_blockdev_flush(fs->dev);
+		r = dev_flush(fs);
 	if (r < 0)
 		goto out_abort;
 	/*
@@ -472,7 +800,7 @@ static int checkpoint_committed(struct o2_fs *fs)
 	 */
 	r = write_sb(fs, j, 0, j->next_tid, 0);
 	if (r == 0)
-		r = o2_blockdev_flush(fs->dev);
+		r = dev_flush(fs);
 	if (r < 0)
 		goto out_abort;
 	j->tail = 0;
@@ -588,6 +916,9 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 
 	if (fs->ro_reason)
 		return -EROFS;
+	/* an inode's own block changes: its fsync must commit this transaction */
+	if (b->kind == O2_META_INODE)
+		o2_trans_mark_inode(t, b->blkno, !t->times_only);
 	if (b->in_running) {
 		t->joined = true;
 		return 0;
@@ -757,6 +1088,7 @@ int o2_journal_open(struct o2_fs *fs, unsigned slot)
 	o2_list_init(&j->running);
 	o2_list_init(&j->checkpoint);
 	j->next_tid = j->map.tail_seq;
+	j->durable_tid = j->next_tid;
 	j->head = j->map.first;
 	j->tail = 0;
 	/*
@@ -807,6 +1139,7 @@ void o2_journal_abandon(struct o2_fs *fs)
 	o2_jmap_free(&j->map);
 	free(j->live_revokes);
 	free(j->revokes);
+	free(j->itab);
 	free(j->scratch);
 	free(j->batch);
 	free(j);

@@ -59,6 +59,37 @@ int o2_trans_finish(struct o2_trans *t, int r);
 
 /* Commit the running transaction (no handle may be open). */
 int o2_journal_commit(struct o2_fs *fs);
+
+/*
+ * What fsync needs (journal.c, "fsync").  o2_trans_add records each inode
+ * block it logs as a change of that inode, and as more than a change of
+ * its times unless the handle said o2_trans_times_only.  A change of a
+ * file's data mapping that logs no inode block (an unwritten extent
+ * marked written in an extent block) says so with o2_trans_mark_inode.
+ */
+void o2_trans_mark_inode(struct o2_trans *t, uint64_t ino, bool data);
+void o2_trans_times_only(struct o2_trans *t);
+/*
+ * Whether inode ino has changes in a transaction that is not durable yet
+ * (for datasync: changes beyond its times); *ret_tid the newest.
+ */
+bool o2_journal_inode_pending(const struct o2_fs *fs, uint64_t ino, bool datasync,
+			      uint32_t *ret_tid);
+/*
+ * Make transaction tid durable, as far as possible without waiting for a
+ * device flush: 0 once it is; 1 when it waits for a flush covering the
+ * device's first *ret_writes writes (o2_journal_flushed tells of it).
+ * May start a commit of the running transaction (no handle may be open).
+ */
+int o2_journal_sync_step(struct o2_fs *fs, uint32_t tid, uint64_t *ret_writes);
+/* The newest transaction not yet durable (running or in flight), if any. */
+bool o2_journal_newest_tid(const struct o2_fs *fs, uint32_t *ret_tid);
+/* A flush that began when the device had completed `writes` writes has completed. */
+void o2_journal_flushed(struct o2_fs *fs, uint64_t writes);
+/* Device writes some completed flush covered. */
+uint64_t o2_journal_durable_writes(const struct o2_fs *fs);
+/* Something is running, or a commit is in flight. */
+bool o2_journal_unsynced(const struct o2_fs *fs);
 /* Commit, write every logged block home, and empty the log. */
 int o2_journal_checkpoint(struct o2_fs *fs);
 

@@ -458,7 +458,7 @@ int o2_fs_sync(struct o2_fs *fs)
 	/* a commit ends with a flush (committed means durable); without one,
 	 * data written in place still needs its own */
 	if (r == 0) {
-		bool commit = o2_journal_pending(fs);
+		bool commit = o2_journal_unsynced(fs);
 
 		r = o2_journal_commit(fs);
 		if (r == 0 && !commit)
@@ -513,7 +513,72 @@ void o2_fs_stats(const struct o2_fs *fs, struct o2_fs_stats *ret)
 	ret->journal_commits = js.commits;
 	ret->journal_checkpoints = js.checkpoints;
 	ret->journal_log_blocks = js.log_blocks_written;
-	ret->device_flushes = fs->dev ? fs->dev->flushes : 0;
+	ret->device_flushes = fs->dev ? o2_blockdev_flushes(fs->dev) : 0;
+	ret->fsyncs = fs->fsyncs;
+	ret->fsync_commits = fs->fsync_commits;
+}
+
+void o2_fsync_begin(struct o2_fs *fs, uint64_t ino, bool datasync, struct o2_fsync *s)
+{
+	*s = (struct o2_fsync){ .ino = ino, .datasync = datasync };
+	/* the file's data writes are done: whatever flush covers these covers them */
+	s->writes = fs->dev->writes;
+	if (ino)
+		s->commit = o2_journal_inode_pending(fs, ino, datasync, &s->tid);
+	else
+		s->commit = o2_journal_newest_tid(fs, &s->tid);
+	fs->fsyncs++;
+	fs->fsync_commits += s->commit;
+}
+
+int o2_fsync_step(struct o2_fs *fs, struct o2_fsync *s)
+{
+	int r;
+
+	if (!fs->journal)
+		return 0;
+	if (fs->ro_reason)
+		return -EROFS;
+	if (s->commit) {
+		/* a commit's flushes cover the data written before it */
+		r = o2_journal_sync_step(fs, s->tid, &s->need);
+		if (r != 0)
+			return r;
+		s->commit = false;
+	}
+	if (o2_journal_durable_writes(fs) >= s->writes)
+		return 0;
+	s->need = s->writes;
+	return O2_FSYNC_FLUSH;
+}
+
+uint64_t o2_fs_device_writes(const struct o2_fs *fs)
+{
+	return fs->dev->writes;
+}
+
+int o2_fs_flushed(struct o2_fs *fs, uint64_t writes, int result)
+{
+	if (result < 0)
+		return o2_fs_abort(fs, result, "flushing the device");
+	o2_journal_flushed(fs, writes);
+	return 0;
+}
+
+int o2_fs_fsync(struct o2_fs *fs, uint64_t ino, bool datasync)
+{
+	struct o2_fsync s;
+	int r;
+
+	o2_fsync_begin(fs, ino, datasync, &s);
+	while ((r = o2_fsync_step(fs, &s)) == O2_FSYNC_FLUSH) {
+		uint64_t w = o2_fs_device_writes(fs);
+
+		r = o2_fs_flushed(fs, w, o2_blockdev_flush(fs->dev));
+		if (r < 0)
+			break;
+	}
+	return r;
 }
 
 int o2_fs_tick(struct o2_fs *fs)

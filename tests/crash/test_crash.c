@@ -19,13 +19,18 @@
  * log reused right after a checkpoint (searched with many seeds, and once
  * constructed exactly), a revoke still running when the log is
  * checkpointed under an open handle, and a torn descriptor of the last,
- * uncommitted transaction.
+ * uncommitted transaction.  And fdatasync of data written in place, which
+ * only flushes the device: a crash at each of its writes and its flush.
  */
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "crash_common.h"
 #include "../testenv.h"
@@ -542,6 +547,336 @@ START_TEST(crash_checkpoint_reuse)
 }
 END_TEST
 
+#define FDS_SIZE (3u * 4096u)
+#define FDS_OFF 4000u /* the overwrite: partial blocks at both ends */
+#define FDS_LEN 5000u
+
+static void fds_pattern(uint8_t *buf, size_t len, unsigned tag)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)(i * 7 + i / 509 + tag * 91 + 1);
+}
+
+/* The file's size and content on a replayed volume open on fs. */
+static void fds_read(struct o2_fs *fs, uint64_t ino, uint64_t *size, uint8_t *buf)
+{
+	struct o2_inode *in;
+
+	ck_assert_int_eq(o2_inode_get(fs, ino, &in), 0);
+	*size = in->info.size;
+	memset(buf, 0, FDS_SIZE);
+	ck_assert_int_eq(o2_inode_read(fs, in, 0, buf, FDS_SIZE), (ssize_t)*size);
+	o2_inode_unref(in);
+}
+
+/*
+ * fsck.ocfs2 replays a copy of dev (the disk as the crash left it); the
+ * file's size and content as that replay leaves them.
+ */
+static void fds_fsck_replay(struct o2_blockdev *dev, uint64_t ino, uint64_t *size, uint8_t *buf)
+{
+	char dir[256], path[300], cmd[700];
+	uint8_t *block = malloc(1u << 20);
+	struct o2_blockdev *fdev;
+	struct o2_fs *fs;
+	char err[256];
+	int fd, st;
+
+	snprintf(dir, sizeof(dir), "%s/o2fds-XXXXXX", test_tmpdir());
+	ck_assert(block && mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/vol.img", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	for (uint64_t off = 0; off < dev->size; off += 1u << 20) {
+		size_t n = dev->size - off < (1u << 20) ? (size_t)(dev->size - off) : 1u << 20;
+
+		ck_assert_int_eq(o2_blockdev_read(dev, block, n, off), 0);
+		ck_assert(pwrite(fd, block, n, (off_t)off) == (ssize_t)n);
+	}
+	close(fd);
+	free(block);
+	/*
+	 * As tests/journal does: after its replay fsck.ocfs2 1.8.7 wants the
+	 * cluster stack (-F and a yes get past that warning) and stops there,
+	 * so its status says nothing; the replay is what is compared.
+	 */
+	snprintf(cmd, sizeof(cmd), "echo y | PATH=\"$PATH:/usr/sbin:/sbin\" fsck.ocfs2 -F -fy %s "
+		 ">%s.out 2>&1", path, path);
+	st = system(cmd);
+	ck_assert_msg(WIFEXITED(st), "fsck.ocfs2 -fy: status %d", st);
+	ck_assert_int_eq(o2_blockdev_open_file(path, O2_DEV_RDONLY, &fdev), 0);
+	ck_assert_msg(o2_fs_open(fdev, O2_OPEN_RDONLY, &fs, err, sizeof(err)) == 0, "%s", err);
+	fds_read(fs, ino, size, buf);
+	o2_fs_close(fs);
+	o2_blockdev_free(fdev);
+	snprintf(cmd, sizeof(cmd), "%s.out", path);
+	unlink(cmd);
+	unlink(path);
+	rmdir(dir);
+}
+
+/*
+ * fdatasync after a write inside a file: the data goes in place and only
+ * the device is flushed - no commit.  A file is written (extending) and
+ * fdatasync'ed (that commits); then overwritten inside, fdatasync'ed
+ * again (one flush, nothing else), and fsync'ed (its times: a commit).  A
+ * crash at every write and flush of the last two, each disk also as a few
+ * seeds leave the unflushed writes: the volume replays, holds the
+ * committed size, the old or new bytes of every sector before the
+ * fdatasync's flush and the new ones after it; fsck.ocfs2 -fn passes, and
+ * fsck.ocfs2's replay leaves the file as ours does.
+ */
+START_TEST(crash_fdatasync)
+{
+	const struct vol_image *v = &vols[VOL_4K];
+	struct o2_blockdev *mem = vol_image_dev(v), *crash;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	struct o2_fs_stats s0, s1, s2;
+	uint8_t *a = malloc(FDS_SIZE), *b = malloc(FDS_SIZE), *got = malloc(FDS_SIZE),
+		*theirs = malloc(FDS_SIZE);
+	uint64_t ino, size, fsize;
+	struct o2_fs *fs;
+	char err[256];
+	size_t w0, f0, c1, end, flush_at = 0, judged = 0;
+	bool fsck = have_fsck();
+
+	ck_assert(a && b && got && theirs);
+	fds_pattern(a, FDS_SIZE, 1);
+	memcpy(b, a, FDS_SIZE);
+	fds_pattern(b + FDS_OFF, FDS_LEN, 2);
+	ck_assert_int_eq(o2_crashdev_new(mem, &crash), 0);
+	ck_assert_int_eq(open_rw(crash, &clk, &fs, err, sizeof(err)), 0);
+	ck_assert_int_eq(o2_create(fs, o2_fs_super(fs)->root_blkno, "f", 1, &ni, &ino), 0);
+	ck_assert_int_eq(o2_write(fs, ino, 0, a, FDS_SIZE), (ssize_t)FDS_SIZE);
+
+	/* an extending write: fdatasync commits (the size, the clusters) */
+	o2_fs_stats(fs, &s0);
+	ck_assert_int_eq(o2_fs_fsync(fs, ino, true), 0);
+	o2_fs_stats(fs, &s1);
+	ck_assert_uint_eq(s1.journal_commits, s0.journal_commits + 1);
+	ck_assert_uint_eq(s1.fsync_commits, s0.fsync_commits + 1);
+
+	/* inside the file: the data in place, one flush, no commit */
+	clk.ns += 1000000000ull;
+	w0 = o2_crashdev_nops(crash);
+	ck_assert_int_eq(o2_write(fs, ino, FDS_OFF, b + FDS_OFF, FDS_LEN), (ssize_t)FDS_LEN);
+	f0 = o2_crashdev_nops(crash);
+	ck_assert_uint_gt(f0, w0);
+	for (size_t i = w0; i < f0; i++)
+		ck_assert_msg(!o2_crashdev_op_is_flush(crash, i), "the write flushed (op %zu)", i);
+	ck_assert_int_eq(o2_fs_fsync(fs, ino, true), 0);
+	o2_fs_stats(fs, &s2);
+	ck_assert_uint_eq(s2.journal_commits, s1.journal_commits);
+	ck_assert_uint_eq(s2.journal_log_blocks, s1.journal_log_blocks);
+	ck_assert_uint_eq(s2.device_flushes, s1.device_flushes + 1);
+	ck_assert_uint_eq(s2.fsync_commits, s1.fsync_commits);
+	c1 = o2_crashdev_nops(crash);
+	ck_assert_uint_eq(c1, f0 + 1);
+	ck_assert(o2_crashdev_op_is_flush(crash, f0));
+	flush_at = f0;
+	/* nothing new since: a second fdatasync costs nothing */
+	ck_assert_int_eq(o2_fs_fsync(fs, ino, true), 0);
+	ck_assert_uint_eq(o2_crashdev_nops(crash), c1);
+
+	/* fsync: the times changed in the running transaction - a commit */
+	ck_assert_int_eq(o2_fs_fsync(fs, ino, false), 0);
+	o2_fs_stats(fs, &s1);
+	ck_assert_uint_eq(s1.journal_commits, s2.journal_commits + 1);
+	end = o2_crashdev_nops(crash);
+	o2_fs_abandon(fs);
+
+	for (size_t p = w0; p <= end; p++) {
+		for (unsigned k = 0; k < 4; k++) {
+			uint64_t seed = k ? crash_seed(p * 5 + k) : 0;
+			struct o2_blockdev *dev;
+
+			ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
+			ck_assert_msg(open_rw(dev, &clk, &fs, err, sizeof(err)) == 0,
+				      "crash point %zu seed %llu: open: %s", p,
+				      (unsigned long long)seed, err);
+			fds_read(fs, ino, &size, got);
+			ck_assert_int_eq(o2_fs_close(fs), 0);
+			ck_assert_uint_eq(size, FDS_SIZE);
+			for (uint32_t off = 0; off < FDS_SIZE; off += 512) {
+				bool old = memcmp(got + off, a + off, 512) == 0;
+				bool new = memcmp(got + off, b + off, 512) == 0;
+
+				ck_assert_msg(new || (old && p <= flush_at),
+					      "crash point %zu (fdatasync's flush: op %zu) seed %llu: "
+					      "sector at %u holds %s", p, flush_at,
+					      (unsigned long long)seed, off,
+					      old ? "the old data after fdatasync" : "neither old nor new data");
+			}
+			if (fsck && k < 2) {
+				struct o2_blockdev *raw;
+				char what[96];
+
+				snprintf(what, sizeof(what), "fdatasync, crash point %zu seed %llu", p,
+					 (unsigned long long)seed);
+				judge_fsck(what, dev);
+				ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &raw), 0);
+				fds_fsck_replay(raw, ino, &fsize, theirs);
+				ck_assert_msg(fsize == size && memcmp(theirs, got, FDS_SIZE) == 0,
+					      "%s: fsck.ocfs2's replay leaves the file otherwise (size %llu)",
+					      what, (unsigned long long)fsize);
+				o2_blockdev_free(raw);
+			}
+			o2_blockdev_free(dev);
+			judged++;
+		}
+	}
+	ck_assert_uint_ge(judged, 4 * 3);
+	printf("fdatasync: ops %zu..%zu (its flush: %zu), crash points checked: %zu\n", w0, end,
+	       flush_at, judged);
+	free(a);
+	free(b);
+	free(got);
+	free(theirs);
+	o2_blockdev_free(crash);
+	o2_blockdev_free(mem);
+}
+END_TEST
+
+/*
+ * A commit in flight while the volume goes on: ocfs2d drops its lock for
+ * an fsync's flushes, so other calls run between o2_fsync_step and the
+ * flush it asked for.  File g is fsync'ed in steps; while its commit is in
+ * flight (copies written, not flushed), f is overwritten in place and h is
+ * created and written - a new running transaction - and only then does
+ * the flush (sampled before them, as ocfs2d samples it) complete.  Then h
+ * is fsync'ed in steps too, and while that commit is in flight o2_fs_sync
+ * runs and must finish it itself; the late flush then changes nothing.  A
+ * crash at every write and flush: the volume replays, fsck.ocfs2 -fn is
+ * clean and agrees, g and h hold their data once their fsyncs returned.
+ */
+START_TEST(crash_fsync_in_flight)
+{
+	const struct vol_image *v = &vols[VOL_4K];
+	struct o2_blockdev *mem = vol_image_dev(v), *crash;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	uint64_t root, f, g, h, size, fsize, w;
+	uint8_t *a = malloc(FDS_SIZE), *b = malloc(FDS_SIZE), *got = malloc(FDS_SIZE),
+		*theirs = malloc(FDS_SIZE);
+	struct o2_fs_stats st0, st1;
+	struct o2_fsync s;
+	struct o2_fs *fs;
+	char err[256];
+	size_t first, g_done, h_done, end, judged = 0;
+	bool fsck = have_fsck();
+	int r;
+
+	ck_assert(a && b && got && theirs);
+	fds_pattern(a, FDS_SIZE, 3);
+	fds_pattern(b, FDS_SIZE, 4);
+	ck_assert_int_eq(o2_crashdev_new(mem, &crash), 0);
+	ck_assert_int_eq(open_rw(crash, &clk, &fs, err, sizeof(err)), 0);
+	root = o2_fs_super(fs)->root_blkno;
+	ck_assert_int_eq(o2_create(fs, root, "f", 1, &ni, &f), 0);
+	ck_assert_int_eq(o2_write(fs, f, 0, a, FDS_SIZE), (ssize_t)FDS_SIZE);
+	ck_assert_int_eq(o2_fs_fsync(fs, f, false), 0);
+	first = o2_crashdev_nops(crash);
+
+	ck_assert_int_eq(o2_create(fs, root, "g", 1, &ni, &g), 0);
+	ck_assert_int_eq(o2_write(fs, g, 0, b, 8192), 8192);
+	o2_fs_stats(fs, &st0);
+	o2_fsync_begin(fs, g, true, &s);
+	ck_assert_int_eq(o2_fsync_step(fs, &s), O2_FSYNC_FLUSH);
+	w = o2_fs_device_writes(fs);
+	/* meanwhile, without the lock ocfs2d dropped */
+	ck_assert_int_eq(o2_write(fs, f, 100, b, 5000), 5000);
+	ck_assert_int_eq(o2_create(fs, root, "h", 1, &ni, &h), 0);
+	ck_assert_int_eq(o2_write(fs, h, 0, b, FDS_SIZE), (ssize_t)FDS_SIZE);
+	/* the flush ends; the commit block, its flush */
+	ck_assert_int_eq(o2_fs_flushed(fs, w, o2_blockdev_flush(crash)), 0);
+	while ((r = o2_fsync_step(fs, &s)) == O2_FSYNC_FLUSH) {
+		w = o2_fs_device_writes(fs);
+		ck_assert_int_eq(o2_fs_flushed(fs, w, o2_blockdev_flush(crash)), 0);
+	}
+	ck_assert_int_eq(r, 0);
+	g_done = o2_crashdev_nops(crash);
+	o2_fs_stats(fs, &st1);
+	/* one commit (g's), not h's running one too */
+	ck_assert_uint_eq(st1.journal_commits, st0.journal_commits + 1);
+
+	/* h's commit in flight; o2_fs_sync finishes it, and commits nothing more */
+	o2_fsync_begin(fs, h, true, &s);
+	ck_assert_int_eq(o2_fsync_step(fs, &s), O2_FSYNC_FLUSH);
+	w = o2_fs_device_writes(fs);
+	ck_assert_int_eq(o2_fs_sync(fs), 0);
+	h_done = o2_crashdev_nops(crash);
+	o2_fs_stats(fs, &st0);
+	ck_assert_uint_eq(st0.journal_commits, st1.journal_commits + 1);
+	ck_assert_int_eq(o2_fs_flushed(fs, w, 0), 0);
+	ck_assert_int_eq(o2_fsync_step(fs, &s), 0);
+	ck_assert_uint_eq(o2_crashdev_nops(crash), h_done);
+	end = h_done;
+	o2_fs_abandon(fs);
+
+	for (size_t p = first; p <= end; p++) {
+		for (unsigned k = 0; k < 3; k++) {
+			uint64_t seed = k ? crash_seed(p * 7 + k) : 0;
+			struct o2_blockdev *dev;
+			struct o2_inode *in;
+			char what[96];
+
+			snprintf(what, sizeof(what), "fsync in flight, crash point %zu seed %llu", p,
+				 (unsigned long long)seed);
+			ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
+			ck_assert_msg(open_rw(dev, &clk, &fs, err, sizeof(err)) == 0, "%s: open: %s",
+				      what, err);
+			r = o2_inode_get(fs, g, &in);
+			if (p >= g_done)
+				ck_assert_msg(r == 0, "%s: g is gone after its fsync", what);
+			if (r == 0) {
+				o2_inode_unref(in);
+				fds_read(fs, g, &size, got);
+				ck_assert_msg(size == 0 || (size == 8192 && !memcmp(got, b, 8192)),
+					      "%s: g holds %llu bytes, not its data", what,
+					      (unsigned long long)size);
+				ck_assert_msg(p < g_done || size == 8192, "%s: g lost its data", what);
+			}
+			r = o2_inode_get(fs, h, &in);
+			if (p >= h_done)
+				ck_assert_msg(r == 0, "%s: h is gone after its fsync", what);
+			if (r == 0) {
+				o2_inode_unref(in);
+				fds_read(fs, h, &size, got);
+				ck_assert_msg(p < h_done || (size == FDS_SIZE && !memcmp(got, b, FDS_SIZE)),
+					      "%s: h lost its data (%llu bytes)", what,
+					      (unsigned long long)size);
+			}
+			ck_assert_int_eq(o2_fs_close(fs), 0);
+			if (fsck && k < 2) {
+				struct o2_blockdev *raw;
+				uint64_t osize;
+
+				judge_fsck(what, dev);
+				ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &raw), 0);
+				ck_assert_int_eq(open_rw(dev, &clk, &fs, err, sizeof(err)), 0);
+				fds_read(fs, f, &osize, got);
+				ck_assert_int_eq(o2_fs_close(fs), 0);
+				fds_fsck_replay(raw, f, &fsize, theirs);
+				ck_assert_msg(fsize == osize && memcmp(theirs, got, FDS_SIZE) == 0,
+					      "%s: fsck.ocfs2's replay leaves f otherwise", what);
+				o2_blockdev_free(raw);
+			}
+			o2_blockdev_free(dev);
+			judged++;
+		}
+	}
+	printf("fsync in flight: ops %zu..%zu (g durable at %zu, h at %zu), crash points "
+	       "checked: %zu\n", first, end, g_done, h_done, judged);
+	free(a);
+	free(b);
+	free(got);
+	free(theirs);
+	o2_blockdev_free(crash);
+	o2_blockdev_free(mem);
+}
+END_TEST
+
 static struct wl_params params(uint64_t seed, unsigned handles, unsigned big_max)
 {
 	return (struct wl_params){
@@ -609,6 +944,8 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, crash_revoke_then_checkpoint);
 	tcase_add_test(tc, crash_torn_descriptor);
 	tcase_add_test(tc, crash_checkpoint_reuse);
+	tcase_add_test(tc, crash_fdatasync);
+	tcase_add_test(tc, crash_fsync_in_flight);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1040,10 +1040,11 @@ def case_bus(env, chk):
     # Statistics: the journal's and the device's counters, which grow
     # with writes and an fsync (a new file's fsync commits its creation
     # and flushes the image)
-    stat_keys = ["device_flushes", "journal_checkpoints", "journal_commits", "journal_log_blocks"]
+    stat_keys = ["device_flushes", "fsync_commits", "fsyncs", "journal_checkpoints", "journal_commits",
+                 "journal_log_blocks"]
     r = ctx.call(path_a, "Statistics", {})
     if chk.ok(r.ok and len(r.value) == 1 and sorted(r.value[0]) == stat_keys,
-              "Statistics returns the four counters: %r" % r):
+              "Statistics returns the counters: %r" % r):
         before = r.value[0]
         fd = os.open(os.path.join(a.mnt, "synced"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -1440,8 +1441,9 @@ def case_auth(env, chk):
     chk.ok(r.ok and "interface %s" % VOL in r.out and "Unmount(" in r.out,
            "introspection as uid %d: %r" % (NOBODY, r))
     r = ctx.call(path_v, "Statistics", {}, user=NOBODY)
-    chk.ok(r.ok and r.value and sorted(r.value[0]) == ["device_flushes", "journal_checkpoints",
-                                                        "journal_commits", "journal_log_blocks"],
+    chk.ok(r.ok and r.value and sorted(r.value[0]) == ["device_flushes", "fsync_commits", "fsyncs",
+                                                        "journal_checkpoints", "journal_commits",
+                                                        "journal_log_blocks"],
            "Statistics as uid %d (anyone may read the counters): %r" % (NOBODY, r))
     r = ctx.call(path_v, "Status", {}, user=NOBODY)
     chk.ok(r.ok and r.value and "free_bytes" in r.value[0],

@@ -15,7 +15,9 @@ the same shim), fsx (one file under a random mix of reads, writes, mmap,
 truncate, fallocate, copy_file_range and O_DIRECT, checked against a model
 after each operation, on three volume geometries: fsx.py), helper (mount(8)
 and umount(8) through mount.fuse.ocfs2: mount -t, an fstab line, plain
-umount, in a private mount namespace), log (syslog and ocfs2ctl log).
+umount, in a private mount namespace), log (syslog and ocfs2ctl log),
+fsync (the commits and flushes fsync and fdatasync cost, alone and from
+concurrent threads, by the daemon's statistics).
 Needs root,
 /dev/fuse and ocfs2-tools (else exit 77).  FUSE_STRESS_SECONDS bounds the stress case's
 operations (default 40), FUSE_FSX_SECONDS the fsx case's (60);
@@ -2476,6 +2478,133 @@ def case_once(env, chk):
     vol.fsck(chk, "after the mounts")
 
 
+# ---- fsync and fdatasync: what they cost ----
+
+def case_fsync(env, chk):
+    """fsync and fdatasync do only what they must (issue 23), as the
+    daemon's Statistics count it: fdatasync after a write inside a file
+    flushes the device once and commits nothing; after an extending write
+    it commits once; fsync commits the file's times; threads fsync'ing at
+    once (the daemon serving on several threads) share commits."""
+    import threading
+    control = os.path.join(env.tmp, "control", "sock")
+    cenv = dict(os.environ, OCFS2D_CONTROL=control, OCFS2D=env.daemon)
+
+    def ctl(*args):
+        p = subprocess.run([env.ctl] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
+                           env=cenv, timeout=120)
+        return p.returncode, p.stdout.decode() + p.stderr.decode()
+
+    def kill_server():
+        for pid in daemons_with_control(control):
+            os.kill(pid, signal.SIGTERM)
+
+    env.cleanups.append(kill_server)
+    server_log = os.path.join(os.path.dirname(control), "ocfs2d.log")
+    env.extra_logs = [lambda: "---- server ocfs2d.log ----\n" + (
+        open(server_log, errors="replace").read()[-20000:] if os.path.exists(server_log) else "")]
+
+    def stats():
+        rc, out = ctl("stats", "--json", vol.mnt)
+        if rc != 0:
+            raise Failure("ocfs2ctl stats: %s" % out)
+        return json.loads(out)
+
+    def delta(before, after):
+        return {k: after[k] - before[k] for k in after if isinstance(after[k], int)}
+
+    vol = env.volume("fsync")
+    # no timed commit inside the measurements; requests served on 8 threads
+    rc, out = ctl("mount", "-o", "commit=600,poll=0,threads=8", vol.img, vol.mnt)
+    if not chk.eq(rc, 0, "ocfs2ctl mount: %s" % out):
+        return
+    path = os.path.join(vol.mnt, "f")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        body = bytes(range(256)) * 256
+        pwrite_all(fd, body, 0)
+        os.fsync(fd)
+
+        # a write inside the file: its data and times change, nothing else
+        s0 = stats()
+        pwrite_all(fd, b"d" * 4096, 8192)
+        os.fdatasync(fd)
+        d = delta(s0, stats())
+        log("fdatasync after a write inside the file: %r" % d)
+        chk.eq(d.get("journal_commits"), 0, "fdatasync of data written in place commits nothing: %r" % d)
+        chk.eq(d.get("device_flushes"), 1, "... and flushes the device once: %r" % d)
+        chk.eq((d.get("fsyncs"), d.get("fsync_commits")), (1, 0), "... counted as an fsync without a commit: %r" % d)
+
+        # nothing written since: nothing to do
+        s0 = stats()
+        os.fdatasync(fd)
+        d = delta(s0, stats())
+        chk.eq((d.get("journal_commits"), d.get("device_flushes")), (0, 0),
+               "fdatasync with nothing new since the last flush costs nothing: %r" % d)
+
+        # plain fsync after a write inside: the times must become durable
+        s0 = stats()
+        pwrite_all(fd, b"t" * 100, 100)
+        os.fsync(fd)
+        d = delta(s0, stats())
+        log("fsync after a write inside the file: %r" % d)
+        chk.eq(d.get("journal_commits"), 1, "fsync after a write inside the file commits its times: %r" % d)
+
+        # an extending write: the size and the clusters must be committed
+        s0 = stats()
+        pwrite_all(fd, b"e" * 4096, len(body))
+        os.fdatasync(fd)
+        d = delta(s0, stats())
+        log("fdatasync after an extending write: %r" % d)
+        chk.eq(d.get("journal_commits"), 1, "fdatasync after an extending write commits once: %r" % d)
+        chk.eq(d.get("device_flushes"), 2, "... with the commit's two flushes and no other: %r" % d)
+    finally:
+        os.close(fd)
+
+    # N threads, each appending to a file of its own and fsync'ing each time
+    nthreads, rounds = 8, 25
+    errors = []
+    start = threading.Barrier(nthreads)
+
+    def worker(i):
+        try:
+            wfd = os.open(os.path.join(vol.mnt, "t%d" % i), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                start.wait()
+                for r in range(rounds):
+                    os.write(wfd, bytes([i + 1]) * 4096)
+                    os.fsync(wfd)
+            finally:
+                os.close(wfd)
+        except Exception as e:  # reported below
+            errors.append("thread %d: %r" % (i, e))
+
+    s0 = stats()
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(nthreads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    d = delta(s0, stats())
+    log("%d threads x %d appends and fsyncs: %r" % (nthreads, rounds, d))
+    chk.ok(not errors, "the fsync'ing threads: %s" % errors)
+    fsyncs = nthreads * rounds
+    chk.eq(d.get("fsyncs"), fsyncs, "every fsync counted: %r" % d)
+    # one at a time, each fsync would commit (its append changed the size)
+    # and flush twice; 8 at once share: about 55 commits and 110 flushes here
+    chk.ok(0 < d.get("journal_commits", 0) < fsyncs // 2,
+           "concurrent fsyncs share commits: %r commits for %d fsyncs" % (d.get("journal_commits"), fsyncs))
+    chk.ok(d.get("device_flushes", 0) < fsyncs,
+           "... and flushes, fewer than one per fsync: %r for %d fsyncs" % (d.get("device_flushes"), fsyncs))
+    for i in range(nthreads):
+        with open(os.path.join(vol.mnt, "t%d" % i), "rb") as f:
+            chk.ok(f.read() == bytes([i + 1]) * 4096 * rounds, "t%d holds every append" % i)
+
+    rc, out = ctl("umount", vol.mnt)
+    chk.eq(rc, 0, "ocfs2ctl umount: %s" % out)
+    vol.fsck(chk, "after the fsyncs")
+
+
 # ---- I/O faults under a real mount ----
 
 def fault_content(name, size):
@@ -3084,7 +3213,7 @@ CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": c
          "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
          "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash,
          "once": case_once, "helper": case_helper,
-         "log": case_log, "full": case_full, "fill": case_fill}
+         "log": case_log, "full": case_full, "fill": case_fill, "fsync": case_fsync}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

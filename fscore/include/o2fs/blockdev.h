@@ -30,9 +30,16 @@ struct o2_blockdev {
 	/*
 	 * Flushes that reached ops->flush (o2_blockdev_flush counts them;
 	 * implementations leave it alone): what a volume's syncs cost the
-	 * device.  Read and written under the caller's lock, like the rest.
+	 * device.  Counted atomically: a caller may flush without the lock
+	 * it holds around every other call (read it with o2_blockdev_flushes).
 	 */
 	uint64_t flushes;
+	/*
+	 * Writes completed so far (o2_blockdev_write counts them, under the
+	 * caller's lock).  A flush that starts when this is N makes writes
+	 * 1..N durable: how a volume knows which flushes cover what.
+	 */
+	uint64_t writes;
 };
 
 #define O2_DEV_RDONLY 0x1 /* open for reading only */
@@ -51,8 +58,14 @@ struct o2_blockdev {
  */
 int o2_blockdev_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off);
 int o2_blockdev_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off);
-/* Make every completed write durable. */
+/*
+ * Make every completed write durable.  Safe to call from another thread
+ * while the device's other calls run (their owner's lock not held): the
+ * implementations here flush with fdatasync(2) or not at all.
+ */
 int o2_blockdev_flush(struct o2_blockdev *dev);
+/* dev->flushes, read atomically. */
+uint64_t o2_blockdev_flushes(const struct o2_blockdev *dev);
 void o2_blockdev_free(struct o2_blockdev *dev);
 
 /*

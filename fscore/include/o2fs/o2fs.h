@@ -149,6 +149,54 @@ void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno);
 int o2_fs_reap_orphans(struct o2_fs *fs);
 
 /*
+ * fsync(2) (datasync false) or fdatasync(2) of inode ino: commit only when
+ * a transaction not yet durable holds a change of the inode - for
+ * fdatasync, one beyond its times (a write inside the file changes only
+ * them: no size change, allocation or unwritten extent marked written) -
+ * and otherwise just flush the device for the file data, which went
+ * straight to it.  Either costs nothing when flushes since cover it.
+ * ino 0: the whole volume, every change so far (o2_fs_sync without
+ * emptying the truncate log).
+ */
+int o2_fs_fsync(struct o2_fs *fs, uint64_t ino, bool datasync);
+
+/*
+ * The same in steps, for a caller that keeps fscore under a lock and
+ * would flush the device without it, so that other calls go on meanwhile
+ * and concurrent fsyncs share commits and flushes:
+ *
+ *	o2_fsync_begin(fs, ino, datasync, &s);          (lock held)
+ *	while ((r = o2_fsync_step(fs, &s)) == O2_FSYNC_FLUSH) {
+ *		w = o2_fs_device_writes(fs);
+ *		...drop the lock...  f = o2_blockdev_flush(dev);  ...take it...
+ *		r = o2_fs_flushed(fs, w, f);
+ *		if (r < 0)
+ *			break;
+ *	}
+ *
+ * O2_FSYNC_FLUSH asks for a flush that covers s.need device writes (one
+ * that starts after them); a flush another thread started once the device
+ * had that many writes does as well.  Between steps the volume may see
+ * other calls; a commit in flight is finished by whatever needs it.
+ */
+struct o2_fsync {
+	uint64_t ino;
+	bool datasync;
+	bool commit;	  /* a transaction must become durable: tid */
+	uint32_t tid;
+	uint64_t writes;  /* device writes done when the fsync began */
+	uint64_t need;	  /* O2_FSYNC_FLUSH: writes the flush must cover */
+};
+#define O2_FSYNC_FLUSH 1
+void o2_fsync_begin(struct o2_fs *fs, uint64_t ino, bool datasync, struct o2_fsync *s);
+int o2_fsync_step(struct o2_fs *fs, struct o2_fsync *s);
+/* Writes the device has completed (a flush starting now covers them). */
+uint64_t o2_fs_device_writes(const struct o2_fs *fs);
+/* A flush that began after `writes` writes ended with result (0 or -errno;
+ * a failure turns the volume read-only).  Returns 0 or -errno. */
+int o2_fs_flushed(struct o2_fs *fs, uint64_t writes, int result);
+
+/*
  * What the volume has cost its journal and device since it was opened
  * (counters only grow; all zero for a read-only open).  For measuring how
  * many commits and device flushes an fsync or a workload takes.
@@ -158,6 +206,8 @@ struct o2_fs_stats {
 	uint64_t journal_checkpoints; /* times the log was written home and emptied */
 	uint64_t journal_log_blocks;  /* blocks written to the log */
 	uint64_t device_flushes;      /* flushes of the device (fdatasync of a file) */
+	uint64_t fsyncs;	      /* o2_fs_fsync and o2_fsync_begin calls */
+	uint64_t fsync_commits;	      /* of those, ones that needed a commit */
 };
 void o2_fs_stats(const struct o2_fs *fs, struct o2_fs_stats *ret);
 /* Non-zero (a -errno) once a failure (I/O, a damaged block, memory in the

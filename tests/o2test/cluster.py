@@ -104,6 +104,11 @@ class Node:
         script = (
             "set -e; while ! ip link show eth0 >/dev/null 2>&1; do sleep 0.05; done; "
             f"ip addr add {SUBNET}.{10 + nodeid}/24 dev eth0; ip link set eth0 up; ip link set lo up; "
+            # the copies of FUSE mounts this namespace inherited would keep
+            # their connections alive after their owners unmount them
+            "awk '{ for (i = 7; i <= NF; i++) if ($i == \"-\") break; "
+            "if ($(i + 1) ~ /^fuse(\\.|$|blk)/) print $5 }' /proc/self/mountinfo | sort -r | "
+            "while read -r m; do umount -l \"$m\" 2>/dev/null || true; done; "
             "mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /dev/shm; "
             f"mount --bind {top}/etc /etc/corosync; mount --bind {top}/lib /var/lib/corosync; "
             f"mkdir -p /var/log/corosync; mount --bind {top}/log /var/log/corosync; "

@@ -192,10 +192,14 @@ static bool itid_live(const struct o2_journal *j, const struct o2_itid *e)
 	return !tid_durable(j, e->sync_tid) || (e->data && !tid_durable(j, e->data_tid));
 }
 
-/* A table of cap slots holding the entries still needed (cap a power of two). */
+/*
+ * A table of cap slots holding the entries still needed (cap a power of
+ * two).  Optional memory: without it every fsync commits (untracked), so
+ * no caller has an error to return.
+ */
 static int itab_rebuild(struct o2_journal *j, unsigned cap)
 {
-	struct o2_itid *tab = o2_calloc(cap, sizeof(*tab));
+	struct o2_itid *tab = o2_calloc_optional(cap, sizeof(*tab));
 	unsigned n = 0;
 
 	if (!tab)

@@ -121,7 +121,7 @@ def main(cases):
         print("FAIL: watchdog: the case still runs after %ds; aborting its mounts" % limit, flush=True)
         for v in env.volumes:
             if v.conn is not None:
-                abort_connection(v.conn)
+                abort_connection(v.conn, v.mnt)
         env.print_logs()
         env.cleanup()
         os._exit(1)

@@ -49,7 +49,13 @@ def mount_entry(mnt):
     return found
 
 
-def abort_connection(conn):
+def abort_connection(conn, mnt):
+    """Abort FUSE connection conn if it is still the one mounted at mnt.
+    Connection numbers are reused as soon as a connection ends: a stale one
+    may be another test's mount by now (a node's in the cluster suite)."""
+    e = mount_entry(mnt)
+    if e is None or e[1] != conn:
+        return
     try:
         with open("/sys/fs/fuse/connections/%d/abort" % conn, "w") as f:
             f.write("1")
@@ -229,7 +235,7 @@ class Volume(Image):
 
     def cleanup(self):
         if self.conn is not None:
-            abort_connection(self.conn)
+            abort_connection(self.conn, self.mnt)
         for _ in range(3):
             if not self.mounted():
                 break

@@ -15,9 +15,8 @@
  *   - ours (this node's id): a daemon of ours that died left it; take it
  *     again (fscore replays its journal), unless that daemon is still in
  *     the group, alive or frozen;
- *   - held by a live member: another node writes the volume (a read-write
- *     mount is refused: one writer for now; a read-only one reads beside
- *     it);
+ *   - held by a live member: another node uses the volume; this one
+ *     mounts beside it, on a slot of its own;
  *   - held by a member that died and is not yet recovered: refused, its
  *     locks are frozen until it is fenced;
  *   - held by a node not in the group: try its journal lock without
@@ -63,6 +62,11 @@ struct cluster {
 
 	struct o2lc_res *super, *journal;
 	bool super_held, journal_held;
+	/* the global bitmap: its M lock, held from the slot decision until
+	 * the mount is done (a mount flushes what a crash left into it) */
+	uint64_t bitmap_blkno;
+	uint32_t bitmap_gen;
+	struct cluster_hold bitmap;
 
 	/* the filesystem's side of inode locks (cluster_set_fs) */
 	const struct cluster_fs_ops *fs_ops;
@@ -419,6 +423,8 @@ static int journal_res(struct cluster *c, struct o2_fs *fs, unsigned slot,
 	return *ret ? 0 : -EINVAL;
 }
 
+static int lock_bitmap(struct cluster *c, struct o2_fs *fs);
+
 static bool fs_error(struct cluster *c, struct o2_fs *fs, int r, const char *what,
 		     unsigned slot, GError **err)
 {
@@ -449,7 +455,7 @@ static const struct o2lt_member_info *member_on(const struct members *ms, uint32
  * node's own slot, *ret_free for a claim a crash left behind.
  */
 static bool judge_held_slot(struct cluster *c, struct o2_fs *fs, const struct members *ms,
-			    unsigned i, uint32_t node, bool ro, bool *ret_ours, bool *ret_free,
+			    unsigned i, uint32_t node, bool *ret_ours, bool *ret_free,
 			    GError **err)
 {
 	const struct o2lt_member_info *m = member_on(ms, node, &c->self);
@@ -465,14 +471,7 @@ static bool judge_held_slot(struct cluster *c, struct o2_fs *fs, const struct me
 				    c->device, node, i, m->id.pid);
 			return false;
 		}
-		if (ro)
-			return true; /* a live writer's slot: taken, and read beside it */
-		g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
-			    "%s is mounted read-write by node %u (slot %u): ocfs2d shares a volume "
-			    "between one read-write node and any number of read-only ones for now; "
-			    "mount it read-only (-o ro) here, or unmount it there first",
-			    c->device, node, i);
-		return false;
+		return true; /* a live node's slot: taken; this node mounts beside it */
 	}
 	if (m) {
 		g_set_error(err, G_IO_ERROR, G_IO_ERROR_BUSY,
@@ -584,8 +583,7 @@ bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_
 			is_free[i] = true;
 			continue;
 		}
-		if (!judge_held_slot(c, fs, &ms, i, sm->slots[i].node, opts->ro, &mine, &stale,
-				     err))
+		if (!judge_held_slot(c, fs, &ms, i, sm->slots[i].node, &mine, &stale, err))
 			goto out;
 		if (mine)
 			ours = (int)i;
@@ -633,6 +631,17 @@ bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_
 	}
 	if (!opts->ro && !cluster_lock_journal(c, fs, (unsigned)chosen, err))
 		goto out;
+	/*
+	 * Opening the slot read-write flushes its truncate log and gives back
+	 * its window into the global bitmap, which the other writers change
+	 * under its lock; a read-only mount may replay its slot's journal.
+	 */
+	r = lock_bitmap(c, fs);
+	if (r < 0) {
+		cluster_unlock_journal(c);
+		fs_error(c, fs, r, "locking the global bitmap", (unsigned)chosen, err);
+		goto out;
+	}
 	*ret_slot = (unsigned)chosen;
 	ok = true;
 out:
@@ -644,7 +653,14 @@ out:
 
 void cluster_mount_done(struct cluster *c)
 {
+	cluster_unlock(&c->bitmap);
 	super_unlock(c);
+}
+
+void cluster_bitmap(const struct cluster *c, uint64_t *blkno, uint32_t *gen)
+{
+	*blkno = c->bitmap_blkno;
+	*gen = c->bitmap_gen;
 }
 
 bool cluster_unmount_begin(struct cluster *c, GError **err)
@@ -656,6 +672,7 @@ void cluster_leave(struct cluster *c)
 {
 	if (!c)
 		return;
+	cluster_unlock(&c->bitmap);
 	super_unlock(c);
 	cluster_unlock_journal(c);
 	/* the service loop ends: it drops what is cached and leaves cleanly */
@@ -741,6 +758,21 @@ int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode
 	return hold_res(c, inode_res(c, blkno, gen), blkno, mode, false, h);
 }
 
+/* The global bitmap's M lock EX into c->bitmap (its inode read from fs). */
+static int lock_bitmap(struct cluster *c, struct o2_fs *fs)
+{
+	struct o2_inode *ino;
+	int r = o2_sysfile_lookup(fs, O2_SYS_GLOBAL_BITMAP, 0, &c->bitmap_blkno);
+
+	if (r == 0)
+		r = o2_inode_get(fs, c->bitmap_blkno, &ino);
+	if (r < 0)
+		return r;
+	c->bitmap_gen = o2_inode_info(ino)->generation;
+	o2_inode_unref(ino);
+	return cluster_lock_inode(c, c->bitmap_blkno, c->bitmap_gen, O2LT_EX, &c->bitmap);
+}
+
 void cluster_unlock(struct cluster_hold *h)
 {
 	if (!h->res)
@@ -751,6 +783,15 @@ void cluster_unlock(struct cluster_hold *h)
 	else
 		o2lc_res_put(h->res);
 	h->res = NULL;
+}
+
+/* The rename lock: no inode of its own, nothing cached under it. */
+int cluster_lock_rename(struct cluster *c, struct cluster_hold *h)
+{
+	char lname[O2_LOCKNAME_LEN + 1];
+	size_t len = o2_lockname(O2_LOCK_RENAME, 0, 0, lname);
+
+	return hold_res(c, o2lc_res_get(c->lc, lname, len, NULL, NULL), 0, O2LT_EX, false, h);
 }
 
 /*

@@ -13,9 +13,8 @@
  * super lock.  Unmounting takes the super lock again, empties the journal
  * and the slot (fscore does both at close), and leaves the group cleanly.
  *
- * One node writes at a time for now: a second read-write mount is
- * refused, with a message naming the node that holds the volume; read-only
- * mounts join beside it (docs/ARCHITECTURE.md, "Cluster locks").
+ * Every node mounts on a slot of its own (read-only mounts claim none and
+ * write nothing); docs/ARCHITECTURE.md, "Cluster mounts".
  *
  * Threads: every function here is called from the volume's mount or
  * unmount path, never from the service thread, and may block on the lock
@@ -48,11 +47,13 @@ struct cluster *cluster_join(const char *device, const struct o2_super_info *si,
  * decide the slot this node mounts with: its own slot if the slot map
  * still has it (a crash of this node's daemon), else the preferred slot
  * (opts->slot) if free, else the lowest free one.  Refused (false, *err
- * set) if another node uses the volume, if a node died holding a slot and
- * is not yet recovered, or if a journal needs recovery.  For read-write,
- * the slot's journal lock is taken and held until cluster_leave.  fs is a
- * read-only handle opened after cluster_join (its cache is no older than
- * the super lock).
+ * set) if no slot is free, if a node died holding a slot and is not yet
+ * recovered, or if a journal needs recovery.  For read-write, the slot's
+ * journal lock is taken and held until cluster_leave.  The global
+ * bitmap's lock is taken EX too (opening a slot may give back into it
+ * what a crash left) and held until cluster_mount_done.  fs is a read-only
+ * handle opened after cluster_join (its cache is no older than the super
+ * lock).
  */
 bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_opts *opts,
 			unsigned *ret_slot, GError **err);
@@ -64,8 +65,11 @@ bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_
 bool cluster_lock_journal(struct cluster *c, struct o2_fs *fs, unsigned slot, GError **err);
 void cluster_unlock_journal(struct cluster *c);
 
-/* The mount is done (or failed): lower the super lock. */
+/* The mount is done (or failed): lower the global bitmap's and the super lock. */
 void cluster_mount_done(struct cluster *c);
+
+/* The global bitmap inode (for its lock), known once a slot is decided. */
+void cluster_bitmap(const struct cluster *c, uint64_t *blkno, uint32_t *gen);
 
 /* Before closing the volume: take the super lock EX (for the slot map). */
 bool cluster_unmount_begin(struct cluster *c, GError **err);
@@ -117,6 +121,13 @@ int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode
 		       struct cluster_hold *h);
 /* Let go of what h holds (nothing if it holds nothing). */
 void cluster_unlock(struct cluster_hold *h);
+/*
+ * The rename lock (R) EX into h: a rename between two directories takes it
+ * before any other lock, so that no two of them lock directories in
+ * orders that cross.
+ */
+int cluster_lock_rename(struct cluster *c, struct cluster_hold *h);
+
 /*
  * Open locks (the O lock of an inode): cluster_open_hold takes it PR into
  * h for as long as this node has the inode open (waiting for another node's

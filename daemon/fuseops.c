@@ -156,11 +156,15 @@ void fuseops_forget_all(struct volume *v)
  * operation takes the M lock of each inode it reads (PR) or changes (EX)
  * before it takes the volume lock, and drops them after its reply is
  * ready; the lock cache keeps them between operations, so this costs no
- * message while no other node wants them.  Several inodes are locked in
- * block order.  An operation that learns an inode from a name (lookup,
- * unlink, rename) reads the name under its directory's lock, drops the
- * volume lock, takes the inode's, and checks the name again.  Nothing
- * here runs on a local volume.
+ * message while no other node wants them.  One order for every node, so
+ * that no two operations wait for each other: the rename lock (renames
+ * between directories); directories before the files in them, parents
+ * before children, two directories or two files in block order; and for a
+ * change the global bitmap's lock last (every change may allocate or
+ * free, and every node writes on a slot of its own).  An operation that
+ * learns an inode from a name (lookup, unlink, rename) reads the name
+ * under its directory's lock, drops the volume lock, takes the inode's,
+ * and checks the name again.  Nothing here runs on a local volume.
  */
 
 #define HELD_MAX 8
@@ -222,12 +226,19 @@ static void release(struct held *hd)
 		cluster_unlock(&hd->h[--hd->n]);
 }
 
+/* Whether the last lock hd holds is the global bitmap's (taken last). */
+static bool holds_bitmap(const struct volume *v, const struct held *hd)
+{
+	return hd->n && hd->blk[hd->n - 1] == v->bitmap;
+}
+
 /*
- * Take the locks of inodes a in mode ma and b in mode mb (0: none; nodes
- * the kernel knows; one inode named twice is locked once, in the stronger
- * mode), in block order.  0, or -errno with nothing held.
+ * Take the locks of inodes a in mode ma and then b in mode mb (0: none;
+ * nodes the kernel knows; one inode named twice is locked once, in the
+ * stronger mode), and for a change the global bitmap's last.  0, or
+ * -errno with nothing held.
  */
-static int hold2(struct volume *v, struct held *hd, uint64_t a, int ma, uint64_t b, int mb)
+static int hold_seq(struct volume *v, struct held *hd, uint64_t a, int ma, uint64_t b, int mb)
 {
 	uint32_t ga = 0, gb = 0;
 	int r = 0;
@@ -236,13 +247,6 @@ static int hold2(struct volume *v, struct held *hd, uint64_t a, int ma, uint64_t
 		return 0;
 	if (a == b)
 		ma = mb = MAX(ma, mb);
-	if (b && (!a || b < a)) {
-		uint64_t t = a;
-		int tm = ma;
-
-		a = b, ma = mb;
-		b = t, mb = tm;
-	}
 	lock(v);
 	if (a)
 		ga = node_gen(v, a);
@@ -261,9 +265,38 @@ static int hold2(struct volume *v, struct held *hd, uint64_t a, int ma, uint64_t
 	return r;
 }
 
+/* hold_seq, in block order: two directories, or two files. */
+static int hold2(struct volume *v, struct held *hd, uint64_t a, int ma, uint64_t b, int mb)
+{
+	if (b && (!a || b < a))
+		return hold_seq(v, hd, b, mb, a, ma);
+	return hold_seq(v, hd, a, ma, b, mb);
+}
+
 static int hold(struct volume *v, struct held *hd, int mode, uint64_t a, uint64_t b)
 {
 	return hold2(v, hd, a, mode, b, mode);
+}
+
+/*
+ * A rename between two directories first takes the rename lock, as the
+ * kernel's does: directories are locked in block order, and a directory
+ * moved into another is locked after both, so two such renames at once
+ * could lock crossing pairs; no other operation locks two directories
+ * that are not parent and child.
+ */
+static int hold_rename(struct volume *v, struct held *hd, uint64_t from, uint64_t to)
+{
+	int r;
+
+	if (!v->cluster || from == to || v->opts.ro)
+		return 0;
+	if (hd->n == HELD_MAX)
+		return -EINVAL;
+	r = cluster_lock_rename(v->cluster, &hd->h[hd->n]);
+	if (r == 0)
+		hd->blk[hd->n++] = 0;
+	return r;
 }
 
 /*
@@ -340,9 +373,16 @@ static int hold_targets(struct volume *v, struct held *hd, int mode, unsigned n,
 			blk[0] = blk[1], gen[0] = gen[1];
 			blk[1] = tb, gen[1] = tg;
 		}
+		/* the global bitmap's lock stays last: let it go meanwhile */
+		bool bm = holds_bitmap(v, hd);
+
+		if (bm)
+			cluster_unlock(&hd->h[--hd->n]);
 		for (unsigned i = 0; i < n && r == 0; i++)
 			if (blk[i])
 				r = hold_gen(v, hd, blk[i], gen[i], mode);
+		if (r == 0 && bm)
+			r = hold_gen(v, hd, v->bitmap, v->bitmap_gen, O2LT_EX);
 		if (r < 0)
 			return r;
 	}
@@ -599,21 +639,17 @@ reply:
 }
 
 /*
- * The last reference to an orphan frees it, which may flush the truncate
- * log into the global bitmap: a clustered writer holds that lock (if the
- * cluster is gone, the orphan stays for a later mount).
+ * The last reference to an orphan frees it; on a clustered volume fscore
+ * leaves that to the ticker, which holds the global bitmap's lock for it.
  */
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
 	struct volume *v = vol_of(req);
-	struct held hd = { .n = 0 };
-	bool held = hold(v, &hd, change_mode(v), 0, 0) == 0;
 
 	lock(v);
 	for (size_t i = 0; i < count; i++)
-		node_unref(v, to_blk(v, forgets[i].ino), held ? forgets[i].nlookup : 0);
+		node_unref(v, to_blk(v, forgets[i].ino), forgets[i].nlookup);
 	unlock(v);
-	release(&hd);
 	fuse_reply_none(req);
 }
 
@@ -949,7 +985,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	}
 	struct held hd = { .n = 0 };
 
-	r = hold(v, &hd, change_mode(v), blk, to_blk(v, newparent));
+	/* as the kernel's link: the directory before the file */
+	r = hold_seq(v, &hd, to_blk(v, newparent), change_mode(v), blk, change_mode(v));
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -1021,7 +1058,9 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	const uint64_t dirs[2] = { to_blk(v, parent), to_blk(v, newparent) };
 	const char *const names[2] = { name, newname };
 
-	r = hold(v, &hd, change_mode(v), dirs[0], dirs[1]);
+	r = hold_rename(v, &hd, dirs[0], dirs[1]);
+	if (r == 0)
+		r = hold(v, &hd, change_mode(v), dirs[0], dirs[1]);
 	if (r == 0)
 		r = hold_targets(v, &hd, change_mode(v), 2, dirs, names);
 	if (r == 0) {
@@ -1237,15 +1276,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void fsync_blk(fuse_req_t req, uint64_t blk, int datasync)
 {
 	struct volume *v = vol_of(req);
-	struct held hd = { .n = 0 };
 	struct o2_fsync s;
-	/* a sync may flush the truncate log into the global bitmap */
-	int r = hold(v, &hd, change_mode(v), 0, 0);
+	int r;
 
-	if (r < 0) {
-		fuse_reply_err(req, -r);
-		return;
-	}
+	/* no cluster lock: a commit writes this node's own journal alone */
 	lock(v);
 	o2_fsync_begin(v->fs, blk, datasync, &s);
 	while ((r = o2_fsync_step(v->fs, &s)) == O2_FSYNC_FLUSH) {
@@ -1268,7 +1302,6 @@ static void fsync_blk(fuse_req_t req, uint64_t blk, int datasync)
 			break;
 	}
 	unlock(v);
-	release(&hd);
 	fuse_reply_err(req, -note(v, "fsync", r));
 }
 

@@ -144,6 +144,45 @@ static bool probe_fs(struct volume *v, struct o2_fs **ret, GError **err)
 }
 
 /*
+ * What cluster locks ask of the filesystem (cluster.h), on the lock
+ * cache's downconvert thread or an operation's, never with the volume
+ * mutex held: no operation waits for a cluster lock while holding it.
+ */
+static int fs_writeback(void *arg)
+{
+	struct volume *v = arg;
+	int r = 0;
+
+	g_mutex_lock(&v->lock);
+	if (v->fs && !v->opts.ro)
+		r = volume_note_locked(v, "writing back for another node", o2_fs_writeback(v->fs));
+	g_mutex_unlock(&v->lock);
+	return r;
+}
+
+static void fs_lost(void *arg)
+{
+	struct volume *v = arg;
+
+	g_mutex_lock(&v->lock);
+	if (v->fs)
+		o2_fs_drop_cached(v->fs, 0);
+	g_mutex_unlock(&v->lock);
+}
+
+static void fs_refresh(void *arg, uint64_t blkno)
+{
+	struct volume *v = arg;
+
+	g_mutex_lock(&v->lock);
+	if (v->fs)
+		o2_fs_drop_cached(v->fs, blkno);
+	g_mutex_unlock(&v->lock);
+}
+
+static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh };
+
+/*
  * A clustered volume: join its cluster and, under the super lock, claim a
  * slot (cluster.h).  The device is opened again with O_DIRECT: no page
  * cache may hide another node's writes (devflags has O2_DEV_DIRECT).  On
@@ -162,6 +201,8 @@ static bool join_cluster(struct volume *v, unsigned devflags, const struct o2_su
 	v->cluster = cluster_join(v->device, si, err);
 	if (!v->cluster)
 		return false;
+	/* before the first inode lock (the global bitmap's, for the slot) */
+	cluster_set_fs(v->cluster, &cluster_fs_ops, v);
 	/* read what the slot decision needs only after joining */
 	ok = probe_fs(v, &probe, err) && cluster_mount_slot(v->cluster, probe, &v->opts, &v->slot, err);
 	o2_fs_close(probe);
@@ -311,44 +352,6 @@ static void release_uuid(struct volume *v)
 	}
 }
 
-/*
- * What cluster locks ask of the filesystem (cluster.h), on the lock
- * cache's downconvert thread or an operation's, never with the volume
- * mutex held: no operation waits for a cluster lock while holding it.
- */
-static int fs_writeback(void *arg)
-{
-	struct volume *v = arg;
-	int r = 0;
-
-	g_mutex_lock(&v->lock);
-	if (v->fs && !v->opts.ro)
-		r = volume_note_locked(v, "writing back for another node", o2_fs_writeback(v->fs));
-	g_mutex_unlock(&v->lock);
-	return r;
-}
-
-static void fs_lost(void *arg)
-{
-	struct volume *v = arg;
-
-	g_mutex_lock(&v->lock);
-	if (v->fs)
-		o2_fs_drop_cached(v->fs, 0);
-	g_mutex_unlock(&v->lock);
-}
-
-static void fs_refresh(void *arg, uint64_t blkno)
-{
-	struct volume *v = arg;
-
-	g_mutex_lock(&v->lock);
-	if (v->fs)
-		o2_fs_drop_cached(v->fs, blkno);
-	g_mutex_unlock(&v->lock);
-}
-
-static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh };
 
 /* fscore asks before it frees an inode whose last name is gone (under the
  * volume mutex, in a transaction: open locks never wait on it). */
@@ -442,22 +445,7 @@ static bool open_fs(struct volume *v, GError **err)
 	v->root_gen = o2_inode_info(root)->generation;
 	o2_inode_unref(root);
 	if (v->cluster) {
-		struct o2_inode *bm;
-
-		r = o2_sysfile_lookup(v->fs, O2_SYS_GLOBAL_BITMAP, 0, &v->bitmap);
-		if (r == 0)
-			r = o2_inode_get(v->fs, v->bitmap, &bm);
-		if (r < 0) {
-			g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
-				    "%s: reading the global bitmap: %s", v->device,
-				    o2_fs_error(v->fs)[0] ? o2_fs_error(v->fs) : g_strerror(-r));
-			return false;
-		}
-		v->bitmap_gen = o2_inode_info(bm)->generation;
-		o2_inode_unref(bm);
-	}
-	if (v->cluster) {
-		cluster_set_fs(v->cluster, &cluster_fs_ops, v);
+		cluster_bitmap(v->cluster, &v->bitmap, &v->bitmap_gen);
 		cluster_set_lock_cache(v->cluster, v->opts.lock_cache);
 		/*
 		 * Another node may change any name or inode at any time: the
@@ -487,19 +475,31 @@ static gpointer tick_main(gpointer arg)
 		if (v->stopping)
 			break;
 		g_mutex_unlock(&v->tick_mu);
-		/* a commit may flush the truncate log into the global bitmap */
+		/*
+		 * Flushing the truncate log and freeing orphans change the
+		 * global bitmap: on a clustered volume its lock is taken (before
+		 * the volume lock) only when there is such work, so that idle
+		 * writers do not pass it to and fro every second.
+		 */
 		struct cluster_hold bm = { NULL, 0, false };
+		bool global = false;
 
-		if (v->cluster &&
+		if (v->cluster && !v->opts.ro) {
+			g_mutex_lock(&v->lock);
+			global = v->fs && o2_fs_global_work(v->fs);
+			g_mutex_unlock(&v->lock);
+		}
+		if (global &&
 		    cluster_lock_inode(v->cluster, v->bitmap, v->bitmap_gen, O2LT_EX, &bm) < 0) {
 			g_mutex_lock(&v->tick_mu);
 			continue;
 		}
 		g_mutex_lock(&v->lock);
-		if (v->fs && !v->opts.ro)
+		/* work for the global bitmap that came up meanwhile waits a tick */
+		if (v->fs && !v->opts.ro && (global || !v->cluster || !o2_fs_global_work(v->fs)))
 			volume_note_locked(v, "timed commit", o2_fs_tick(v->fs));
 		/* orphans another node had open: freed once it closes them */
-		if (v->fs && !v->opts.ro && v->cluster)
+		if (v->fs && !v->opts.ro && global)
 			volume_note_locked(v, "freeing orphans", o2_fs_reap_orphans(v->fs));
 		g_mutex_unlock(&v->lock);
 		cluster_unlock(&bm);

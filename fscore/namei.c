@@ -292,7 +292,9 @@ int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino)
 	*pp = o->next;
 	fs->nrefs--;
 	free(o);
-	if (!fs->journal)
+	/* shared: freeing changes the global bitmap, whose lock the caller
+	 * may not hold; o2_fs_reap_orphans does it */
+	if (!fs->journal || (fs->flags & O2_OPEN_SHARED))
 		return 0;
 	r = o2_inode_buf(fs, ino, &ib);
 	if (r < 0)
@@ -407,6 +409,34 @@ int o2_orphans_process(struct o2_fs *fs)
 	}
 	free(l.v);
 	return r < 0 ? r : 0;
+}
+
+struct orphan_seen {
+	struct o2_fs *fs;
+	bool any;
+};
+
+static int see_orphan(const struct o2_dirent *de, void *arg)
+{
+	struct orphan_seen *s = arg;
+
+	if (de->name[0] == '.' || find_ref(s->fs, de->ino))
+		return 0;
+	s->any = true;
+	return 1; /* one is enough */
+}
+
+int o2_orphans_waiting(struct o2_fs *fs)
+{
+	struct orphan_seen s = { fs, false };
+	struct o2_inode *od;
+	int r = o2_inode_get(fs, fs->sys.orphan_dir, &od);
+
+	if (r < 0)
+		return r;
+	r = o2_dir_iterate(fs, od, see_orphan, &s);
+	o2_inode_unref(od);
+	return r < 0 ? r : s.any;
 }
 
 /* ---- operations ---- */

@@ -47,5 +47,7 @@ void o2_openrefs_free(struct o2_fs *fs);
 int o2_openrefs_close_all(struct o2_fs *fs);
 /* Free every orphan this slot's orphan directory holds. */
 int o2_orphans_process(struct o2_fs *fs);
+/* 1 if the orphan directory holds an orphan not open here, 0 if not, -errno. */
+int o2_orphans_waiting(struct o2_fs *fs);
 
 #endif

@@ -497,6 +497,13 @@ int o2_fs_reap_orphans(struct o2_fs *fs)
 	return r < 0 ? o2_fs_abort(fs, r, "freeing orphans") : 0;
 }
 
+bool o2_fs_global_work(struct o2_fs *fs)
+{
+	if (!fs->journal || fs->ro_reason)
+		return false;
+	return o2_trunclog_pending(fs) || o2_orphans_waiting(fs) != 0;
+}
+
 void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno)
 {
 	if (blkno)

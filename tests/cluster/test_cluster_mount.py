@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0-or-later
-"""Clustered mounts never give one volume two writers the cluster does not know of.
+"""Clustered mounts: every node on a slot of its own, never two on one.
 
 Three corosync nodes in namespaces of their own (o2test.cluster's Cluster,
 cluster name "ocfs2d-test"), one pcmk volume image, and for each node a loop
@@ -10,7 +10,10 @@ mount`, which starts that node's ocfs2d.
 
   1. n1 mounts: it joins the volume's lock group and claims slot 0 in the
      slot map, which the real tools read; it writes a file.
-  2. n2 and n3 are refused, with a message naming node 1 and slot 0.
+  2. n2 (asking for slot 2) and n3 join on slots 2 and 1 and read n1's
+     file; on a volume of two slots, n3 is refused once n1 and n2 hold
+     both, the message naming the slots and their nodes; n2 and n3
+     unmount.
   3. a volume of another cluster is refused, naming both cluster names.
   4. n1 unmounts: the slot map is empty again, fsck.ocfs2 -fn is clean.
   5. n2 mounts with preferred_slot=2, gets slot 2, reads n1's file, writes
@@ -56,18 +59,20 @@ def main():
         skip("no /dev/fuse")
     tmp = tempfile.mkdtemp(prefix="ocfs2d-cmount-")
     img, other = os.path.join(tmp, "shared.img"), os.path.join(tmp, "other.img")
+    small = os.path.join(tmp, "two-slots.img")
     mnt = os.path.join(tmp, "mnt")
     os.mkdir(mnt)
-    for path, name in ((img, CLUSTER_NAME), (other, "othercluster")):
+    for path, name, slots in ((img, CLUSTER_NAME, 3), (other, "othercluster", 3),
+                              (small, CLUSTER_NAME, 2)):
         with open(path, "wb") as f:
             f.truncate(256 << 20)
-        host([ctl, "format", "-q", "--cluster-stack=pcmk", f"--cluster-name={name}", "-N", "3",
-              "-b", "4096", "-J", "size=4M", path])
+        host([ctl, "format", "-q", "--cluster-stack=pcmk", f"--cluster-name={name}", "-N",
+              str(slots), "-b", "4096", "-J", "size=4M", path])
     loops = []
     cluster = None
     ok = False
     try:
-        for path in (img, img, img, other):
+        for path in (img, img, img, other, small, small, small):
             r = host(["losetup", "-f", "--show", "--direct-io=on", path], check=False)
             if r.returncode != 0:
                 skip(f"no loop device: {r.stderr.strip()}")
@@ -98,11 +103,32 @@ def main():
         print("   " + n1.node.run([ctl, "mounts"], check=True).stdout.strip())
         print("   " + n1.node.run([ctl, "slots", mnt], check=True).stdout.strip().replace("\n", "\n   "))
 
-        n2.refused("n1 has the volume", ["node 1", "slot 0"])
-        n3.refused("n1 has the volume", ["node 1", "slot 0"])
+        n2.must_mount("preferred_slot=2")
+        n3.must_mount()
+        if (n2.slot(), n3.slot(), slot_map(ctl, img)) != (2, 1, {0: 1, 1: 3, 2: 2}):
+            fail(f"n2 on slot {n2.slot()}, n3 on {n3.slot()}; slot map {slot_map(ctl, img)}")
+        for m in (n2, n3):
+            got = m.sh(f"cat {mnt}/hello")
+            if got != "written on n1\n":
+                fail(f"n{m.node.nodeid} reads {got!r} from n1's file")
+        smnt = os.path.join(tmp, "small")
+        os.mkdir(smnt)
+        s1, s2, s3 = (Mounter(nd, ctl, loops[4 + i], smnt) for i, nd in enumerate(cluster.nodes))
+        s1.must_mount()
+        s2.must_mount()
+        s3.refused("both slots are held", ["every slot is taken", "slot 0: node 1",
+                                            "slot 1: node 2"])
+        if slot_map(ctl, small) != {0: 1, 1: 2}:
+            fail(f"the refused mount changed the slot map: {slot_map(ctl, small)}")
+        for m in (s1, s2):  # their daemons serve the other volume too
+            m.node.run([ctl, "umount", smnt], check=True)
+        n2.umount()
+        n3.umount()
+        fsck_clean(small, "after the two-slot volume's unmounts")
         if slot_map(ctl, img) != {0: 1}:
-            fail(f"the refused mounts changed the slot map: {slot_map(ctl, img)}")
-        print("2. n2 and n3 refused while n1 has it; the slot map is unchanged")
+            fail(f"after n2's and n3's unmounts the slot map holds {slot_map(ctl, img)}")
+        print("2. n2 and n3 joined on slots 2 (asked for) and 1 and read n1's file; on a "
+              "volume of two slots the third node was refused; n2 and n3 unmounted")
 
         Mounter(cluster.nodes[1], ctl, loops[3], mnt).refused(
             "the volume belongs to another cluster", ["othercluster", CLUSTER_NAME])

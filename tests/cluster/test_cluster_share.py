@@ -4,25 +4,32 @@
 
 Three corosync nodes in namespaces of their own (o2test.cluster), one pcmk
 volume image, and for each node a loop device of its own over it (direct
-I/O: the nodes share the disk, not a page cache).  n1 mounts read-write, n2
-and n3 read-only: ocfs2d shares a volume between one writer and any number
-of readers for now, and every operation takes the inode locks OCFS2 takes.
+I/O: the nodes share the disk, not a page cache).  All three mount it
+read-write, each on a slot of its own, and every operation takes the inode
+locks OCFS2 takes.
 
-  1. n1 mounts read-write, n2 and n3 read-only, each on its own view; all
-     three are live members; a second read-write mount (n2) is refused,
-     naming node 1.
-  2. Rounds of changes on n1, each followed at once (no sleep, no sync) by
-     a snapshot of the whole tree on n2 and n3 that must equal n1's: data,
-     size, mtime, mode, owner, xattrs, directory entries, renames across
-     directories, unlinks, hard links, symlinks.
+  1. n1, n2 and n3 mount read-write on slots 0, 1 and 2; all three are
+     live members.
+  2. Rounds of changes, made in turn on n1, n2 and n3, each followed at
+     once (no sleep, no sync) by a snapshot of the whole tree on the other
+     two that must equal the writer's: data, size, mtime, mode, owner,
+     xattrs, directory entries, renames across directories, unlinks, hard
+     links, symlinks.
   3. The stale-cache trap: n2 reads a file and lists its directory; n1
      truncates it, rewrites it and renames it; n2 reads the new state.
-  4. Lock caching: 200 stats on n2 of files n1 leaves alone send no lock
+  4. Lock caching: 200 stats on n2 of files nobody changes send no lock
      message; one change on n1 and one read on n2 cost a bounded number.
   5. Open-unlinked: a file open on n3 and unlinked on n1 stays readable on
      n3 (its open lock keeps n1 from freeing it: an orphan instead); once
      n3 closes it, n1 frees it and every node's statfs shows the space back.
-  6. All unmount; the slot map is empty and fsck.ocfs2 -fn is clean; no
+  6. All three at once: each node, in a shell loop, creates, appends to,
+     renames and removes files in a directory of its own and adds files to
+     one directory all share; then every node sees the same tree, which is
+     what the loops imply.  A watchdog fails the test if the loops take
+     more than 120 s (a deadlock between nodes).
+  7. n3 mounts again read-only: it joins without a slot and reads what n1
+     and n2 change next.
+  8. All unmount; the slot map is empty and fsck.ocfs2 -fn is clean; no
      daemon logged a sanitizer report or a critical error.
 
 Needs root, corosync, losetup, fsck.ocfs2 and /dev/fuse; else exits 77.
@@ -190,6 +197,85 @@ ROUNDS = [
 ]
 
 
+# Run in node N's namespaces (argv[1] N, argv[2] the mount point): 40 steps
+# of changes in a directory of its own and in one all nodes share; the last
+# state of each file follows from the steps alone (expected_tree).
+LOOP = r"""
+set -e
+n=$1; m=$2
+mkdir -p $m/own$n
+i=0
+while [ $i -lt 40 ]; do
+    printf 'n%s step %s\n' $n $i >> $m/own$n/log
+    printf '%s' $i > $m/own$n/f$i
+    if [ $((i % 3)) = 0 ]; then mv $m/own$n/f$i $m/own$n/moved$i
+    elif [ $((i % 4)) = 1 ]; then rm $m/own$n/f$i; fi
+    printf 'from n%s at %s' $n $i > $m/shared/n$n-$i
+    if [ $((i % 5)) = 2 ]; then rm $m/shared/n$n-$i; fi
+    i=$((i + 1))
+done
+"""
+
+# Inside a node: {relative name: content} of the loops' directories.
+CONTENTS = """
+import json, os, sys
+root = sys.argv[1]
+out = {}
+for d in sorted(os.listdir(root)):
+    if d == "shared" or d.startswith("own"):
+        for f in os.listdir(os.path.join(root, d)):
+            with open(os.path.join(root, d, f)) as fh:
+                out[d + "/" + f] = fh.read()
+print(json.dumps(out))
+"""
+
+
+def expected_tree(n):
+    """What node n's loop leaves behind: name -> content."""
+    want = {f"own{n}/log": "".join(f"n{n} step {i}\n" for i in range(40))}
+    for i in range(40):
+        if i % 3 == 0:
+            want[f"own{n}/moved{i}"] = str(i)
+        elif i % 4 != 1:
+            want[f"own{n}/f{i}"] = str(i)
+        if i % 5 != 2:
+            want[f"shared/n{n}-{i}"] = f"from n{n} at {i}"
+    return want
+
+
+def all_at_once(nodes):
+    mnt = nodes[0].mnt
+    nodes[0].sh(f"mkdir {mnt}/shared")
+    procs = [subprocess.Popen(m.node.enter() + ["sh", "-c", LOOP, "loop", str(m.node.nodeid), mnt],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for m in nodes]
+    deadline = time.time() + 120
+    for m, p in zip(nodes, procs):
+        try:
+            _, err = p.communicate(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            fail(f"the loops on every node at once did not end within 120 s (n{m.node.nodeid} "
+                 f"still runs): a deadlock between nodes?")
+        if p.returncode != 0:
+            fail(f"n{m.node.nodeid}: the loop failed: {err.strip()[-2000:]}")
+    want = {}
+    for m in nodes:
+        want.update(expected_tree(m.node.nodeid))
+    tree = same_everywhere(nodes[0], nodes[1:], "after the loops on every node at once")
+    # every node's tree is the same (above): read the contents on one
+    r = nodes[0].node.run(["python3", "-c", CONTENTS, mnt])
+    if r.returncode != 0:
+        fail(f"n1: reading the loops' files: {r.stderr.strip()[-2000:]}")
+    got = json.loads(r.stdout)
+    if got != want:
+        diff = {k: (want.get(k), got.get(k)) for k in sorted(set(want) | set(got))
+                if want.get(k) != got.get(k)}
+        fail(f"after the loops the files are not what they imply: {json.dumps(diff)[:3000]}")
+    return tree
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -218,25 +304,26 @@ def main():
         cluster = Cluster(tmp, 3)
         n1, n2, n3 = (Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes))
 
-        n1.must_mount()
-        n2.refused("n1 mounts it read-write", ["node 1", "read-write", "-o ro"])
-        n2.must_mount("ro")
-        n3.must_mount("ro")
+        nodes = (n1, n2, n3)
+        for m in nodes:
+            m.must_mount()
         live = json.loads(n2.node.run([ctl, "--json", "slots", mnt], check=True).stdout)
         if sorted((m["node"], m["state"]) for m in live["members"]) != [(1, "live"), (2, "live"),
                                                                         (3, "live")]:
             fail(f"`ocfs2ctl slots` on n2: {live}")
-        if slot_map(ctl, img) != {0: 1}:
-            fail(f"slot map with one writer and two readers: {slot_map(ctl, img)}")
-        print(f"1. n1 mounted read-write (slot 0), n2 and n3 read-only; members "
-              f"{[m['node'] for m in live['members']]}; a second writer refused")
+        if slot_map(ctl, img) != {0: 1, 1: 2, 2: 3} or [m.slot() for m in nodes] != [0, 1, 2]:
+            fail(f"slot map with three writers: {slot_map(ctl, img)}")
+        print(f"1. n1, n2 and n3 mounted read-write on slots 0, 1 and 2; members "
+              f"{[m['node'] for m in live['members']]}")
 
+        for i, (what, script) in enumerate(ROUNDS):
+            writer = nodes[i % 3]
+            writer.sh(script.format(m=mnt))
+            tree = same_everywhere(writer, [m for m in nodes if m is not writer],
+                                   f"{what} (on n{writer.node.nodeid})")
+        print(f"2. {len(ROUNDS)} rounds of changes made in turn on n1, n2 and n3, each seen at "
+              f"once by the other two ({len(tree)} names at the end)")
         readers = (n2, n3)
-        for what, script in ROUNDS:
-            n1.sh(script.format(m=mnt))
-            tree = same_everywhere(n1, readers, what)
-        print(f"2. {len(ROUNDS)} rounds of changes on n1, each seen at once by n2 and n3 "
-              f"({len(tree)} names at the end)")
 
         n2.sh(f"cat {mnt}/a > /dev/null && ls -l {mnt}/d1 > /dev/null && stat {mnt}/d1/g-link >/dev/null")
         n1.sh(f"truncate -s 0 {mnt}/d1/g-link && printf 'rewritten' >> {mnt}/d1/g-link && "
@@ -265,13 +352,29 @@ def main():
         print(f"5. a file open on n3 and unlinked on n1 read whole on n3; freed once closed: "
               f"{before} -> {after} free clusters, the same on every node")
 
+        all_at_once(nodes)
+        print("6. n1, n2 and n3 changed private and shared directories at once; every node "
+              "sees the tree their loops imply")
+
+        n3.umount()
+        n3.must_mount("ro")
+        if slot_map(ctl, img) != {0: 1, 1: 2}:
+            fail(f"slot map with two writers and a reader: {slot_map(ctl, img)}")
+        n1.sh(f"mkdir {mnt}/late")
+        for i, (what, script) in enumerate(ROUNDS[:6]):
+            writer = nodes[i % 2]
+            writer.sh(script.format(m=mnt + "/late"))
+            same_everywhere(writer, [m for m in nodes if m is not writer],
+                            f"{what} (on n{writer.node.nodeid}, n3 read-only)")
+        print("7. n3 mounted again read-only (no slot); changes on n1 and n2 seen there at once")
+
         for m in (n3, n2, n1):
             m.umount()
         if slot_map(ctl, img):
             fail(f"after every unmount the slot map holds {slot_map(ctl, img)}")
         fsck_clean(img, "after every unmount")
         daemon_logs_clean(cluster)
-        print("6. all unmounted: slot map empty, fsck.ocfs2 -fn clean")
+        print("8. all unmounted: slot map empty, fsck.ocfs2 -fn clean")
         ok = True
     finally:
         if cluster:

@@ -147,6 +147,13 @@ void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno);
  * open_elsewhere) on another node.  0 or -errno.
  */
 int o2_fs_reap_orphans(struct o2_fs *fs);
+/*
+ * Whether o2_fs_tick and o2_fs_reap_orphans have work that changes the
+ * global bitmap (truncate log entries to give back, orphans of this slot
+ * that nobody here has open): a clustered writer takes its lock only then.
+ * An error counts as work (the call then reports it).
+ */
+bool o2_fs_global_work(struct o2_fs *fs);
 
 /*
  * fsync(2) (datasync false) or fdatasync(2) of inode ino: commit only when
@@ -730,8 +737,10 @@ int o2_acl_set(struct o2_fs *fs, uint64_t ino, unsigned type, const void *value,
 
 /*
  * Open-file references: an inode unlinked while referenced lives on in the
- * orphan directory; the last o2_inode_close_ref frees it.  Orphans left by a
- * crash are freed at the next read-write open.
+ * orphan directory; the last o2_inode_close_ref frees it (with
+ * O2_OPEN_SHARED it leaves that to o2_fs_reap_orphans, which the caller
+ * runs under the global bitmap's lock).  Orphans left by a crash are freed
+ * at the next read-write open.
  */
 int o2_inode_open_ref(struct o2_fs *fs, uint64_t ino);
 int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino);

@@ -8,11 +8,10 @@
 # namespaces on a private bridge) serves a volume through the resource
 # agent ocf:ocfs2d:volume, one node at a time: placed, moved by standby,
 # recovered after its daemon is killed.  Before that, three corosync nodes
-# mount one pcmk volume through the cluster: each mount claims a slot under
-# the super lock, and a second writer is refused while the first has it;
-# then three nodes mount one volume at once, one writer and two readers,
-# and every change the writer makes is what the readers read next.
-# (several writers at once are the work in progress.)
+# mount one pcmk volume through the cluster: each mount claims a slot of its
+# own under the super lock, and a node beyond the slots is refused; then
+# three nodes mount one volume read-write at once, and every change one
+# makes is what the others read next.
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -92,10 +91,10 @@ step "A file that is not OCFS2 gets one clear line"
 head -c 1048576 /dev/urandom > "$work/garbage.img"
 $ctl info "$work/garbage.img" || true
 
-step "Three corosync nodes (this machine, namespaces), each with its own loop device over one pcmk volume: one writer at a time, slots claimed in the slot map"
+step "Three corosync nodes (this machine, namespaces), each with its own loop device over one pcmk volume: a slot each in the slot map"
 PYTHONPATH=tests python3 tests/cluster/test_cluster_mount.py "$ctl"
 
-step "Three nodes mount one volume at once (one writer, two readers): each change on the writer is what the readers read next, under OCFS2's inode locks"
+step "Three nodes mount one volume read-write at once: each change on one is what the others read next, under OCFS2's inode locks"
 PYTHONPATH=tests python3 tests/cluster/test_cluster_share.py "$ctl"
 
 step "Pacemaker serves a volume on a two-node cluster (this machine, namespaces): placement, standby, a killed daemon"

@@ -1243,6 +1243,17 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	}
 	lock(v);
 	n = kill_privs(v, to_blk(v, ino), session_write_flags() & FUSE_WRITE_KILL_SUIDGID, &killed);
+	/*
+	 * O_APPEND: the kernel put the write at the size it knows, which
+	 * another node may have moved since; the end is where the size is
+	 * now, under the inode's lock (the kernel takes the reply's count).
+	 */
+	if (n == 0 && v->cluster && (fi->flags & O_APPEND)) {
+		struct stat st;
+
+		n = get_stat(v, to_blk(v, ino), &st, NULL);
+		off = st.st_size;
+	}
 	if (n == 0)
 		n = o2_write(v->fs, to_blk(v, ino), (uint64_t)off, buf, size);
 	unlock(v);

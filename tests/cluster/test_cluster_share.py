@@ -23,9 +23,10 @@ locks OCFS2 takes.
      n3 (its open lock keeps n1 from freeing it: an orphan instead); once
      n3 closes it, n1 frees it and every node's statfs shows the space back.
   6. All three at once: each node, in a shell loop, creates, appends to,
-     renames and removes files in a directory of its own and adds files to
-     one directory all share; then every node sees the same tree, which is
-     what the loops imply.  A watchdog fails the test if the loops take
+     renames and removes files in a directory of its own, adds files to
+     one directory all share and appends records to one file there
+     (O_APPEND); then every node sees the same tree, which is what the
+     loops imply, and no record is lost or broken.  A watchdog fails the test if the loops take
      more than 120 s (a deadlock between nodes).
   7. n3 mounts again read-only: it joins without a slot and reads what n1
      and n2 change next.
@@ -211,6 +212,7 @@ while [ $i -lt 40 ]; do
     if [ $((i % 3)) = 0 ]; then mv $m/own$n/f$i $m/own$n/moved$i
     elif [ $((i % 4)) = 1 ]; then rm $m/own$n/f$i; fi
     printf 'from n%s at %s' $n $i > $m/shared/n$n-$i
+    printf 'record n%s %s\n' $n $i >> $m/shared/appends
     if [ $((i % 5)) = 2 ]; then rm $m/shared/n$n-$i; fi
     i=$((i + 1))
 done
@@ -269,6 +271,15 @@ def all_at_once(nodes):
     if r.returncode != 0:
         fail(f"n1: reading the loops' files: {r.stderr.strip()[-2000:]}")
     got = json.loads(r.stdout)
+    # O_APPEND from every node: every record whole, none lost, each node's in order
+    records = got.pop("shared/appends", "").split("\n")
+    if records[-1] != "" or sorted(records[:-1]) != sorted(
+            f"record n{m.node.nodeid} {i}" for m in nodes for i in range(40)):
+        fail(f"O_APPEND from every node at once lost or broke records: {records[:200]}")
+    for m in nodes:
+        mine = [r for r in records if r.startswith(f"record n{m.node.nodeid} ")]
+        if mine != [f"record n{m.node.nodeid} {i}" for i in range(40)]:
+            fail(f"n{m.node.nodeid}'s appends are out of order: {mine}")
     if got != want:
         diff = {k: (want.get(k), got.get(k)) for k in sorted(set(want) | set(got))
                 if want.get(k) != got.get(k)}
@@ -353,8 +364,8 @@ def main():
               f"{before} -> {after} free clusters, the same on every node")
 
         all_at_once(nodes)
-        print("6. n1, n2 and n3 changed private and shared directories at once; every node "
-              "sees the tree their loops imply")
+        print("6. n1, n2 and n3 changed private and shared directories at once and appended "
+              "to one file; every node sees the tree their loops imply, every record whole")
 
         n3.umount()
         n3.must_mount("ro")

@@ -415,8 +415,12 @@ int o2_fs_close_why(struct o2_fs *fs, char *errbuf, size_t errlen)
 	if (!fs->ro_reason)
 		fs->err[0] = '\0';
 	if (fs->journal && !fs->ro_reason) {
-		/* orphans still open: freed now (nothing holds them any more) */
+		/* orphans still open: freed now (nothing holds them any more);
+		 * on a shared volume, also those whose last reference went
+		 * since the last o2_fs_reap_orphans */
 		r = o2_openrefs_close_all(fs);
+		if (r == 0 && (fs->flags & O2_OPEN_SHARED))
+			r = o2_orphans_process(fs);
 		if (r == 0)
 			r = o2_local_alloc_return(fs);
 		if (r == 0)

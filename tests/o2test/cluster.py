@@ -345,6 +345,44 @@ def fsck_clean(img, when):
         fail(f"fsck.ocfs2 -fn {when}: exit {r.returncode}\n{r.stdout[-3000:]}")
 
 
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Run inside a node: the tree under argv[1] as o2test.tree snapshots it, with
+# each name's extended attributes, as JSON.
+SNAPSHOT = """
+import json, os, sys
+from o2test.tree import snapshot
+root = sys.argv[1]
+snap = snapshot(root)
+for rel, e in snap.items():
+    p = os.path.join(root, rel)
+    e["xattrs"] = {n: os.getxattr(p, n, follow_symlinks=False).hex()
+                   for n in sorted(os.listxattr(p, follow_symlinks=False))}
+print(json.dumps(snap, sort_keys=True))
+"""
+
+
+def snap(m):
+    """The whole tree under Mounter m's mount point, as its node reads it."""
+    r = m.node.run(["env", f"PYTHONPATH={TESTS}", "python3", "-c", SNAPSHOT, m.mnt])
+    if r.returncode != 0:
+        fail(f"n{m.node.nodeid}: snapshot of {m.mnt}: {r.stderr.strip()[-2000:]}")
+    return json.loads(r.stdout)
+
+
+def same_everywhere(writer, readers, what):
+    """The readers' trees equal the writer's, read at once after its change."""
+    want = snap(writer)
+    for m in readers:
+        got = snap(m)
+        if got != want:
+            diff = {k: (want.get(k), got.get(k)) for k in sorted(set(want) | set(got))
+                    if want.get(k) != got.get(k)}
+            fail(f"{what}: n{m.node.nodeid} sees another tree than n{writer.node.nodeid}:\n"
+                 f"{json.dumps(diff, indent=1)[:3000]}")
+    return want
+
+
 class Mounter:
     """One node's view of the volume: its loop device and its mount point."""
 

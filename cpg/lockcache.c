@@ -967,6 +967,12 @@ void o2lc_stats(struct o2lc *c, struct o2lc_stats *st)
 	g_mutex_unlock(&c->mu);
 }
 
+const uint8_t *o2lc_res_name(const struct o2lc_res *r, size_t *len)
+{
+	*len = r->namelen;
+	return r->name;
+}
+
 int o2lc_res_mode(struct o2lc_res *r)
 {
 	g_mutex_lock(&r->c->mu);

@@ -29,5 +29,12 @@
  */
 size_t o2_lockname(char type, uint64_t blkno, uint32_t generation, char *buf);
 
+/*
+ * Read a name o2_lockname wrote (len bytes, no NUL needed): 0, or -EINVAL
+ * if it is not one.
+ */
+int o2_lockname_parse(const void *name, size_t len, char *type, uint64_t *blkno,
+		      uint32_t *generation);
+
 /* The lockspace name of a volume: 32 uppercase hex digits of uuid, NUL-terminated. */
 void o2_lockspace_name(const uint8_t uuid[16], char buf[33]);

@@ -699,14 +699,22 @@ static int inode_downconvert(struct o2lc_res *r, int from, int to, uint8_t *lvb,
 	struct cluster *c = data;
 	int rc = 0;
 
-	(void)r;
 	(void)lvb;
 	if (!c->fs_ops)
 		return 0;
 	if (from == O2LT_EX)
 		rc = c->fs_ops->writeback(c->fs_arg);
-	if (rc == 0 && to == O2LT_NL)
-		c->fs_ops->lost(c->fs_arg);
+	if (rc == 0 && to == O2LT_NL) {
+		size_t len;
+		const uint8_t *name = o2lc_res_name(r, &len);
+		uint64_t blkno = 0;
+		uint32_t gen;
+		char type;
+
+		if (o2_lockname_parse(name, len, &type, &blkno, &gen) < 0)
+			blkno = 0;
+		c->fs_ops->lost(c->fs_arg, blkno);
+	}
 	return rc;
 }
 

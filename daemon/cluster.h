@@ -93,7 +93,8 @@ const char *cluster_group(const struct cluster *c);
  * (volume.c) says what must happen when a lock moves:
  *   writeback: a lock leaves EX: put everything changed on the disk
  *     (0, or -errno: the lock stays and the write-back is retried);
- *   lost: a lock goes to NL: whatever is cached may go stale;
+ *   lost: inode blkno's lock goes to NL: whatever is cached may go stale
+ *     (blocks, and what the kernel caches of the inode);
  *   refresh: an inode lock is regained: its block, read without the lock
  *     (by a lookup in its directory), may be stale.
  * They run with no cluster lock held by the calling thread and may take
@@ -101,7 +102,7 @@ const char *cluster_group(const struct cluster *c);
  */
 struct cluster_fs_ops {
 	int (*writeback)(void *arg);
-	void (*lost)(void *arg);
+	void (*lost)(void *arg, uint64_t blkno);
 	void (*refresh)(void *arg, uint64_t blkno);
 };
 void cluster_set_fs(struct cluster *c, const struct cluster_fs_ops *ops, void *arg);

@@ -943,6 +943,9 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		r = o2_create(v->fs, dir, name, strlen(name), &ni, &blk);
 	if (r == 0)
 		r = make_entry(v, blk, e);
+	/* the new inode's lock is not held: its attributes are not cached */
+	if (r == 0 && v->cluster)
+		e->attr_timeout = 0;
 	unlock(v);
 	release(&hd);
 	return r;

@@ -73,7 +73,7 @@ struct volume {
 	uint64_t init_unique, init_offered;
 	bool init_pending;
 
-	GMutex lock;		/* guards fs, nodes, ro_reported and flushing */
+	GMutex lock;		/* guards fs, nodes, ro_reported, flushing, kernel_gone */
 	GHashTable *nodes;	/* inode number -> {number, lookup count, generation} (uint64_t[3]) */
 	bool ro_reported;	/* the turn to read-only is in the log */
 	/*
@@ -85,6 +85,7 @@ struct volume {
 	GCond flush_cond;
 
 	struct fuse_session *se;
+	bool kernel_gone;	/* the session ended: no notification may go to it */
 	unsigned conn_id;	/* /sys/fs/fuse/connections/N */
 	GThread *fuse_thread, *tick_thread;
 	GMutex tick_mu;

@@ -143,6 +143,9 @@ static bool probe_fs(struct volume *v, struct o2_fs **ret, GError **err)
 	return r == 0;
 }
 
+/* How long the kernel may keep attributes while the inode's lock stays. */
+#define CLUSTER_ATTR_TIMEOUT_S 3600.0
+
 /*
  * What cluster locks ask of the filesystem (cluster.h), on the lock
  * cache's downconvert thread or an operation's, never with the volume
@@ -160,13 +163,23 @@ static int fs_writeback(void *arg)
 	return r;
 }
 
-static void fs_lost(void *arg)
+/*
+ * A lock lost: every clean block goes, and the kernel forgets the inode's
+ * attributes, which it caches only while this node holds the lock.  That
+ * notification waits for nothing a request holds (attributes only: no page
+ * lock, no directory lock), so it is made here, before the lock goes; a
+ * reply built before it and delivered after is one the kernel then
+ * ignores (FUSE's attribute versions).
+ */
+static void fs_lost(void *arg, uint64_t blkno)
 {
 	struct volume *v = arg;
 
 	g_mutex_lock(&v->lock);
 	if (v->fs)
 		o2_fs_drop_cached(v->fs, 0);
+	if (blkno && v->se && !v->kernel_gone)
+		fuse_lowlevel_notify_inval_inode(v->se, volume_node_id(v, blkno), -1, 0);
 	g_mutex_unlock(&v->lock);
 }
 
@@ -448,11 +461,16 @@ static bool open_fs(struct volume *v, GError **err)
 		cluster_bitmap(v->cluster, &v->bitmap, &v->bitmap_gen);
 		cluster_set_lock_cache(v->cluster, v->opts.lock_cache);
 		/*
-		 * Another node may change any name or inode at any time: the
-		 * kernel asks again each time (its caches are not yet kept
-		 * valid by the locks), and every answer is given under them.
+		 * Another node may change any name or inode at any time.  The
+		 * kernel keeps an inode's attributes for as long as this node
+		 * holds its lock (fs_lost makes it forget them when the lock
+		 * goes; what it is told of an inode not under its lock comes
+		 * with a timeout of 0), so the timeout is only a bound; names
+		 * it asks for again each time (forgetting them at once would
+		 * need the directory's i_rwsem, which a request waiting for
+		 * the lock may hold).
 		 */
-		v->opts.attr_timeout = 0;
+		v->opts.attr_timeout = CLUSTER_ATTR_TIMEOUT_S;
 		v->opts.entry_timeout = 0;
 	}
 	return true;
@@ -632,6 +650,9 @@ static gpointer fuse_main(gpointer arg)
 	if (r < 0 && r != -ENODEV && r != -ECONNABORTED)
 		g_warning("%s: FUSE session ended: %s", v->mountpoint, g_strerror(-r));
 	/* the kernel side is gone (or going): no request can reach us now */
+	g_mutex_lock(&v->lock);
+	v->kernel_gone = true;
+	g_mutex_unlock(&v->lock);
 	fuse_session_unmount(v->se);
 	stop_ticker(v);
 	v->close_result = close_fs(v);

@@ -17,6 +17,9 @@ locks OCFS2 takes.
      links, symlinks.
   3. The stale-cache trap: n2 reads a file and lists its directory; n1
      truncates it, rewrites it and renames it; n2 reads the new state.
+     The kernel keeps attributes while the node holds the inode's lock:
+     n2 fstat()s an open file and its directory (no lookup), n1 changes
+     both, and n2's next fstat shows it.
   4. Lock caching: 200 stats on n2 of files nobody changes send no lock
      message; one change on n1 and one read on n2 cost a bounded number.
   5. Open-unlinked: a file open on n3 and unlinked on n1 stays readable on
@@ -70,6 +73,56 @@ for line in sys.stdin:
         print("closed", flush=True)
         break
 """
+
+
+# Inside a node: open argv[1] and argv[2] (a directory) and answer each
+# line read with both fstat(2)s, until stdin ends.
+FSTATS = """
+import json, os, sys
+fds = [os.open(p, os.O_RDONLY) for p in sys.argv[1:3]]
+for line in sys.stdin:
+    out = []
+    for fd in fds:
+        st = os.fstat(fd)
+        out.append([st.st_mode, st.st_size, st.st_mtime_ns, st.st_nlink, st.st_uid])
+    print(json.dumps(out), flush=True)
+"""
+
+
+def attrs_follow(n1, n2):
+    """n2 has a file and its directory open and fstat()s them (no lookup:
+    only the kernel's attribute cache or a GETATTR answers); n1 changes
+    both: n2's next fstat shows the change."""
+    mnt = n1.mnt
+    n1.sh(f"mkdir {mnt}/attrs && printf 1234 > {mnt}/attrs/f")
+    p = subprocess.Popen(n2.node.enter() + ["python3", "-c", FSTATS, f"{mnt}/attrs/f",
+                                            f"{mnt}/attrs"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+
+    def ask():
+        p.stdin.write("x\n")
+        p.stdin.flush()
+        line = p.stdout.readline()
+        if not line:
+            fail(f"n2's fstat helper ended: {p.stderr.read()}")
+        return json.loads(line)
+
+    try:
+        before = ask()
+        ask()  # cached now, if the kernel caches
+        n1.sh(f"chmod 0600 {mnt}/attrs/f && printf 56789 >> {mnt}/attrs/f && "
+              f"chown 4321 {mnt}/attrs/f && mkdir {mnt}/attrs/sub")
+        once = FSTATS.replace("for line in sys.stdin:", "for line in ['x']:")
+        want = json.loads(n1.node.run(["python3", "-c", once, f"{mnt}/attrs/f", f"{mnt}/attrs"],
+                                      check=True).stdout)
+        got = ask()
+        if got != want or got == before:
+            fail(f"n2's fstat after n1's changes: {got}, n1 sees {want} (before: {before})")
+    finally:
+        p.stdin.close()
+        p.kill()
+        p.wait()
 
 
 def open_unlinked(n1, n3, readers):
@@ -306,8 +359,9 @@ def main():
         if got != "rewrittenrenamed\nsym\n":
             fail(f"the stale-cache trap: n2 reads {got!r}")
         same_everywhere(n1, readers, "after the trap")
+        attrs_follow(n1, n2)
         print("3. n2 read a file and listed its directory; n1 truncated, rewrote and renamed it; "
-              "n2 read the new state")
+              "n2 read the new state; n2's fstat of an open file and directory saw n1's changes")
 
         before = lock_messages(n2)
         n2.sh(f"for i in $(seq 1 100); do stat {mnt}/a {mnt}/big > /dev/null; done")

@@ -18,6 +18,7 @@
  * stale reads and deadlocks are what these tests look for.
  */
 #include "lockcache.h"
+#include "lockname.h"
 
 #include <check.h>
 #include <errno.h>
@@ -324,6 +325,32 @@ static struct o2lc_stats stats(int i)
 }
 
 /* ---- tests ---- */
+
+/* Lock names read back as written; anything else is refused. */
+START_TEST(test_lockname_parse)
+{
+	char buf[O2_LOCKNAME_LEN + 1], type;
+	uint64_t blkno;
+	uint32_t gen;
+	size_t len = o2_lockname(O2_LOCK_META, 0xfedcba9876543210ull, 0x89abcdefu, buf);
+
+	ck_assert_str_eq(buf, "M000000fedcba987654321089abcdef");
+	ck_assert_int_eq(o2_lockname_parse(buf, len, &type, &blkno, &gen), 0);
+	ck_assert_int_eq(type, 'M');
+	ck_assert_uint_eq(blkno, 0xfedcba9876543210ull);
+	ck_assert_uint_eq(gen, 0x89abcdefu);
+	o2_lockname(O2_LOCK_RENAME, 0, 0, buf);
+	ck_assert_int_eq(o2_lockname_parse(buf, len, &type, &blkno, &gen), 0);
+	ck_assert_uint_eq(blkno, 0);
+	ck_assert_int_eq(o2_lockname_parse(buf, len - 1, &type, &blkno, &gen), -EINVAL);
+	ck_assert_int_eq(o2_lockname_parse("M000001fedcba987654321089abcdef", len, &type, &blkno,
+					   &gen), -EINVAL);
+	ck_assert_int_eq(o2_lockname_parse("M000000fedcba98765432108FFFFFFF", len, &type, &blkno,
+					   &gen), -EINVAL);
+	ck_assert_int_eq(o2_lockname_parse("M000000fedcba98765432x089abcdef", len, &type, &blkno,
+					   &gen), -EINVAL);
+}
+END_TEST
 
 START_TEST(test_cached_after_last_user)
 {
@@ -1034,6 +1061,7 @@ static Suite *lockcache_suite(void)
 	TCase *tc = tcase_create("cache");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_lockname_parse);
 	tcase_add_test(tc, test_cached_after_last_user);
 	tcase_add_test(tc, test_no_lost_update);
 	tcase_add_test(tc, test_holder_in_the_way);

@@ -43,6 +43,9 @@ struct o2_fs {
 	/* inodes held open (orphan handling): a hash of chains */
 	struct o2_openref **refs;
 	unsigned nrefs_buckets, nrefs;
+	/* shared: other slots' orphans whose last reference here went */
+	uint64_t *foreign;
+	unsigned nforeign, capforeign;
 	uint64_t gen_counter;	     /* mixes inode generations */
 	uint64_t fsyncs, fsync_commits; /* o2_fs_stats */
 };

@@ -185,6 +185,11 @@ void o2_orphan_name(uint64_t ino, char *buf)
  */
 int o2_reap_orphan(struct o2_fs *fs, uint64_t ino)
 {
+	return o2_reap_orphan_from(fs, ino, fs->sys.orphan_dir);
+}
+
+int o2_reap_orphan_from(struct o2_fs *fs, uint64_t ino, uint64_t orphan_dir)
+{
 	struct o2_trans *t;
 	struct o2_buf *ob = NULL, *ib = NULL;
 	struct o2_dir_slot f;
@@ -228,7 +233,7 @@ int o2_reap_orphan(struct o2_fs *fs, uint64_t ino)
 	if (r < 0)
 		return r;
 	o2_orphan_name(ino, name);
-	r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
+	r = o2_inode_buf(fs, orphan_dir, &ob);
 	if (r == 0)
 		r = o2_dir_find(fs, ob, name, 16, &f);
 	if (r == 0)
@@ -277,10 +282,63 @@ static int reap_or_wait(struct o2_fs *fs, uint64_t ino)
 	return r == -EOPNOTSUPP ? 0 : r;
 }
 
+/* Remember orphan ino of another slot, for o2_foreign_orphans_process. */
+static int foreign_add(struct o2_fs *fs, uint64_t ino)
+{
+	if (fs->nforeign == fs->capforeign) {
+		unsigned ncap = fs->capforeign ? fs->capforeign * 2 : 8;
+		uint64_t *nv = o2_realloc(fs->foreign, ncap * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		fs->foreign = nv;
+		fs->capforeign = ncap;
+	}
+	fs->foreign[fs->nforeign++] = ino;
+	return 0;
+}
+
+int o2_foreign_orphans_process(struct o2_fs *fs)
+{
+	int r = 0;
+
+	while (fs->nforeign && r >= 0) {
+		uint64_t ino = fs->foreign[--fs->nforeign], dir;
+		struct o2_buf *ib;
+		unsigned slot;
+		bool orphan;
+
+		/* open here again, or already freed by its own node: not ours */
+		if (find_ref(fs, ino))
+			continue;
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r == -ENOENT) {
+			r = 0;
+			continue;
+		}
+		if (r < 0)
+			break;
+		orphan = le32(o2_buf_dinode(ib)->i_flags) & O2_FL_ORPHANED;
+		slot = le16(o2_buf_dinode(ib)->i_orphaned_slot);
+		uint32_t gen = le32(o2_buf_dinode(ib)->i_generation);
+
+		o2_brelse(fs, ib);
+		if (!orphan || slot >= fs->info.max_slots || open_elsewhere(fs, ino, gen))
+			continue;
+		r = o2_sysfile_lookup(fs, O2_SYS_ORPHAN_DIR, slot, &dir);
+		if (r == 0)
+			r = o2_reap_orphan_from(fs, ino, dir);
+		if (r == -EOPNOTSUPP)
+			r = 0;
+	}
+	return r < 0 ? r : 0;
+}
+
 int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino)
 {
 	struct o2_openref **pp = find_ref_slot(fs, ino), *o;
 	struct o2_buf *ib;
+	unsigned slot;
 	bool orphan;
 	int r;
 
@@ -292,20 +350,32 @@ int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino)
 	*pp = o->next;
 	fs->nrefs--;
 	free(o);
-	/* shared: freeing changes the global bitmap, whose lock the caller
-	 * may not hold; o2_fs_reap_orphans does it */
-	if (!fs->journal || (fs->flags & O2_OPEN_SHARED))
+	if (!fs->journal)
 		return 0;
 	r = o2_inode_buf(fs, ino, &ib);
 	if (r < 0)
 		return r == -ENOENT ? 0 : r;
 	orphan = le32(o2_buf_dinode(ib)->i_flags) & O2_FL_ORPHANED;
+	slot = le16(o2_buf_dinode(ib)->i_orphaned_slot);
 	o2_brelse(fs, ib);
-	return orphan ? reap_or_wait(fs, ino) : 0;
+	if (!orphan)
+		return 0;
+	/*
+	 * Shared: freeing changes the global bitmap, whose lock the caller
+	 * may not hold; o2_fs_reap_orphans does it, for this slot's orphans
+	 * and for those of other slots that were open here (their own node
+	 * may have unmounted since: nobody else would free them).
+	 */
+	if (fs->flags & O2_OPEN_SHARED)
+		return slot == fs->opts.slot ? 0 : foreign_add(fs, ino);
+	return reap_or_wait(fs, ino);
 }
 
 void o2_openrefs_free(struct o2_fs *fs)
 {
+	free(fs->foreign);
+	fs->foreign = NULL;
+	fs->nforeign = fs->capforeign = 0;
 	for (unsigned i = 0; i < fs->nrefs_buckets; i++)
 		while (fs->refs[i]) {
 			struct o2_openref *o = fs->refs[i];

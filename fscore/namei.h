@@ -35,6 +35,15 @@ int o2_name_need(struct o2_fs *fs, uint64_t dir, const char *name, size_t len,
 void o2_orphan_name(uint64_t ino, char *buf);
 /* Free orphan ino and its entry in the orphan directory, a transaction at a time. */
 int o2_reap_orphan(struct o2_fs *fs, uint64_t ino);
+/* The same, its entry in orphan directory orphan_dir (another slot's). */
+int o2_reap_orphan_from(struct o2_fs *fs, uint64_t ino, uint64_t orphan_dir);
+/*
+ * Shared volumes: free the orphans of other slots whose last reference
+ * here went (o2_inode_close_ref noted them), unless another node still has
+ * them open.  Under the global bitmap's lock, as every change to orphan
+ * directories is.
+ */
+int o2_foreign_orphans_process(struct o2_fs *fs);
 
 /* Open references and orphans (called by super.c on open and close). */
 struct o2_openref {

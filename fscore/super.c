@@ -421,6 +421,8 @@ int o2_fs_close_why(struct o2_fs *fs, char *errbuf, size_t errlen)
 		r = o2_openrefs_close_all(fs);
 		if (r == 0 && (fs->flags & O2_OPEN_SHARED))
 			r = o2_orphans_process(fs);
+		if (r == 0 && (fs->flags & O2_OPEN_SHARED))
+			r = o2_foreign_orphans_process(fs);
 		if (r == 0)
 			r = o2_local_alloc_return(fs);
 		if (r == 0)
@@ -498,6 +500,8 @@ int o2_fs_reap_orphans(struct o2_fs *fs)
 	if (fs->ro_reason)
 		return -EROFS;
 	r = o2_orphans_process(fs);
+	if (r == 0)
+		r = o2_foreign_orphans_process(fs);
 	return r < 0 ? o2_fs_abort(fs, r, "freeing orphans") : 0;
 }
 
@@ -505,7 +509,7 @@ bool o2_fs_global_work(struct o2_fs *fs)
 {
 	if (!fs->journal || fs->ro_reason)
 		return false;
-	return o2_trunclog_pending(fs) || o2_orphans_waiting(fs) != 0;
+	return o2_trunclog_pending(fs) || fs->nforeign || o2_orphans_waiting(fs) != 0;
 }
 
 void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno)

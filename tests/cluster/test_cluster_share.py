@@ -25,6 +25,8 @@ locks OCFS2 takes.
   5. Open-unlinked: a file open on n3 and unlinked on n1 stays readable on
      n3 (its open lock keeps n1 from freeing it: an orphan instead); once
      n3 closes it, n1 frees it and every node's statfs shows the space back.
+     Again with n1 unmounted before the close: n3 frees the orphan that
+     waits in slot 0's orphan directory.
   6. All three at once: each node, in a shell loop, creates, appends to,
      renames and removes files in a directory of its own, adds files to
      one directory all share and appends records to one file there
@@ -125,8 +127,12 @@ def attrs_follow(n1, n2):
         p.wait()
 
 
-def open_unlinked(n1, n3, readers):
+def open_unlinked(n1, n3, readers, unmount=False):
+    """A file open on n3 is unlinked on n1: n3 reads it whole, and its
+    space comes back once n3 closes it.  unmount: n1 unmounts before the
+    close (the orphan waits in slot 0's orphan directory, n3 frees it)."""
     mnt = n1.mnt
+    judge = readers[0] if unmount else n1
     n1.sh(f"dd if=/dev/urandom of={mnt}/held bs=1M count=4 status=none")
     want = n1.sh(f"sha256sum {mnt}/held").split()[0]
     p = subprocess.Popen(n3.node.enter() + ["python3", "-c", HOLDER, f"{mnt}/held"],
@@ -151,22 +157,28 @@ def open_unlinked(n1, n3, readers):
         time.sleep(2)  # n1 tries to free orphans every second
         if free_clusters(n1) > before:
             fail(f"n1 freed the file while n3 has it open ({before} -> {free_clusters(n1)} free)")
+        if unmount:
+            n1.umount()  # its window goes back to the bitmap: count from here
+            before = free_clusters(judge)
         if say("close") != "closed":
             fail("n3 did not close the file")
     finally:
         p.kill()
         p.wait()
     deadline = time.time() + 20
-    while free_clusters(n1) < before + 1024:  # 4 MiB of 4 KiB clusters
+    while free_clusters(judge) < before + 1024:  # 4 MiB of 4 KiB clusters
         if time.time() > deadline:
-            fail(f"20 s after n3 closed the file n1 has {free_clusters(n1)} free clusters, "
-                 f"{before} before the unlink")
+            fail(f"20 s after n3 closed the file n{judge.node.nodeid} has "
+                 f"{free_clusters(judge)} free clusters, {before} before")
         time.sleep(0.2)
-    mine = free_clusters(n1)
-    for m in readers:
+    mine = free_clusters(judge)
+    for m in [n1] * (not unmount) + list(readers):
         theirs = free_clusters(m)
         if theirs != mine:
-            fail(f"statfs: n{m.node.nodeid} counts {theirs} free clusters, n1 {mine}")
+            fail(f"statfs: n{m.node.nodeid} counts {theirs} free clusters, "
+                 f"n{judge.node.nodeid} {mine}")
+    if unmount:
+        n1.must_mount()
     return before, mine
 
 
@@ -377,8 +389,10 @@ def main():
         print(f"4. 200 stats on n2 sent no lock message; a change on n1 read on n2 cost {cost}")
 
         before, after = open_unlinked(n1, n3, readers)
+        open_unlinked(n1, n3, readers, unmount=True)
         print(f"5. a file open on n3 and unlinked on n1 read whole on n3; freed once closed: "
-              f"{before} -> {after} free clusters, the same on every node")
+              f"{before} -> {after} free clusters, the same on every node; freed by n3 when n1 "
+              f"had unmounted before the close")
 
         all_at_once(nodes)
         print("6. n1, n2 and n3 changed private and shared directories at once and appended "

@@ -12,6 +12,10 @@ image and a loop device per node over it.  Every figure comes from one run:
              reads it back, alternately: the time of one transfer of the
              block between the nodes, in round trips, and the lock messages
              each round costs
+  parallel   n1 and n2 mount one pcmk volume read-write and run the
+             workload below at once, each in a directory of its own; the
+             same two nodes each on a pcmk volume of its own: the ratio
+             (sharing a volume when not sharing files), and lock messages
   alone      n1 alone mounts the pcmk volume (cluster mode) and runs a small
              metadata workload (create+write, stat walk, read, unlink N
              files); the same workload on a `-M local` volume of the same
@@ -20,7 +24,8 @@ image and a loop device per node over it.  Every figure comes from one run:
   statwalk   a second stat walk of the N files on n1, against kernel ext4 on
              a loop device (the same walk)
 
-Goals (the clustered-mounts issue): pingpong <= 4 round trips, alone >= 0.9x,
+Goals (the clustered-mounts issue): pingpong <= 4 round trips, parallel >=
+0.9x, alone >= 0.9x,
 statwalk >= 0.8x ext4.  Usage: bench/cluster.py [--build DIR] [--files N]
 [--rounds N].
 """
@@ -31,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -115,6 +121,26 @@ def workload(w, d, n):
     return res
 
 
+PHASES = ("create", "stat", "stat2", "read", "unlink")
+
+
+def workload_at_once(workers, dirs, n):
+    """workload on every worker at once, phase by phase: {phase: seconds
+    until the last worker ends it}."""
+    res = {}
+    for ph in PHASES:
+        cmd = "stat" if ph == "stat2" else ph
+        args = [f"{cmd} {d}" + (f" {n}" if ph == "create" else "") for d in dirs]
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=w.ask, args=(a,)) for w, a in zip(workers, args)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        res[ph] = time.monotonic() - t0
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(TOP, "build"))
@@ -131,19 +157,22 @@ def main():
                        path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
     tmp = tempfile.mkdtemp(prefix="ocfs2d-bench-cluster-")
     img, local, ext4 = (os.path.join(tmp, n) for n in ("shared.img", "local.img", "ext4.img"))
+    sep = [os.path.join(tmp, f"own{i}.img") for i in (1, 2)]
     mnt, lmnt, emnt = (os.path.join(tmp, n) for n in ("mnt", "local-mnt", "ext4-mnt"))
-    for d in (mnt, lmnt, emnt):
+    smnt = os.path.join(tmp, "own-mnt")
+    for d in (mnt, lmnt, emnt, smnt):
         os.mkdir(d)
-    for path in (img, local, ext4):
+    for path in [img, local, ext4] + sep:
         with open(path, "wb") as f:
             f.truncate(1 << 30)
-    host([ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=ocfs2d-test", "-N", "3",
-          "-b", "4096", img])
+    for path in [img] + sep:
+        host([ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=ocfs2d-test", "-N",
+              "3", "-b", "4096", path])
     host([ctl, "format", "-q", "-M", "local", "-b", "4096", local])
     host(["mkfs.ext4", "-q", "-F", ext4])
     loops, cluster, res, ext4_mounted = [], None, {}, False
     try:
-        for path in (img, img, local, ext4):
+        for path in [img, img, local, ext4] + sep:
             loops.append(host(["losetup", "-f", "--show", "--direct-io=on", path]).stdout.strip())
         cluster = Cluster(tmp, 2)
         n1, n2 = (Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes))
@@ -176,6 +205,26 @@ def main():
         a.close()
         b.close()
         n2.umount()
+
+        # n1 and n2 at once in directories of their own: one volume, then two
+        n2.must_mount()
+        ws = [Worker(n1.node), Worker(n2.node)]
+        m0 = messages(n1) + messages(n2)
+        res["parallel_shared"] = workload_at_once(ws, [f"{mnt}/n1", f"{mnt}/n2"], args.files)
+        res["parallel_shared"]["lock_messages_per_op"] = round(
+            (messages(n1) + messages(n2) - m0) / (2 * args.files * 5), 3)
+        for w in ws:
+            w.close()
+        n2.umount()
+        own = [Mounter(nd, ctl, loops[4 + i], smnt) for i, nd in enumerate(cluster.nodes)]
+        for m in own:
+            m.must_mount()
+        ws = [Worker(n1.node), Worker(n2.node)]
+        res["parallel_own"] = workload_at_once(ws, [f"{smnt}/n1", f"{smnt}/n2"], args.files)
+        for w in ws:
+            w.close()
+        for m in own:
+            m.node.run([ctl, "umount", smnt], check=True)
 
         # n1 alone in cluster mode, then the same on a local volume
         a = Worker(n1.node)
@@ -218,6 +267,13 @@ def main():
         print(f"{ph:8} {c[ph]:12.3f} {lo[ph]:10.3f} {e[ph]:9.3f}  {lo[ph] / c[ph]:20.2f}x "
               f"{e[ph] / c[ph]:18.2f}x")
     print(f"lock messages per operation, one node alone: {c['lock_messages_per_op']}")
+    ps, po = res["parallel_shared"], res["parallel_own"]
+    print(f"two nodes at once, own directories: {'phase':8} {'one volume (s)':>15} "
+          f"{'two volumes (s)':>16} {'speed':>7}")
+    for ph in PHASES:
+        print(f"{'':36}{ph:8} {ps[ph]:15.3f} {po[ph]:16.3f} {po[ph] / ps[ph]:6.2f}x "
+              f"(goal >= 0.9x)")
+    print(f"lock messages per operation, two nodes on one volume: {ps['lock_messages_per_op']}")
     print(json.dumps(res))
 
 

@@ -21,6 +21,14 @@ int volume_note_locked(struct volume *v, const char *op, int r)
 		if (!v->ro_reported) {
 			v->ro_reported = true;
 			g_warning("%s: %s: %s", v->device, op, o2_fs_error(v->fs));
+			/* its journal cannot go home now: whatever lock needs that,
+			 * another node waits for until this node is stopped */
+			if (v->cluster)
+				g_critical("%s: this node cannot write back what it changed under "
+					   "its cluster locks any more: other nodes that need them "
+					   "wait until this node is stopped and fenced (its journal "
+					   "is then recovered)",
+					   v->device);
 			if (v->turned_ro)
 				v->turned_ro(v, v->gone_arg);
 			return r;

@@ -478,6 +478,71 @@ static bool open_fs(struct volume *v, GError **err)
 
 /* ---- threads ---- */
 
+/* Orphans freed in one pass (each takes a lock): the rest wait a tick. */
+#define ORPHANS_PER_PASS 32
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The work of a clustered writer that changes the global bitmap: the timed
+ * commit when it flushes the truncate log (tick), and freeing orphans
+ * (fscore's o2_fs_orphans).  Each orphan is freed under its inode lock EX
+ * (another node may have written to it while it had it open, under that
+ * lock) and all of it under the global bitmap's, taken in that order
+ * before the volume lock, as every operation takes them.  Returns how many
+ * orphans were left to another pass (0: none).
+ */
+static size_t global_work(struct volume *v, bool tick)
+{
+	uint64_t *inos = NULL;
+	size_t n = 0, left;
+
+	g_mutex_lock(&v->lock);
+	if (v->fs)
+		volume_note_locked(v, "listing orphans", o2_fs_orphans(v->fs, &inos, &n));
+	g_mutex_unlock(&v->lock);
+	left = n > ORPHANS_PER_PASS ? n - ORPHANS_PER_PASS : 0;
+	n -= left;
+	qsort(inos, n, sizeof(*inos), cmp_u64); /* files: in block order */
+
+	g_autofree uint32_t *gens = g_new0(uint32_t, n ? n : 1);
+	g_autofree struct cluster_hold *held = g_new0(struct cluster_hold, n + 1);
+
+	g_mutex_lock(&v->lock);
+	for (size_t i = 0; i < n && v->fs; i++) {
+		struct o2_inode *in;
+
+		/* only the lock's name: o2_fs_free_orphan checks it under the lock */
+		if (o2_inode_get(v->fs, inos[i], &in) == 0) {
+			gens[i] = o2_inode_info(in)->generation;
+			o2_inode_unref(in);
+		}
+	}
+	g_mutex_unlock(&v->lock);
+	for (size_t i = 0; i < n; i++)
+		if (cluster_lock_inode(v->cluster, inos[i], gens[i], O2LT_EX, &held[i]) < 0)
+			held[i].res = NULL;
+	if (cluster_lock_inode(v->cluster, v->bitmap, v->bitmap_gen, O2LT_EX, &held[n]) == 0) {
+		g_mutex_lock(&v->lock);
+		if (v->fs && tick)
+			volume_note_locked(v, "timed commit", o2_fs_tick(v->fs));
+		for (size_t i = 0; i < n && v->fs; i++)
+			if (held[i].res)
+				volume_note_locked(v, "freeing an orphan",
+						   o2_fs_free_orphan(v->fs, inos[i], gens[i]));
+		g_mutex_unlock(&v->lock);
+	}
+	for (size_t i = n + 1; i-- > 0;)
+		cluster_unlock(&held[i]);
+	free(inos);
+	return left;
+}
+
 /* Commit the running transaction on the commit interval (and, on a
  * clustered volume, free the orphans other nodes no longer hold open). */
 static gpointer tick_main(gpointer arg)
@@ -494,12 +559,10 @@ static gpointer tick_main(gpointer arg)
 			break;
 		g_mutex_unlock(&v->tick_mu);
 		/*
-		 * Flushing the truncate log and freeing orphans change the
-		 * global bitmap: on a clustered volume its lock is taken (before
-		 * the volume lock) only when there is such work, so that idle
-		 * writers do not pass it to and fro every second.
+		 * On a clustered volume the global bitmap's lock (and orphans'
+		 * inode locks) are taken only when there is such work, so that
+		 * idle writers do not pass it to and fro every second.
 		 */
-		struct cluster_hold bm = { NULL, 0, false };
 		bool global = false;
 
 		if (v->cluster && !v->opts.ro) {
@@ -507,20 +570,15 @@ static gpointer tick_main(gpointer arg)
 			global = v->fs && o2_fs_global_work(v->fs);
 			g_mutex_unlock(&v->lock);
 		}
-		if (global &&
-		    cluster_lock_inode(v->cluster, v->bitmap, v->bitmap_gen, O2LT_EX, &bm) < 0) {
-			g_mutex_lock(&v->tick_mu);
-			continue;
+		if (global) {
+			global_work(v, true);
+		} else {
+			g_mutex_lock(&v->lock);
+			/* work for the global bitmap that came up meanwhile waits a tick */
+			if (v->fs && !v->opts.ro && (!v->cluster || !o2_fs_global_work(v->fs)))
+				volume_note_locked(v, "timed commit", o2_fs_tick(v->fs));
+			g_mutex_unlock(&v->lock);
 		}
-		g_mutex_lock(&v->lock);
-		/* work for the global bitmap that came up meanwhile waits a tick */
-		if (v->fs && !v->opts.ro && (global || !v->cluster || !o2_fs_global_work(v->fs)))
-			volume_note_locked(v, "timed commit", o2_fs_tick(v->fs));
-		/* orphans another node had open: freed once it closes them */
-		if (v->fs && !v->opts.ro && global)
-			volume_note_locked(v, "freeing orphans", o2_fs_reap_orphans(v->fs));
-		g_mutex_unlock(&v->lock);
-		cluster_unlock(&bm);
 		g_mutex_lock(&v->tick_mu);
 	}
 	g_mutex_unlock(&v->tick_mu);
@@ -546,6 +604,15 @@ static int close_fs(struct volume *v)
 	GError *e = NULL;
 	struct cluster_hold bm = { NULL, 0, false };
 
+	/* the kernel's references go first: what they kept may be an orphan
+	 * to free now, under its lock (fscore frees none by itself) */
+	g_mutex_lock(&v->lock);
+	if (v->fs)
+		fuseops_forget_all(v);
+	g_mutex_unlock(&v->lock);
+	if (v->cluster && v->fs && !v->opts.ro)
+		for (int pass = 0; pass < 8 && global_work(v, false) > 0; pass++)
+			;
 	/* the slot map changes under the super lock only, and the truncate
 	 * log's last flush under the global bitmap's (taken before the volume
 	 * mutex, as every cluster lock is; dropped as the cluster is left) */

@@ -282,7 +282,7 @@ static int reap_or_wait(struct o2_fs *fs, uint64_t ino)
 	return r == -EOPNOTSUPP ? 0 : r;
 }
 
-/* Remember orphan ino of another slot, for o2_foreign_orphans_process. */
+/* Remember orphan ino of another slot, for o2_orphans_list. */
 static int foreign_add(struct o2_fs *fs, uint64_t ino)
 {
 	if (fs->nforeign == fs->capforeign) {
@@ -298,40 +298,56 @@ static int foreign_add(struct o2_fs *fs, uint64_t ino)
 	return 0;
 }
 
-int o2_foreign_orphans_process(struct o2_fs *fs)
+/* Forget orphan ino of another slot (freed, or found no orphan). */
+static void foreign_del(struct o2_fs *fs, uint64_t ino)
 {
-	int r = 0;
+	for (unsigned i = 0; i < fs->nforeign; i++)
+		if (fs->foreign[i] == ino)
+			fs->foreign[i--] = fs->foreign[--fs->nforeign];
+}
 
-	while (fs->nforeign && r >= 0) {
-		uint64_t ino = fs->foreign[--fs->nforeign], dir;
-		struct o2_buf *ib;
-		unsigned slot;
-		bool orphan;
+int o2_orphan_free(struct o2_fs *fs, uint64_t ino, uint32_t want_gen)
+{
+	struct o2_buf *ib;
+	unsigned slot;
+	uint32_t gen;
+	bool live, orphan;
+	int r;
 
-		/* open here again, or already freed by its own node: not ours */
-		if (find_ref(fs, ino))
-			continue;
-		r = o2_inode_buf(fs, ino, &ib);
-		if (r == -ENOENT) {
-			r = 0;
-			continue;
-		}
-		if (r < 0)
-			break;
-		orphan = le32(o2_buf_dinode(ib)->i_flags) & O2_FL_ORPHANED;
-		slot = le16(o2_buf_dinode(ib)->i_orphaned_slot);
-		uint32_t gen = le32(o2_buf_dinode(ib)->i_generation);
+	if (find_ref(fs, ino))
+		return 0; /* open here again: its last close decides */
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r == -ENOENT)
+		live = orphan = false;
+	else if (r < 0)
+		return r;
+	else {
+		struct o2_dinode *di = o2_buf_dinode(ib);
 
+		live = le32(di->i_flags) & O2_FL_VALID;
+		orphan = live && (le32(di->i_flags) & O2_FL_ORPHANED);
+		slot = le16(di->i_orphaned_slot);
+		gen = le32(di->i_generation);
 		o2_brelse(fs, ib);
-		if (!orphan || slot >= fs->info.max_slots || open_elsewhere(fs, ino, gen))
-			continue;
-		r = o2_sysfile_lookup(fs, O2_SYS_ORPHAN_DIR, slot, &dir);
-		if (r == 0)
-			r = o2_reap_orphan_from(fs, ino, dir);
-		if (r == -EOPNOTSUPP)
-			r = 0;
 	}
-	return r < 0 ? r : 0;
+	foreign_del(fs, ino);
+	if (!orphan) {
+		/* freed already; an entry of ours naming it just goes */
+		r = live ? 0 : o2_reap_orphan(fs, ino);
+		return r == -ENOENT || r == -EOPNOTSUPP ? 0 : r;
+	}
+	/* another inode in that block since the caller took its lock: not ours */
+	if (gen != want_gen || slot >= fs->info.max_slots || open_elsewhere(fs, ino, gen))
+		return 0;
+	uint64_t dir = fs->sys.orphan_dir;
+
+	if (slot != fs->opts.slot) {
+		r = o2_sysfile_lookup(fs, O2_SYS_ORPHAN_DIR, slot, &dir);
+		if (r < 0)
+			return r;
+	}
+	r = o2_reap_orphan_from(fs, ino, dir);
+	return r == -EOPNOTSUPP ? 0 : r;
 }
 
 int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino)
@@ -361,10 +377,11 @@ int o2_inode_close_ref(struct o2_fs *fs, uint64_t ino)
 	if (!orphan)
 		return 0;
 	/*
-	 * Shared: freeing changes the global bitmap, whose lock the caller
-	 * may not hold; o2_fs_reap_orphans does it, for this slot's orphans
-	 * and for those of other slots that were open here (their own node
-	 * may have unmounted since: nobody else would free them).
+	 * Shared: freeing takes the inode's lock and the global bitmap's,
+	 * which the caller may not hold; the daemon frees it later
+	 * (o2_fs_orphans, o2_fs_free_orphan), this slot's orphans and those
+	 * of other slots that were open here (their own node may have
+	 * unmounted since: nobody else would free them).
 	 */
 	if (fs->flags & O2_OPEN_SHARED)
 		return slot == fs->opts.slot ? 0 : foreign_add(fs, ino);
@@ -481,32 +498,41 @@ int o2_orphans_process(struct o2_fs *fs)
 	return r < 0 ? r : 0;
 }
 
-struct orphan_seen {
-	struct o2_fs *fs;
-	bool any;
-};
-
-static int see_orphan(const struct o2_dirent *de, void *arg)
+int o2_orphans_list(struct o2_fs *fs, uint64_t **ret, size_t *n)
 {
-	struct orphan_seen *s = arg;
-
-	if (de->name[0] == '.' || find_ref(s->fs, de->ino))
-		return 0;
-	s->any = true;
-	return 1; /* one is enough */
-}
-
-int o2_orphans_waiting(struct o2_fs *fs)
-{
-	struct orphan_seen s = { fs, false };
+	struct orphan_list l = { 0 };
 	struct o2_inode *od;
 	int r = o2_inode_get(fs, fs->sys.orphan_dir, &od);
 
+	*ret = NULL;
+	*n = 0;
 	if (r < 0)
 		return r;
-	r = o2_dir_iterate(fs, od, see_orphan, &s);
+	r = o2_dir_iterate(fs, od, collect_orphan, &l);
 	o2_inode_unref(od);
-	return r < 0 ? r : s.any;
+	for (unsigned i = 0; i < fs->nforeign && r >= 0; i++) {
+		struct o2_dirent de = { .ino = fs->foreign[i] };
+
+		r = collect_orphan(&de, &l);
+	}
+	if (r < 0) {
+		free(l.v);
+		return r;
+	}
+	/* none open here (their last close decides), none twice */
+	size_t k = 0;
+
+	for (size_t i = 0; i < l.n; i++) {
+		bool dup = false;
+
+		for (size_t j = 0; j < k && !dup; j++)
+			dup = l.v[j] == l.v[i];
+		if (!dup && !find_ref(fs, l.v[i]))
+			l.v[k++] = l.v[i];
+	}
+	*ret = l.v;
+	*n = k;
+	return 0;
 }
 
 /* ---- operations ---- */

@@ -38,12 +38,12 @@ int o2_reap_orphan(struct o2_fs *fs, uint64_t ino);
 /* The same, its entry in orphan directory orphan_dir (another slot's). */
 int o2_reap_orphan_from(struct o2_fs *fs, uint64_t ino, uint64_t orphan_dir);
 /*
- * Shared volumes: free the orphans of other slots whose last reference
- * here went (o2_inode_close_ref noted them), unless another node still has
- * them open.  Under the global bitmap's lock, as every change to orphan
- * directories is.
+ * Shared volumes (o2_fs_orphans, o2_fs_free_orphan): the orphans of this
+ * slot and those of other slots whose last reference here went
+ * (o2_inode_close_ref noted them), none open here; and freeing one.
  */
-int o2_foreign_orphans_process(struct o2_fs *fs);
+int o2_orphans_list(struct o2_fs *fs, uint64_t **ret, size_t *n);
+int o2_orphan_free(struct o2_fs *fs, uint64_t ino, uint32_t gen);
 
 /* Open references and orphans (called by super.c on open and close). */
 struct o2_openref {
@@ -56,7 +56,6 @@ void o2_openrefs_free(struct o2_fs *fs);
 int o2_openrefs_close_all(struct o2_fs *fs);
 /* Free every orphan this slot's orphan directory holds. */
 int o2_orphans_process(struct o2_fs *fs);
-/* 1 if the orphan directory holds an orphan not open here, 0 if not, -errno. */
-int o2_orphans_waiting(struct o2_fs *fs);
+
 
 #endif

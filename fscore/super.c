@@ -383,7 +383,8 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 			r = o2_trunclog_flush(fs);
 		if (r == 0)
 			r = o2_local_alloc_return(fs);
-		if (r == 0)
+		/* shared: the daemon frees them, each under its lock */
+		if (r == 0 && !(opts->flags & O2_OPEN_SHARED))
 			r = o2_orphans_process(fs);
 		if (r < 0 && fs->journal)
 			o2_journal_abandon(fs);
@@ -416,13 +417,9 @@ int o2_fs_close_why(struct o2_fs *fs, char *errbuf, size_t errlen)
 		fs->err[0] = '\0';
 	if (fs->journal && !fs->ro_reason) {
 		/* orphans still open: freed now (nothing holds them any more);
-		 * on a shared volume, also those whose last reference went
-		 * since the last o2_fs_reap_orphans */
+		 * on a shared volume the daemon frees them, under their locks,
+		 * before it closes */
 		r = o2_openrefs_close_all(fs);
-		if (r == 0 && (fs->flags & O2_OPEN_SHARED))
-			r = o2_orphans_process(fs);
-		if (r == 0 && (fs->flags & O2_OPEN_SHARED))
-			r = o2_foreign_orphans_process(fs);
 		if (r == 0)
 			r = o2_local_alloc_return(fs);
 		if (r == 0)
@@ -491,7 +488,16 @@ int o2_fs_writeback(struct o2_fs *fs)
 	return 0;
 }
 
-int o2_fs_reap_orphans(struct o2_fs *fs)
+int o2_fs_orphans(struct o2_fs *fs, uint64_t **ret, size_t *n)
+{
+	*ret = NULL;
+	*n = 0;
+	if (!fs->journal)
+		return 0;
+	return o2_orphans_list(fs, ret, n);
+}
+
+int o2_fs_free_orphan(struct o2_fs *fs, uint64_t ino, uint32_t gen)
 {
 	int r;
 
@@ -499,17 +505,23 @@ int o2_fs_reap_orphans(struct o2_fs *fs)
 		return 0;
 	if (fs->ro_reason)
 		return -EROFS;
-	r = o2_orphans_process(fs);
-	if (r == 0)
-		r = o2_foreign_orphans_process(fs);
-	return r < 0 ? o2_fs_abort(fs, r, "freeing orphans") : 0;
+	r = o2_orphan_free(fs, ino, gen);
+	return r < 0 ? o2_fs_abort(fs, r, "freeing an orphan") : 0;
 }
 
 bool o2_fs_global_work(struct o2_fs *fs)
 {
+	uint64_t *v;
+	size_t n = 0;
+
 	if (!fs->journal || fs->ro_reason)
 		return false;
-	return o2_trunclog_pending(fs) || fs->nforeign || o2_orphans_waiting(fs) != 0;
+	if (o2_trunclog_pending(fs))
+		return true;
+	if (o2_orphans_list(fs, &v, &n) < 0)
+		return true;
+	free(v);
+	return n > 0;
 }
 
 void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno)

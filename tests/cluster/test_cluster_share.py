@@ -43,14 +43,12 @@ Usage: PYTHONPATH=tests test_cluster_share.py OCFS2CTL
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
-from o2test.cluster import Cluster, Mounter, fail, fsck_clean, host, need_cluster_tools, skip
-from o2test.cluster import daemon_logs_clean, same_everywhere, slot_map, stop_nodes
+from o2test.cluster import fail, fsck_clean, need_cluster_tools, run_at_once, same_everywhere
+from o2test.cluster import shared_volume, skip, slot_map
 
 def free_clusters(m):
     """f_bfree of the mount, as statfs(2) answers on m's node."""
@@ -276,20 +274,8 @@ def expected_tree(n):
 def all_at_once(nodes):
     mnt = nodes[0].mnt
     nodes[0].sh(f"mkdir {mnt}/shared")
-    procs = [subprocess.Popen(m.node.enter() + ["sh", "-c", LOOP, "loop", str(m.node.nodeid), mnt],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for m in nodes]
-    deadline = time.time() + 120
-    for m, p in zip(nodes, procs):
-        try:
-            _, err = p.communicate(timeout=max(1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            fail(f"the loops on every node at once did not end within 120 s (n{m.node.nodeid} "
-                 f"still runs): a deadlock between nodes?")
-        if p.returncode != 0:
-            fail(f"n{m.node.nodeid}: the loop failed: {err.strip()[-2000:]}")
+    run_at_once(nodes, lambda m: ["sh", "-c", LOOP, "loop", str(m.node.nodeid), mnt], 120,
+                "the loops on every node at once")
     want = {}
     for m in nodes:
         want.update(expected_tree(m.node.nodeid))
@@ -315,6 +301,82 @@ def all_at_once(nodes):
     return tree
 
 
+def run(ctl, img, mnt, n1, n2, n3):
+    nodes = (n1, n2, n3)
+    for m in nodes:
+        m.must_mount()
+    live = json.loads(n2.node.run([ctl, "--json", "slots", mnt], check=True).stdout)
+    if sorted((m["node"], m["state"]) for m in live["members"]) != [(1, "live"), (2, "live"),
+                                                                    (3, "live")]:
+        fail(f"`ocfs2ctl slots` on n2: {live}")
+    if slot_map(ctl, img) != {0: 1, 1: 2, 2: 3} or [m.slot() for m in nodes] != [0, 1, 2]:
+        fail(f"slot map with three writers: {slot_map(ctl, img)}")
+    print(f"1. n1, n2 and n3 mounted read-write on slots 0, 1 and 2; members "
+          f"{[m['node'] for m in live['members']]}")
+
+    for i, (what, script) in enumerate(ROUNDS):
+        writer = nodes[i % 3]
+        writer.sh(script.format(m=mnt))
+        tree = same_everywhere(writer, [m for m in nodes if m is not writer],
+                               f"{what} (on n{writer.node.nodeid})")
+    print(f"2. {len(ROUNDS)} rounds of changes made in turn on n1, n2 and n3, each seen at "
+          f"once by the other two ({len(tree)} names at the end)")
+    readers = (n2, n3)
+
+    n2.sh(f"cat {mnt}/a > /dev/null && ls -l {mnt}/d1 > /dev/null && stat {mnt}/d1/g-link >/dev/null")
+    n1.sh(f"truncate -s 0 {mnt}/d1/g-link && printf 'rewritten' >> {mnt}/d1/g-link && "
+          f"mv {mnt}/d1/g-link {mnt}/d1/renamed")
+    got = n2.sh(f"cat {mnt}/d1/renamed; ls {mnt}/d1")
+    if got != "rewrittenrenamed\nsym\n":
+        fail(f"the stale-cache trap: n2 reads {got!r}")
+    same_everywhere(n1, readers, "after the trap")
+    attrs_follow(n1, n2)
+    print("3. n2 read a file and listed its directory; n1 truncated, rewrote and renamed it; "
+          "n2 read the new state; n2's fstat of an open file and directory saw n1's changes")
+
+    before = lock_messages(n2)
+    n2.sh(f"for i in $(seq 1 100); do stat {mnt}/a {mnt}/big > /dev/null; done")
+    idle = lock_messages(n2) - before
+    if idle != 0:
+        fail(f"200 stats on n2 of files nobody changes sent {idle} lock messages")
+    b1, b2 = lock_messages(n1), lock_messages(n2)
+    n1.sh(f"printf again >> {mnt}/a")
+    n2.sh(f"cat {mnt}/a > /dev/null")
+    cost = lock_messages(n1) - b1 + lock_messages(n2) - b2
+    if cost > 12:
+        fail(f"one change on n1 and one read on n2 cost {cost} lock messages")
+    print(f"4. 200 stats on n2 sent no lock message; a change on n1 read on n2 cost {cost}")
+
+    before, after = open_unlinked(n1, n3, readers)
+    open_unlinked(n1, n3, readers, unmount=True)
+    print(f"5. a file open on n3 and unlinked on n1 read whole on n3; freed once closed: "
+          f"{before} -> {after} free clusters, the same on every node; freed by n3 when n1 "
+          f"had unmounted before the close")
+
+    all_at_once(nodes)
+    print("6. n1, n2 and n3 changed private and shared directories at once and appended "
+          "to one file; every node sees the tree their loops imply, every record whole")
+
+    n3.umount()
+    n3.must_mount("ro")
+    if slot_map(ctl, img) != {0: 1, 1: 2}:
+        fail(f"slot map with two writers and a reader: {slot_map(ctl, img)}")
+    n1.sh(f"mkdir {mnt}/late")
+    for i, (what, script) in enumerate(ROUNDS[:6]):
+        writer = nodes[i % 2]
+        writer.sh(script.format(m=mnt + "/late"))
+        same_everywhere(writer, [m for m in nodes if m is not writer],
+                        f"{what} (on n{writer.node.nodeid}, n3 read-only)")
+    print("7. n3 mounted again read-only (no slot); changes on n1 and n2 seen there at once")
+
+    for m in (n3, n2, n1):
+        m.umount()
+    if slot_map(ctl, img):
+        fail(f"after every unmount the slot map holds {slot_map(ctl, img)}")
+    fsck_clean(img, "after every unmount")
+    print("8. all unmounted: slot map empty, fsck.ocfs2 -fn clean")
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -326,107 +388,9 @@ def main():
                        path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
     if not os.path.exists("/dev/fuse"):
         skip("no /dev/fuse")
-    tmp = tempfile.mkdtemp(prefix="ocfs2d-share-")
-    img, mnt = os.path.join(tmp, "shared.img"), os.path.join(tmp, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(256 << 20)
-    host([ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=ocfs2d-test", "-N", "3",
-          "-b", "4096", "-J", "size=4M", img])
-    loops, cluster, ok = [], None, False
-    try:
-        for _ in range(3):
-            r = host(["losetup", "-f", "--show", "--direct-io=on", img], check=False)
-            if r.returncode != 0:
-                skip(f"no loop device: {r.stderr.strip()}")
-            loops.append(r.stdout.strip())
-        cluster = Cluster(tmp, 3)
-        n1, n2, n3 = (Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes))
-
-        nodes = (n1, n2, n3)
-        for m in nodes:
-            m.must_mount()
-        live = json.loads(n2.node.run([ctl, "--json", "slots", mnt], check=True).stdout)
-        if sorted((m["node"], m["state"]) for m in live["members"]) != [(1, "live"), (2, "live"),
-                                                                        (3, "live")]:
-            fail(f"`ocfs2ctl slots` on n2: {live}")
-        if slot_map(ctl, img) != {0: 1, 1: 2, 2: 3} or [m.slot() for m in nodes] != [0, 1, 2]:
-            fail(f"slot map with three writers: {slot_map(ctl, img)}")
-        print(f"1. n1, n2 and n3 mounted read-write on slots 0, 1 and 2; members "
-              f"{[m['node'] for m in live['members']]}")
-
-        for i, (what, script) in enumerate(ROUNDS):
-            writer = nodes[i % 3]
-            writer.sh(script.format(m=mnt))
-            tree = same_everywhere(writer, [m for m in nodes if m is not writer],
-                                   f"{what} (on n{writer.node.nodeid})")
-        print(f"2. {len(ROUNDS)} rounds of changes made in turn on n1, n2 and n3, each seen at "
-              f"once by the other two ({len(tree)} names at the end)")
-        readers = (n2, n3)
-
-        n2.sh(f"cat {mnt}/a > /dev/null && ls -l {mnt}/d1 > /dev/null && stat {mnt}/d1/g-link >/dev/null")
-        n1.sh(f"truncate -s 0 {mnt}/d1/g-link && printf 'rewritten' >> {mnt}/d1/g-link && "
-              f"mv {mnt}/d1/g-link {mnt}/d1/renamed")
-        got = n2.sh(f"cat {mnt}/d1/renamed; ls {mnt}/d1")
-        if got != "rewrittenrenamed\nsym\n":
-            fail(f"the stale-cache trap: n2 reads {got!r}")
-        same_everywhere(n1, readers, "after the trap")
-        attrs_follow(n1, n2)
-        print("3. n2 read a file and listed its directory; n1 truncated, rewrote and renamed it; "
-              "n2 read the new state; n2's fstat of an open file and directory saw n1's changes")
-
-        before = lock_messages(n2)
-        n2.sh(f"for i in $(seq 1 100); do stat {mnt}/a {mnt}/big > /dev/null; done")
-        idle = lock_messages(n2) - before
-        if idle != 0:
-            fail(f"200 stats on n2 of files nobody changes sent {idle} lock messages")
-        b1, b2 = lock_messages(n1), lock_messages(n2)
-        n1.sh(f"printf again >> {mnt}/a")
-        n2.sh(f"cat {mnt}/a > /dev/null")
-        cost = lock_messages(n1) - b1 + lock_messages(n2) - b2
-        if cost > 12:
-            fail(f"one change on n1 and one read on n2 cost {cost} lock messages")
-        print(f"4. 200 stats on n2 sent no lock message; a change on n1 read on n2 cost {cost}")
-
-        before, after = open_unlinked(n1, n3, readers)
-        open_unlinked(n1, n3, readers, unmount=True)
-        print(f"5. a file open on n3 and unlinked on n1 read whole on n3; freed once closed: "
-              f"{before} -> {after} free clusters, the same on every node; freed by n3 when n1 "
-              f"had unmounted before the close")
-
-        all_at_once(nodes)
-        print("6. n1, n2 and n3 changed private and shared directories at once and appended "
-              "to one file; every node sees the tree their loops imply, every record whole")
-
-        n3.umount()
-        n3.must_mount("ro")
-        if slot_map(ctl, img) != {0: 1, 1: 2}:
-            fail(f"slot map with two writers and a reader: {slot_map(ctl, img)}")
-        n1.sh(f"mkdir {mnt}/late")
-        for i, (what, script) in enumerate(ROUNDS[:6]):
-            writer = nodes[i % 2]
-            writer.sh(script.format(m=mnt + "/late"))
-            same_everywhere(writer, [m for m in nodes if m is not writer],
-                            f"{what} (on n{writer.node.nodeid}, n3 read-only)")
-        print("7. n3 mounted again read-only (no slot); changes on n1 and n2 seen there at once")
-
-        for m in (n3, n2, n1):
-            m.umount()
-        if slot_map(ctl, img):
-            fail(f"after every unmount the slot map holds {slot_map(ctl, img)}")
-        fsck_clean(img, "after every unmount")
-        daemon_logs_clean(cluster)
-        print("8. all unmounted: slot map empty, fsck.ocfs2 -fn clean")
-        ok = True
-    finally:
-        if cluster:
-            stop_nodes(cluster, ctl, ok)
-        for dev in loops:
-            host(["losetup", "-d", dev], check=False)
-        if ok:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"kept {tmp}")
+    with shared_volume(ctl, "ocfs2d-share-", 256 << 20, ["-b", "4096", "-J", "size=4M"]) as (
+            img, mnt, (n1, n2, n3)):
+        run(ctl, img, mnt, n1, n2, n3)
     print("PASS")
 
 

@@ -29,36 +29,22 @@ Usage: PYTHONPATH=tests test_cluster_stress.py OCFS2CTL [SECONDS]
 """
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
-from o2test.cluster import Cluster, Mounter, fail, fsck_clean, host, need_cluster_tools, skip
-from o2test.cluster import daemon_logs_clean, same_everywhere, slot_map, stop_nodes
+from o2test.cluster import fail, fsck_clean, host, need_cluster_tools, run_at_once, same_everywhere
+from o2test.cluster import shared_volume, skip, slot_map
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stress_worker.py")
 
 
 def run_all(nodes, seconds):
     """Start a worker on every node; their reports once all end."""
-    procs = [subprocess.Popen(m.node.enter() + ["python3", WORKER, str(m.node.nodeid), m.mnt,
-                                                str(seconds), str(1000 + m.node.nodeid)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for m in nodes]
-    deadline = time.time() + seconds + 90
+    outs = run_at_once(nodes, lambda m: ["python3", WORKER, str(m.node.nodeid), m.mnt,
+                                         str(seconds), str(1000 + m.node.nodeid)],
+                       seconds + 90, "the random operations")
     reports = []
-    for m, p in zip(nodes, procs):
-        try:
-            out, err = p.communicate(timeout=max(1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            fail(f"n{m.node.nodeid}'s worker did not end {seconds + 90:.0f} s after it started: "
-                 f"a request stuck behind a lock?")
-        if p.returncode != 0:
-            fail(f"n{m.node.nodeid}: the worker failed: {err.strip()[-3000:]}")
+    for m, out in zip(nodes, outs):
         rep = json.loads(out)
         if rep["failure"]:
             fail(f"n{m.node.nodeid}: {rep['failure']} (after {sum(rep['ops'].values())} "
@@ -124,6 +110,59 @@ def free_offline(ctl, img):
     return json.loads(host([ctl, "--json", "info", img]).stdout)["free_clusters"]
 
 
+def run(ctl, img, mnt, nodes, seconds):
+    for m in nodes:
+        m.must_mount()
+    nodes[0].sh(f"mkdir -p {' '.join(f'{mnt}/shared/s{i}' for i in range(4))}")
+
+    t0 = time.time()
+    reports = run_all(nodes, seconds)
+    total = sum(sum(r["ops"].values()) for r in reports)
+    slowest = max(r["slowest"][0] for r in reports)
+    print(f"1. {total} random operations on three nodes at once in {time.time() - t0:.0f} s "
+          f"({', '.join(str(sum(r['ops'].values())) for r in reports)} per node); "
+          f"the slowest took {slowest:.2f} s")
+
+    tree = same_everywhere(nodes[0], nodes[1:], "after the random operations")
+    tree_matches_models(tree, reports, nodes)
+    print(f"2. every node sees the same {len(tree)} names, as the workers' models say")
+
+    for m in nodes:
+        m.umount()
+    if slot_map(ctl, img):
+        fail(f"after every unmount the slot map holds {slot_map(ctl, img)}")
+    fsck_clean(img, "after the random operations")
+    free = free_offline(ctl, img)
+    print(f"3. all unmounted: fsck.ocfs2 -fn clean, {free} clusters free")
+
+    for m in nodes:
+        m.must_mount()
+    outs = run_at_once(nodes[:2], lambda m: ["python3", "-c", FILL,
+                                              f"{mnt}/fill{m.node.nodeid}"],
+                       300, "filling the volume")
+    written = []
+    for m, out in zip(nodes, outs):
+        rep = json.loads(out)
+        if rep["other"]:
+            fail(f"n{m.node.nodeid}: filling the volume met other errors than ENOSPC: "
+                 f"{rep['other']}")
+        written.append(rep["files"])
+    for m in nodes:
+        m.sh(f"touch {mnt}/still-writable-n{m.node.nodeid} && rm {mnt}/still-writable-n{m.node.nodeid}")
+    for m in nodes[:2]:
+        m.sh(f"rm -r {mnt}/fill{m.node.nodeid}")
+    print(f"4. n1 and n2 filled the volume at once ({written[0]} and {written[1]} tries of "
+          f"1 MiB): ENOSPC only, every node still writable; then they removed it all")
+
+    for m in nodes:
+        m.umount()
+    fsck_clean(img, "after the fill and the removal")
+    after = free_offline(ctl, img)
+    if after != free:
+        fail(f"after the fill and the removal {after} clusters are free, {free} before")
+    print(f"5. all unmounted: fsck.ocfs2 -fn clean, {after} clusters free as before")
+
+
 def main():
     if len(sys.argv) not in (2, 3):
         print(__doc__)
@@ -136,92 +175,9 @@ def main():
                        path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
     if not os.path.exists("/dev/fuse"):
         skip("no /dev/fuse")
-    tmp = tempfile.mkdtemp(prefix="ocfs2d-stress-")
-    img, mnt = os.path.join(tmp, "shared.img"), os.path.join(tmp, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(192 << 20)
-    host([ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=ocfs2d-test", "-N", "3",
-          "-b", "4096", "-C", "4096", "-J", "size=4M", img])
-    loops, cluster, ok = [], None, False
-    try:
-        for _ in range(3):
-            r = host(["losetup", "-f", "--show", "--direct-io=on", img], check=False)
-            if r.returncode != 0:
-                skip(f"no loop device: {r.stderr.strip()}")
-            loops.append(r.stdout.strip())
-        cluster = Cluster(tmp, 3)
-        nodes = [Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes)]
-        for m in nodes:
-            m.must_mount()
-        nodes[0].sh(f"mkdir -p {' '.join(f'{mnt}/shared/s{i}' for i in range(4))}")
-
-        t0 = time.time()
-        reports = run_all(nodes, seconds)
-        total = sum(sum(r["ops"].values()) for r in reports)
-        slowest = max(r["slowest"][0] for r in reports)
-        print(f"1. {total} random operations on three nodes at once in {time.time() - t0:.0f} s "
-              f"({', '.join(str(sum(r['ops'].values())) for r in reports)} per node); "
-              f"the slowest took {slowest:.2f} s")
-
-        tree = same_everywhere(nodes[0], nodes[1:], "after the random operations")
-        tree_matches_models(tree, reports, nodes)
-        print(f"2. every node sees the same {len(tree)} names, as the workers' models say")
-
-        for m in nodes:
-            m.umount()
-        if slot_map(ctl, img):
-            fail(f"after every unmount the slot map holds {slot_map(ctl, img)}")
-        fsck_clean(img, "after the random operations")
-        free = free_offline(ctl, img)
-        print(f"3. all unmounted: fsck.ocfs2 -fn clean, {free} clusters free")
-
-        for m in nodes:
-            m.must_mount()
-        fillers = [subprocess.Popen(m.node.enter() + ["python3", "-c", FILL,
-                                                      f"{mnt}/fill{m.node.nodeid}"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                   for m in nodes[:2]]
-        written = []
-        for m, p in zip(nodes, fillers):
-            try:
-                out, err = p.communicate(timeout=300)
-            except subprocess.TimeoutExpired:
-                for q in fillers:
-                    q.kill()
-                fail(f"n{m.node.nodeid} did not fill the volume within 300 s")
-            if p.returncode != 0:
-                fail(f"n{m.node.nodeid}: filling: {err.strip()[-2000:]}")
-            rep = json.loads(out)
-            if rep["other"]:
-                fail(f"n{m.node.nodeid}: filling the volume met other errors than ENOSPC: "
-                     f"{rep['other']}")
-            written.append(rep["files"])
-        for m in nodes:
-            m.sh(f"touch {mnt}/still-writable-n{m.node.nodeid} && rm {mnt}/still-writable-n{m.node.nodeid}")
-        for m in nodes[:2]:
-            m.sh(f"rm -r {mnt}/fill{m.node.nodeid}")
-        print(f"4. n1 and n2 filled the volume at once ({written[0]} and {written[1]} tries of "
-              f"1 MiB): ENOSPC only, every node still writable; then they removed it all")
-
-        for m in nodes:
-            m.umount()
-        fsck_clean(img, "after the fill and the removal")
-        after = free_offline(ctl, img)
-        if after != free:
-            fail(f"after the fill and the removal {after} clusters are free, {free} before")
-        daemon_logs_clean(cluster)
-        print(f"5. all unmounted: fsck.ocfs2 -fn clean, {after} clusters free as before")
-        ok = True
-    finally:
-        if cluster:
-            stop_nodes(cluster, ctl, ok)
-        for dev in loops:
-            host(["losetup", "-d", dev], check=False)
-        if ok:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"kept {tmp}")
+    with shared_volume(ctl, "ocfs2d-stress-", 192 << 20,
+                       ["-b", "4096", "-C", "4096", "-J", "size=4M"]) as (img, mnt, nodes):
+        run(ctl, img, mnt, nodes, seconds)
     print("PASS")
 
 

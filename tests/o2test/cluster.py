@@ -16,9 +16,11 @@ nsenter and ip (see need_cluster_tools).
 The helpers end the test on their own: fail() exits 1 saying FAIL, skip()
 exits 77 (meson's skip) saying SKIP.
 """
+import contextlib
 import json
 import os
 import shutil
+import tempfile
 import signal
 import subprocess
 import sys
@@ -286,12 +288,13 @@ def show_daemon_log(node, last=40):
 
 
 def daemon_logs_clean(cluster):
-    """fail() if any node's ocfs2d logged a sanitizer report or a critical error."""
+    """fail() if any node's ocfs2d logged a sanitizer report, a critical
+    error or a volume turned read-only by an error."""
     for nd in cluster.nodes:
         text = nd.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null"]).stdout
-        if sanitizer_report(text) or "CRITICAL" in text:
-            fail(f"n{nd.nodeid}'s ocfs2d logged a sanitizer report or a critical error:\n"
-                 f"{text[-3000:]}")
+        if sanitizer_report(text) or "CRITICAL" in text or "is now read-only" in text:
+            fail(f"n{nd.nodeid}'s ocfs2d logged a sanitizer report, a critical error or a "
+                 f"turn to read-only:\n{text[-3000:]}")
 
 
 def stop_nodes(cluster, ctl, ok=True):
@@ -381,6 +384,66 @@ def same_everywhere(writer, readers, what):
             fail(f"{what}: n{m.node.nodeid} sees another tree than n{writer.node.nodeid}:\n"
                  f"{json.dumps(diff, indent=1)[:3000]}")
     return want
+
+
+def run_at_once(nodes, argv_of, timeout, what):
+    """Start argv_of(m) in the node of every Mounter m at once; their
+    stdouts, once all have ended.  fail() if one has not ended timeout s
+    after the start (a request stuck behind a lock: a deadlock between
+    nodes?) or exits other than 0."""
+    procs = [subprocess.Popen(m.node.enter() + argv_of(m), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for m in nodes]
+    deadline = time.time() + timeout
+    outs = []
+    for m, p in zip(nodes, procs):
+        try:
+            out, err = p.communicate(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            fail(f"{what}: n{m.node.nodeid} still runs {timeout:.0f} s after the start: a "
+                 f"request stuck behind a lock (a deadlock between nodes)?")
+        if p.returncode != 0:
+            fail(f"{what}: n{m.node.nodeid} failed: {err.strip()[-3000:]}")
+        outs.append(out)
+    return outs
+
+
+@contextlib.contextmanager
+def shared_volume(ctl, prefix, size, format_args, nodes=3):
+    """A pcmk volume of size bytes (ocfs2ctl format with format_args, in
+    cluster "ocfs2d-test"), a loop device per node over it (direct I/O: the
+    nodes share the disk, not a page cache), and a Cluster of that many
+    nodes: yields (img, mnt, [Mounter]), all on mnt.  Afterwards the nodes
+    stop and the loop devices go; the scratch directory too, unless the
+    test failed."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    img, mnt = os.path.join(tmp, "shared.img"), os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(size)
+    host([ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=ocfs2d-test", "-N",
+          str(nodes)] + format_args + [img])
+    loops, cluster, ok = [], None, False
+    try:
+        for _ in range(nodes):
+            r = host(["losetup", "-f", "--show", "--direct-io=on", img], check=False)
+            if r.returncode != 0:
+                skip(f"no loop device: {r.stderr.strip()}")
+            loops.append(r.stdout.strip())
+        cluster = Cluster(tmp, nodes)
+        yield img, mnt, [Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes)]
+        daemon_logs_clean(cluster)
+        ok = True
+    finally:
+        if cluster:
+            stop_nodes(cluster, ctl, ok)
+        for dev in loops:
+            host(["losetup", "-d", dev], check=False)
+        if ok:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept {tmp}")
 
 
 class Mounter:

@@ -99,7 +99,7 @@ struct o2_open_opts {
 	 * Cluster mounts: asked before an inode whose last name is gone is
 	 * freed (at the unlink, at the last close here, when orphans are
 	 * reaped): 1 if another node still has it open (it then waits in this
-	 * slot's orphan directory for o2_fs_reap_orphans), 0 if it may go,
+	 * slot's orphan directory for o2_fs_free_orphan), 0 if it may go,
 	 * -errno taken as 1.  It must answer without waiting for other nodes
 	 * (a try of the inode's open lock): it runs inside a transaction.
 	 * NULL: nobody else can have it open.
@@ -143,15 +143,26 @@ int o2_fs_tick(struct o2_fs *fs);
 int o2_fs_writeback(struct o2_fs *fs);
 void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno);
 /*
- * Free the orphans of this slot that nobody has open any more, here or (by
- * open_elsewhere) on another node.  0 or -errno.
+ * Orphans on a shared volume.  An inode whose last name went while it was
+ * open waits in an orphan directory; on a shared volume fscore frees none
+ * by itself, because freeing changes the inode, which another node may
+ * have changed under its own lock (written to it while it had it open),
+ * and the global bitmap.  o2_fs_orphans lists those this node may free
+ * now: this slot's, and other slots' whose last reference here went (their
+ * node may have unmounted since), none open here (*ret: free(); *n of
+ * them).  The caller takes each one's inode lock EX, then the global
+ * bitmap's, and calls o2_fs_free_orphan for each, with the generation it
+ * locked: it frees ino if it still is that orphan and open_elsewhere says
+ * no other node has it open (0 also when it leaves it), through the
+ * orphan directory of the slot it is in.  Opening a shared volume frees
+ * no orphan either.  0 or -errno (an error turns the volume read-only).
  */
-int o2_fs_reap_orphans(struct o2_fs *fs);
+int o2_fs_orphans(struct o2_fs *fs, uint64_t **ret, size_t *n);
+int o2_fs_free_orphan(struct o2_fs *fs, uint64_t ino, uint32_t gen);
 /*
- * Whether o2_fs_tick and o2_fs_reap_orphans have work that changes the
- * global bitmap (truncate log entries to give back, orphans of this slot
- * that nobody here has open): a clustered writer takes its lock only then.
- * An error counts as work (the call then reports it).
+ * Whether o2_fs_tick has work that changes the global bitmap, or orphans
+ * wait (o2_fs_orphans): a clustered writer takes the locks only then.  An
+ * error counts as work (the call then reports it).
  */
 bool o2_fs_global_work(struct o2_fs *fs);
 
@@ -738,8 +749,8 @@ int o2_acl_set(struct o2_fs *fs, uint64_t ino, unsigned type, const void *value,
 /*
  * Open-file references: an inode unlinked while referenced lives on in the
  * orphan directory; the last o2_inode_close_ref frees it (with
- * O2_OPEN_SHARED it leaves that to o2_fs_reap_orphans, which the caller
- * runs under the global bitmap's lock).  Orphans left by a crash are freed
+ * O2_OPEN_SHARED it leaves that to o2_fs_free_orphan, which the caller
+ * runs under the inode's and the global bitmap's locks).  Orphans left by a crash are freed
  * at the next read-write open.
  */
 int o2_inode_open_ref(struct o2_fs *fs, uint64_t ino);

@@ -781,8 +781,11 @@ static void put_count(const char *path, uint64_t *entries, uint64_t *bytes)
 	closedir(d);
 }
 
-/* Show how far put -r is: in_file bytes into the file being copied. */
-static void put_progress(struct put_state *ps, uint64_t in_file)
+/*
+ * Show how far put -r is: in_file bytes into the file being copied; 100%
+ * only once all is (final), with what it copied.
+ */
+static void put_progress(struct put_state *ps, uint64_t in_file, bool final)
 {
 	uint64_t done = ps->done_bytes + in_file;
 	uint64_t entries = ps->files + ps->symlinks + ps->special + ps->hard_links;
@@ -795,6 +798,8 @@ static void put_progress(struct put_state *ps, uint64_t in_file)
 	f = ps->total_bytes ? (double)done / (double)ps->total_bytes
 	    : ps->total_entries ? (double)entries / (double)ps->total_entries
 				: 1;
+	if (!final && f > 0.999)
+		f = 0.999;
 	progress_size(d, sizeof(d), done);
 	progress_size(t, sizeof(t), ps->total_bytes);
 	snprintf(detail, sizeof(detail), "%s of %s, %" PRIu64 " of %" PRIu64 " files", d, t,
@@ -860,7 +865,7 @@ static int copy_data(struct put_state *ps, int fd, const char *src, const char *
 						dst, (long long)pos);
 			ps->bytes += (uint64_t)n;
 			pos += n;
-			put_progress(ps, (uint64_t)pos);
+			put_progress(ps, (uint64_t)pos, false);
 		}
 	}
 	/* the size, when the file ends in a hole */
@@ -975,7 +980,7 @@ static int put_tree(struct put_state *ps, const char *src, uint64_t parent, cons
 				ps->hard_links++;
 				if (S_ISREG(st.st_mode))
 					ps->done_bytes += (uint64_t)st.st_size;
-				put_progress(ps, 0);
+				put_progress(ps, 0, false);
 				return CTL_EXIT_OK;
 			}
 		}
@@ -1024,7 +1029,7 @@ static int put_tree(struct put_state *ps, const char *src, uint64_t parent, cons
 			return fail_op(c, dst, ret);
 		ps->special++;
 	}
-	put_progress(ps, 0);
+	put_progress(ps, 0, false);
 	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
 		struct put_link l = { st.st_dev, st.st_ino, ino };
 
@@ -1079,7 +1084,7 @@ int verb_put(struct ctl *c, int argc, char **argv)
 	if (!status)
 		status = put_tree(&ps, src, to.parent_ino, to.full, to.name, to.len, true);
 	if (!status)
-		put_progress(&ps, 0);
+		put_progress(&ps, 0, true);
 	progress_end(&ps.prog);
 	status = close_rw(c, status);
 	if (!status && c->json) {

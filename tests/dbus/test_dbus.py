@@ -2117,11 +2117,18 @@ def case_formatjob(env, chk):
     # cancelled before it writes: nothing on the device
     raw = RawClient(ctx.bus_socket)
     opts = {"local": True, "slots": U(1), "cluster_size": U(4096), "journal_size": Typed("uint64", 4 << 20)}
+
+    def start_format(name):
+        """A format job on a fresh sparse 1 TiB image: (image, job path or None)."""
+        img = sparse_image(env, name, 1 << 40)
+        err, path = raw.wait(raw.send(MANAGER, MGR, "Format", BUS_NAME, [img, opts]))
+        chk.ok(not err and path, "Format of a 1 TiB image: %r" % ((err, path),))
+        return img, None if err else path
+
     cancelled = None
     for attempt in range(5):
-        img = sparse_image(env, "cancel%d.img" % attempt, 1 << 40)
-        err, path = raw.wait(raw.send(MANAGER, MGR, "Format", BUS_NAME, [img, opts]))
-        if not chk.ok(not err and path, "Format of a 1 TiB image: %r" % ((err, path),)):
+        img, path = start_format("cancel%d.img" % attempt)
+        if not path:
             break
         cerr, _ = raw.wait(raw.send(path, JOB, "Cancel", BUS_NAME, [{}]))
         done = job_completed(ctx, mon, path)
@@ -2138,9 +2145,8 @@ def case_formatjob(env, chk):
     # once it writes, Cancelable is false and Cancel is NotCancelable
     refused = None
     for attempt in range(5):
-        img = sparse_image(env, "nocancel%d.img" % attempt, 1 << 40)
-        err, path = raw.wait(raw.send(MANAGER, MGR, "Format", BUS_NAME, [img, opts]))
-        if not chk.ok(not err and path, "Format of a 1 TiB image: %r" % ((err, path),)):
+        img, path = start_format("nocancel%d.img" % attempt)
+        if not path:
             break
         cerr = None
         while True:

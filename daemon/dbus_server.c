@@ -941,8 +941,11 @@ static gboolean job_done_idle(gpointer arg)
 	g_mutex_lock(&s->jobs_lock);
 	g_hash_table_remove(s->jobs, e->path);
 	g_mutex_unlock(&s->jobs_lock);
-	g_message("%s: %s job %s: %s", job_device(e->job), job_operation(e->job),
-		  job_success(e->job) ? "done" : "failed", job_message(e->job));
+	/* a mount's and an unmount's own lines say how they went (volume.c):
+	 * of their jobs only a cancel is news */
+	if (!job_attached(e->job) || strstr(job_message(e->job), "cancelled"))
+		g_message("%s: %s job %s: %s", job_device(e->job), job_operation(e->job),
+			  job_success(e->job) ? "done" : "failed", job_message(e->job));
 	for (guint i = 0; i < s->exports->len; i++) {
 		struct export *x = s->exports->pdata[i];
 		g_autoptr(O2dJob) iface = job_iface(x, e->path);
@@ -1022,8 +1025,6 @@ static gboolean job_export_idle(gpointer arg)
 
 	for (guint i = 0; i < e->s->exports->len; i++)
 		export_job(e->s->exports->pdata[i], e);
-	g_message("%s: %s job %s started (uid %u)", job_device(e->job), job_operation(e->job),
-		  e->path, e->uid);
 	return G_SOURCE_REMOVE;
 }
 

@@ -79,6 +79,11 @@ const char *job_operation(const struct job *j)
 	return op_names[j->op];
 }
 
+bool job_attached(const struct job *j)
+{
+	return j->attached;
+}
+
 struct job *job_new_attached(const char *operation, const char *device, bool cancelable)
 {
 	struct job *j = job_alloc(!strcmp(operation, "mount") ? JOB_MOUNT : JOB_UNMOUNT, device);

@@ -75,6 +75,7 @@ bool job_commit(struct job *j);
 void job_end(struct job *j, bool success, const char *message);
 
 /* "format", "check", "mount" or "unmount"; the device as the caller named it. */
+bool job_attached(const struct job *j); /* its caller does the work (job_new_attached) */
 const char *job_operation(const struct job *j);
 const char *job_device(const struct job *j);
 

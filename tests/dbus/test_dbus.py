@@ -1945,6 +1945,9 @@ def case_mountjob(env, chk):
     chk.ok(prog and all(0 <= p <= 1 for p in prog) and prog == sorted(prog) and prog[-1] == 1.0
            and any(0 < p < 1 for p in prog),
            "the mount job's Progress (the replay's) grows through (0, 1) to 1: %r" % prog[:20])
+    # past its safe point (the FUSE mount) the job said it may no longer be cancelled
+    chk.ok(path and any(o == path and "'Cancelable': <false>" in a for o, a in mon.signals("PropertiesChanged")),
+           "the mount job signalled Cancelable false once it mounted")
     ctx.wait_for(lambda: not any(p.startswith(JOBS) for p in ctx.objects()), "the mount job goes away")
     files_ok(chk, vol, files, "after the replaying Mount")
     # Unmount: a Job too, never cancelable

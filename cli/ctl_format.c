@@ -25,18 +25,18 @@
 #include "ctl.h"
 #include "json.h"
 #include "print.h"
+#include "progress.h"
 
 struct fmt {
 	struct o2_mkfs_opts o;
 	const char *image;
 	uint64_t blocks_count; /* the optional BLOCKS operand */
 	bool json, quiet, force, dry_run;
-	bool progress_shown;
+	struct progress prog; /* the offline format's bar (a terminal only) */
 	uint64_t time_ns; /* --time */
 	/* --via-daemon: the options as the daemon's Format takes them */
 	bool via_daemon;
-	const char *offline_only; /* an option the daemon does not take, or NULL */
-	const char *type_arg, *level_arg;
+	const char *type_arg, *level_arg, *uuid_arg;
 	char features_arg[1024];  /* every --fs-features list, joined */
 };
 
@@ -96,8 +96,8 @@ static void fmt_help(FILE *out)
 		"  -n, --dry-run               show what would be made; write nothing\n"
 		"  -q, --quiet                 no output on success, no progress bar\n"
 		"      --via-daemon            let the running ocfs2d format (a D-Bus job;\n"
-		"                              one is started if none runs): not with -U,\n"
-		"                              -n, BLOCKS, -J block32/64 or the options below\n"
+		"                              one is started if none runs), with every\n"
+		"                              option here; ^C cancels it until it writes\n"
 		"      --json                  what was made, as JSON (cli/README-json.md)\n"
 		"  -h, --help                  this text\n"
 		"\n"
@@ -357,16 +357,8 @@ static int check_existing(struct fmt *f, struct o2_blockdev *dev)
 static void progress_cb(void *arg, unsigned done, unsigned total)
 {
 	struct fmt *f = arg;
-	unsigned width = 40, fill = total ? (unsigned)((uint64_t)done * width / total) : width;
-	unsigned pct = total ? (unsigned)((uint64_t)done * 100 / total) : 100;
-	char bar[64];
 
-	memset(bar, '#', fill);
-	memset(bar + fill, ' ', width - fill);
-	bar[width] = '\0';
-	printf("\rFormatting [%s] %3u%%", bar, pct);
-	fflush(stdout);
-	f->progress_shown = true;
+	progress_show(&f->prog, total ? (double)done / total : 1, -1, NULL);
 }
 
 static const char *type_name(enum o2_mkfs_type t)
@@ -546,39 +538,51 @@ static int format_via_daemon(struct fmt *f)
 {
 	GVariantBuilder b;
 
-	if (f->offline_only)
-		return fmt_usage_error("%s is not offered with --via-daemon", f->offline_only);
-	if (f->o.journal64 != O2_MKFS_J64_AUTO)
-		return fmt_usage_error("-J block32/block64 is not offered with --via-daemon");
+	if (f->blocks_count > UINT64_MAX / (f->o.block_size ? f->o.block_size : 4096))
+		return fmt_fail("%" PRIu64 " blocks: more than any device holds", f->blocks_count);
+#define ADD(key, value) g_variant_builder_add(&b, "{sv}", key, value)
 	g_variant_builder_init(&b, G_VARIANT_TYPE_VARDICT);
 	if (f->o.block_size)
-		g_variant_builder_add(&b, "{sv}", "block_size", g_variant_new_uint32(f->o.block_size));
+		ADD("block_size", g_variant_new_uint32(f->o.block_size));
 	if (f->o.cluster_size)
-		g_variant_builder_add(&b, "{sv}", "cluster_size",
-				      g_variant_new_uint32(f->o.cluster_size));
+		ADD("cluster_size", g_variant_new_uint32(f->o.cluster_size));
 	if (f->o.slots)
-		g_variant_builder_add(&b, "{sv}", "slots", g_variant_new_uint32(f->o.slots));
+		ADD("slots", g_variant_new_uint32(f->o.slots));
 	if (f->o.journal_size)
-		g_variant_builder_add(&b, "{sv}", "journal_size",
-				      g_variant_new_uint64(f->o.journal_size));
+		ADD("journal_size", g_variant_new_uint64(f->o.journal_size));
+	if (f->o.journal64 != O2_MKFS_J64_AUTO)
+		ADD("journal64", g_variant_new_boolean(f->o.journal64 == O2_MKFS_J64_ON));
 	if (f->o.label)
-		g_variant_builder_add(&b, "{sv}", "label", g_variant_new_string(f->o.label));
+		ADD("label", g_variant_new_string(f->o.label));
 	if (f->type_arg)
-		g_variant_builder_add(&b, "{sv}", "type", g_variant_new_string(f->type_arg));
+		ADD("type", g_variant_new_string(f->type_arg));
 	if (f->level_arg)
-		g_variant_builder_add(&b, "{sv}", "feature_level", g_variant_new_string(f->level_arg));
+		ADD("feature_level", g_variant_new_string(f->level_arg));
 	if (f->features_arg[0])
-		g_variant_builder_add(&b, "{sv}", "features", g_variant_new_string(f->features_arg));
-	if (f->o.mount == O2_MKFS_MOUNT_LOCAL)
-		g_variant_builder_add(&b, "{sv}", "local", g_variant_new_boolean(TRUE));
+		ADD("features", g_variant_new_string(f->features_arg));
+	if (f->o.mount != O2_MKFS_MOUNT_DEFAULT)
+		ADD("local", g_variant_new_boolean(f->o.mount == O2_MKFS_MOUNT_LOCAL));
 	if (f->o.cluster_stack)
-		g_variant_builder_add(&b, "{sv}", "cluster_stack",
-				      g_variant_new_string(f->o.cluster_stack));
+		ADD("cluster_stack", g_variant_new_string(f->o.cluster_stack));
 	if (f->o.cluster_name)
-		g_variant_builder_add(&b, "{sv}", "cluster_name",
-				      g_variant_new_string(f->o.cluster_name));
+		ADD("cluster_name", g_variant_new_string(f->o.cluster_name));
+	if (f->blocks_count)
+		ADD("volume_size", g_variant_new_uint64(f->blocks_count *
+							(f->o.block_size ? f->o.block_size : 4096)));
+	if (f->uuid_arg)
+		ADD("uuid", g_variant_new_string(f->uuid_arg));
+	if (f->o.have_generation)
+		ADD("generation", g_variant_new_uint32(f->o.generation));
+	if (f->o.have_dx_seed)
+		ADD("dx_seed", g_variant_new_fixed_array(G_VARIANT_TYPE_UINT32, f->o.dx_seed, 3,
+							 sizeof(uint32_t)));
+	if (f->o.now_ns)
+		ADD("time", g_variant_new_uint64(f->time_ns / 1000000000ull));
+	if (f->dry_run)
+		ADD("dry_run", g_variant_new_boolean(TRUE));
 	if (f->force)
-		g_variant_builder_add(&b, "{sv}", "force", g_variant_new_boolean(TRUE));
+		ADD("force", g_variant_new_boolean(TRUE));
+#undef ADD
 	return ctl_daemon_job("format", f->image, g_variant_builder_end(&b), f->json, f->quiet);
 }
 
@@ -643,7 +647,7 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 						optarg);
 			break;
 		case 'U':
-			f->offline_only = "-U";
+			f->uuid_arg = optarg;
 			if (!parse_uuid(optarg, f->o.uuid))
 				return fmt_fail("UUID '%s': 32 hex digits expected", optarg);
 			f->o.have_uuid = true;
@@ -652,7 +656,6 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 			f->force = true;
 			break;
 		case 'n':
-			f->offline_only = "-n";
 			f->dry_run = true;
 			break;
 		case 'q':
@@ -691,13 +694,11 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 			f->json = true;
 			break;
 		case OPT_GENERATION:
-			f->offline_only = "--generation";
 			if (!parse_u32(optarg, &f->o.generation))
 				return fmt_fail("generation '%s': not a 32-bit number", optarg);
 			f->o.have_generation = true;
 			break;
 		case OPT_DX_SEED: {
-			f->offline_only = "--dx-seed";
 			char *copy = strdup(optarg), *save = NULL, *tok;
 			unsigned n = 0;
 
@@ -717,7 +718,6 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 			break;
 		}
 		case OPT_TIME:
-			f->offline_only = "--time";
 			if (!parse_size(optarg, &v) || v > INT64_MAX / 1000000000ll)
 				return fmt_fail("--time=%s: seconds since the epoch expected", optarg);
 			f->time_ns = v * 1000000000ull;
@@ -741,7 +741,6 @@ static int parse_args(struct fmt *f, int argc, char **argv, bool *help)
 	if (optind < argc) {
 		if (!parse_size(argv[optind], &f->blocks_count) || !f->blocks_count)
 			return fmt_usage_error("blocks count '%s': not a number", argv[optind]);
-		f->offline_only = "BLOCKS";
 		optind++;
 	}
 	if (optind < argc)
@@ -807,10 +806,11 @@ int ctl_format_main(int argc, char **argv, bool json)
 		status = CTL_EXIT_OK;
 		goto out;
 	}
-	bar = !f.quiet && !f.json && isatty(STDOUT_FILENO);
+	/* a bar on a terminal; no lines into a pipe (the result says it all) */
+	progress_init(&f.prog, "Formatting", "format", false, f.quiet || f.json);
+	bar = !f.prog.off;
 	ret = o2_mkfs(dev, &f.o, bar ? progress_cb : NULL, &f, &info, errbuf, sizeof(errbuf));
-	if (f.progress_shown)
-		printf("\n");
+	progress_end(&f.prog);
 	if (ret < 0) {
 		status = fmt_fail("%s: %s", f.image, errbuf[0] ? errbuf : strerror(-ret));
 		goto out;

@@ -46,6 +46,7 @@
 #include "ctl.h"
 #include "json.h"
 #include "ocfs2d-generated.h"
+#include "progress.h"
 
 #define CALL_TIMEOUT G_MAXINT /* mounting replays journals, unmounting waits for them */
 
@@ -749,23 +750,6 @@ static void status_json(struct json_writer *j, O2dVolume *p, GVariant *st, const
 	json_object_end(j);
 }
 
-/* Bytes for people: "4.0 MiB" (GLib's g_format_size puts a no-break space in). */
-static void human_size(char *buf, size_t len, guint64 n)
-{
-	static const char *const units[] = { "bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-	double v = (double)n;
-	size_t u = 0;
-
-	while (v >= 1024 && u + 1 < G_N_ELEMENTS(units)) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%" G_GUINT64_FORMAT " bytes", n);
-	else
-		snprintf(buf, len, "%.1f %s", v, units[u]);
-}
-
 /* One volume as `systemctl status` shows a unit: a head line, then labelled lines. */
 static void status_human(O2dVolume *p, GVariant *st, const char *why)
 {
@@ -795,9 +779,9 @@ static void status_human(O2dVolume *p, GVariant *st, const char *why)
 		const char *jstate = status_str(st, "journal");
 		const char *reason = status_str(st, "readonly_reason");
 
-		human_size(jsize, sizeof(jsize), status_u64(st, "journal_size"));
-		human_size(fsize, sizeof(fsize), free_b);
-		human_size(tsize, sizeof(tsize), total);
+		progress_size(jsize, sizeof(jsize), status_u64(st, "journal_size"));
+		progress_size(fsize, sizeof(fsize), free_b);
+		progress_size(tsize, sizeof(tsize), total);
 
 		printf("  Journal: %s, %s\n", jsize,
 		       !strcmp(jstate, "clean") ? "clean (nothing committed waits to be written home)"
@@ -876,40 +860,16 @@ struct job_watch {
 	char *path;		/* the job, once the call answered */
 	GHashTable *done;	/* path -> "1message" or "0message": Completed seen */
 	const char *verb;
-	bool tty, json, quiet;
-	int shown;		/* the last percentage shown (-1: none) */
-	bool bar_open;		/* a bar is on the line */
+	struct progress prog;	/* the bar, or plain lines */
 	bool lost;		/* the connection closed first */
 	O2dJob *job;		/* for Cancel on ^C */
 };
 
 static void show_progress(struct job_watch *w, double p, guint64 end_us)
 {
-	int pct = (int)(p * 100 + 1e-9);
+	gint64 left = end_us ? ((gint64)end_us - g_get_real_time()) / G_USEC_PER_SEC : -1;
 
-	if (w->quiet || w->json || pct == w->shown)
-		return;
-	if (w->tty) {
-		unsigned width = 40, fill = (unsigned)(p * width);
-		char bar[64], eta[32] = "";
-		gint64 left = end_us ? ((gint64)end_us - g_get_real_time()) / G_USEC_PER_SEC : -1;
-
-		memset(bar, '#', fill);
-		memset(bar + fill, ' ', width - fill);
-		bar[width] = '\0';
-		if (left >= 0 && pct < 100)
-			snprintf(eta, sizeof(eta), "  %d:%02d left", (int)(left / 60), (int)(left % 60));
-		printf("\r%s [%s] %3d%%%-14s", !strcmp(w->verb, "format") ? "Formatting" : "Checking",
-		       bar, pct, eta);
-		w->bar_open = true;
-	} else {
-		/* plain lines for logs and pipes: every tenth */
-		if (pct / 10 == w->shown / 10 && w->shown >= 0)
-			return;
-		printf("%s: %d%%\n", w->verb, pct / 10 * 10);
-	}
-	fflush(stdout);
-	w->shown = pct;
+	progress_show(&w->prog, p, left < 0 ? -1 : (long)left, NULL);
 }
 
 static void on_job_signal(GDBusConnection *c, const char *sender, const char *path,
@@ -960,9 +920,7 @@ static gboolean on_interrupt(gpointer data)
 	if (w->job && !o2d_job_call_cancel_sync(w->job, g_variant_new_array(G_VARIANT_TYPE("{sv}"),
 									   NULL, 0),
 						 NULL, &err)) {
-		if (w->bar_open)
-			printf("\n");
-		w->bar_open = false;
+		progress_end(&w->prog);
 		fprintf(stderr, "%s: %s: %s\n", prog, w->verb, message_of(err));
 	}
 	return G_SOURCE_CONTINUE;
@@ -977,7 +935,7 @@ int ctl_daemon_job(const char *verb, const char *device, GVariant *options, bool
 		options ? options : g_variant_new_array(G_VARIANT_TYPE("{sv}"), NULL, 0));
 	g_autofree char *abs = g_canonicalize_filename(device, NULL);
 	g_autofree char *daemon = find_daemon();
-	struct job_watch w = { .verb = verb, .json = json, .quiet = silent, .shown = -1 };
+	struct job_watch w = { .verb = verb };
 	guint sub_done, sub_props, sigint;
 	bool absent, ok;
 	const char *msg = "";
@@ -998,7 +956,8 @@ int ctl_daemon_job(const char *verb, const char *device, GVariant *options, bool
 	}
 	if (!c)
 		return fail(verb, "cannot reach ocfs2d at %s: %s", control_path(), err->message);
-	w.tty = isatty(STDOUT_FILENO);
+	progress_init(&w.prog, !strcmp(verb, "format") ? "Formatting" : "Checking", verb, true,
+		      json || silent);
 	w.loop = g_main_loop_new(NULL, FALSE);
 	w.done = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
 	/* before the call: a short job may be over before its answer is read */
@@ -1039,8 +998,7 @@ int ctl_daemon_job(const char *verb, const char *device, GVariant *options, bool
 		      : "ocfs2d went away before the job completed (see ocfs2ctl log)";
 	if (ok)
 		show_progress(&w, 1, 0);
-	if (w.bar_open)
-		printf("\n");
+	progress_end(&w.prog);
 	if (json) {
 		struct json_writer j;
 

@@ -28,6 +28,7 @@
 
 #include "ctl.h"
 #include "json.h"
+#include "progress.h"
 
 #define NAME_MAX_O2 255
 #define COPY_CHUNK (1u << 20)
@@ -743,7 +744,68 @@ struct put_state {
 	uint8_t *buf;
 	struct ctl_vec links; /* struct put_link: host files with several links */
 	uint64_t files, dirs, symlinks, special, hard_links, bytes;
+	/* put -r's progress: sizes and entries (not directories) of the tree */
+	struct progress prog;
+	uint64_t total_bytes, total_entries;
+	uint64_t done_bytes; /* the sizes of the files copied so far */
 };
+
+/* What the tree under path holds: entries other than directories, and their sizes. */
+static void put_count(const char *path, uint64_t *entries, uint64_t *bytes)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *e;
+
+	if (lstat(path, &st) < 0)
+		return;
+	if (!S_ISDIR(st.st_mode)) {
+		(*entries)++;
+		if (S_ISREG(st.st_mode))
+			*bytes += (uint64_t)st.st_size;
+		return;
+	}
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		char *sub;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (asprintf(&sub, "%s/%s", path, e->d_name) < 0)
+			break;
+		put_count(sub, entries, bytes);
+		free(sub);
+	}
+	closedir(d);
+}
+
+/*
+ * Show how far put -r is: in_file bytes into the file being copied; 100%
+ * only once all is (final), with what it copied.
+ */
+static void put_progress(struct put_state *ps, uint64_t in_file, bool final)
+{
+	uint64_t done = ps->done_bytes + in_file;
+	uint64_t entries = ps->files + ps->symlinks + ps->special + ps->hard_links;
+	char d[32], t[32], detail[128];
+	double f;
+
+	if (ps->prog.off)
+		return;
+	/* by bytes; by entries for a tree of empty files */
+	f = ps->total_bytes ? (double)done / (double)ps->total_bytes
+	    : ps->total_entries ? (double)entries / (double)ps->total_entries
+				: 1;
+	if (!final && f > 0.999)
+		f = 0.999;
+	progress_size(d, sizeof(d), done);
+	progress_size(t, sizeof(t), ps->total_bytes);
+	snprintf(detail, sizeof(detail), "%s of %s, %" PRIu64 " of %" PRIu64 " files", d, t,
+		 entries, ps->total_entries);
+	progress_show(&ps->prog, f, -1, detail);
+}
 
 static int set_times(struct put_state *ps, const char *path, uint64_t ino, const struct stat *st)
 {
@@ -803,6 +865,7 @@ static int copy_data(struct put_state *ps, int fd, const char *src, const char *
 						dst, (long long)pos);
 			ps->bytes += (uint64_t)n;
 			pos += n;
+			put_progress(ps, (uint64_t)pos, false);
 		}
 	}
 	/* the size, when the file ends in a hole */
@@ -915,6 +978,9 @@ static int put_tree(struct put_state *ps, const char *src, uint64_t parent, cons
 				if (ret < 0)
 					return fail_op(c, dst, ret);
 				ps->hard_links++;
+				if (S_ISREG(st.st_mode))
+					ps->done_bytes += (uint64_t)st.st_size;
+				put_progress(ps, 0, false);
 				return CTL_EXIT_OK;
 			}
 		}
@@ -955,6 +1021,7 @@ static int put_tree(struct put_state *ps, const char *src, uint64_t parent, cons
 		if (status)
 			return status;
 		ps->files++;
+		ps->done_bytes += (uint64_t)st.st_size;
 	} else {
 		ni.rdev = (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) ? st.st_rdev : 0;
 		ret = o2_create(c->fs, parent, name, len, &ni, &ino);
@@ -962,6 +1029,7 @@ static int put_tree(struct put_state *ps, const char *src, uint64_t parent, cons
 			return fail_op(c, dst, ret);
 		ps->special++;
 	}
+	put_progress(ps, 0, false);
 	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
 		struct put_link l = { st.st_dev, st.st_ino, ino };
 
@@ -1006,8 +1074,18 @@ int verb_put(struct ctl *c, int argc, char **argv)
 	/* "put -r IMAGE dir/. DST" and the like copy the contents into DST itself */
 	if (!status && base[0] && strcmp(base, "/") && strcmp(base, ".") && strcmp(base, ".."))
 		status = into_dir(c, &to, base);
+	/*
+	 * put -r shows how far it is: a bar on a terminal, a line per tenth
+	 * otherwise (not with --json, whose document is all it prints)
+	 */
+	progress_init(&ps.prog, "Copying", "put", true, !c->opt_recursive || c->json);
+	if (!ps.prog.off)
+		put_count(src, &ps.total_entries, &ps.total_bytes);
 	if (!status)
 		status = put_tree(&ps, src, to.parent_ino, to.full, to.name, to.len, true);
+	if (!status)
+		put_progress(&ps, 0, true);
+	progress_end(&ps.prog);
 	status = close_rw(c, status);
 	if (!status && c->json) {
 		struct json_writer w;

@@ -37,7 +37,7 @@ static const struct verb verbs[] = {
 	{ "slots", verb_slots, 1, 1, "IMAGE|MOUNTPOINT",
 	  "the slot map (of a mounted volume: with its cluster's members and lock counts)" },
 	{ "check", verb_check, 1, 1, "[--via-daemon] IMAGE", "read-only structural verification" },
-	{ "put", verb_put, 3, 3, "[-rf] IMAGE SRC DST", "copy a host file or tree (-r) in" },
+	{ "put", verb_put, 3, 3, "[-rf] IMAGE SRC DST", "copy a host file or tree (-r, with progress) in" },
 	{ "mkdir", verb_mkdir, 2, 2, "[-p] IMAGE PATH", "make a directory (-p: and parents)" },
 	{ "rm", verb_rm, 2, 2, "[-rdf] IMAGE PATH", "remove a file, empty dir (-d), tree (-r)" },
 	{ "mv", verb_mv, 3, 3, "IMAGE OLD NEW", "rename or move" },

@@ -95,6 +95,19 @@ static gboolean handle_check(O2dManager *manager, GDBusMethodInvocation *inv, co
 			     GVariant *options, gpointer data);
 static gboolean handle_cancel(O2dJob *job, GDBusMethodInvocation *inv, GVariant *options,
 			      gpointer data);
+static struct job_entry *attach_job(struct dbus_server *s, GDBusMethodInvocation *inv,
+				    struct job *job);
+
+/* A mount's or an unmount's job watches the volume's work (volume_watch). */
+static int watch_progress(void *arg, uint64_t done, uint64_t total)
+{
+	return job_progress(arg, done, total) ? 1 : 0;
+}
+
+static bool watch_commit(void *arg)
+{
+	return job_commit(arg);
+}
 
 /* ---- the main loop side: exports and skeletons ---- */
 
@@ -328,6 +341,7 @@ static int errno_of(const GError *e)
 		{ G_IO_ERROR_BUSY, EBUSY },		 { G_IO_ERROR_PERMISSION_DENIED, EACCES },
 		{ G_IO_ERROR_INVALID_ARGUMENT, EINVAL }, { G_IO_ERROR_NOT_DIRECTORY, ENOTDIR },
 		{ G_IO_ERROR_NOT_SUPPORTED, EOPNOTSUPP }, { G_IO_ERROR_READ_ONLY, EROFS },
+		{ G_IO_ERROR_CANCELLED, ECANCELED },
 	};
 
 	if (e->domain == O2D_ERROR)
@@ -510,14 +524,30 @@ static gboolean handle_mount(O2dManager *manager, GDBusMethodInvocation *inv, co
 	if (!registry_claim(s->reg, abs)) {
 		g_dbus_method_invocation_return_error(inv, O2D_ERROR, O2D_ERROR_ALREADY_MOUNTED,
 						      "%s: a volume is mounted there already", abs);
-	} else if (!volume_mount(req.device, req.mountpoint, &req.opts, volume_gone, s, &v,
-				 &err)) {
+		o2d_mount_req_clear(&req);
+		call_done(s);
+		return TRUE;
+	}
+	/*
+	 * The mount is a Job while it works (udisks2's way): its progress is
+	 * the journal's replay, and Cancel stops it until the FUSE mount.
+	 */
+	struct job *job = job_new_attached("mount", req.device, true);
+	struct volume_watch watch = { watch_progress, watch_commit, job };
+	g_autofree char *done_msg = NULL;
+
+	attach_job(s, inv, job);
+	if (!volume_mount(req.device, req.mountpoint, &req.opts, volume_gone, s, &watch, &v,
+			  &err)) {
 		registry_unclaim(s->reg, abs);
+		job_end(job, false, err->message);
 		return_errno(inv, errno_of(err), err->message);
 	} else {
 		struct mounted *m = describe(s, v);
 		struct mount_done *d = g_new0(struct mount_done, 1);
 
+		done_msg = g_strdup_printf("%s mounted on %s", v->device, v->mountpoint);
+		job_end(job, true, done_msg);
 		d->s = s;
 		d->m = m;
 		d->manager = g_object_ref(manager);
@@ -598,12 +628,43 @@ static gboolean handle_unmount(O2dVolume *vol, GDBusMethodInvocation *inv, GVari
 	if (!v)
 		return TRUE;
 	g_atomic_int_inc(&s->busy);
+	/*
+	 * A Job while it works: its progress is the close's checkpoint; it
+	 * cannot be cancelled (the kernel's unmount is not taken back).
+	 */
+	struct job *job = job_new_attached("unmount", v->device, false);
+	struct volume_watch watch = { watch_progress, NULL, job };
+
+	attach_job(s, inv, job);
+	g_mutex_lock(&v->lock);
+	v->close_watch = &watch;
+	g_mutex_unlock(&v->lock);
 	registry_update(s->reg, v, mark_unmounting, s);
 	if (!volume_unmount(v, req.force, &err)) {
+		g_mutex_lock(&v->lock);
+		v->close_watch = NULL;
+		g_mutex_unlock(&v->lock);
 		registry_update(s->reg, v, mark_mounted, s);
+		job_end(job, false, err->message);
 		return_errno(inv, errno_of(err), err->message);
 	} else {
 		registry_wait_gone(s->reg, v);
+		/* closed: nothing looks at the watch any more */
+		g_mutex_lock(&v->lock);
+		v->close_watch = NULL;
+		g_mutex_unlock(&v->lock);
+		if (v->close_result < 0) {
+			g_autofree char *m = g_strdup_printf(
+				"%s: closing failed (%s); the journal is left for the next mount "
+				"to replay", v->device, g_strerror(-v->close_result));
+
+			job_end(job, false, m);
+		} else {
+			g_autofree char *m = g_strdup_printf("%s unmounted from %s (clean)",
+							     v->device, v->mountpoint);
+
+			job_end(job, true, m);
+		}
 		/* answer on the main loop, after the volume's object is gone
 		 * (volume_gone queued that first); busy stays up until then, so
 		 * an idle daemon does not exit before the answer is out */
@@ -880,8 +941,11 @@ static gboolean job_done_idle(gpointer arg)
 	g_mutex_lock(&s->jobs_lock);
 	g_hash_table_remove(s->jobs, e->path);
 	g_mutex_unlock(&s->jobs_lock);
-	g_message("%s: %s job %s: %s", job_device(e->job), job_operation(e->job),
-		  job_success(e->job) ? "done" : "failed", job_message(e->job));
+	/* a mount's and an unmount's own lines say how they went (volume.c):
+	 * of their jobs only a cancel is news */
+	if (!job_attached(e->job) || strstr(job_message(e->job), "cancelled"))
+		g_message("%s: %s job %s: %s", job_device(e->job), job_operation(e->job),
+			  job_success(e->job) ? "done" : "failed", job_message(e->job));
 	for (guint i = 0; i < s->exports->len; i++) {
 		struct export *x = s->exports->pdata[i];
 		g_autoptr(O2dJob) iface = job_iface(x, e->path);
@@ -938,12 +1002,11 @@ static gboolean job_start_idle(gpointer arg)
 	return G_SOURCE_REMOVE;
 }
 
-/* Give job its object and start it from the main loop (busy until job_done_idle). */
-static void launch_job(struct dbus_server *s, O2dManager *manager, GDBusMethodInvocation *inv,
-		       struct job *job)
+/* A job's entry, its path and its caller (busy until job_done_idle). */
+static struct job_entry *add_job(struct dbus_server *s, GDBusMethodInvocation *inv,
+				 struct job *job)
 {
 	struct job_entry *e = g_new0(struct job_entry, 1);
-	struct job_start *d = g_new0(struct job_start, 1);
 
 	e->s = s;
 	e->job = job;
@@ -953,6 +1016,39 @@ static void launch_job(struct dbus_server *s, O2dManager *manager, GDBusMethodIn
 	g_hash_table_insert(s->jobs, e->path, e);
 	g_mutex_unlock(&s->jobs_lock);
 	g_atomic_int_inc(&s->busy);
+	return e;
+}
+
+static gboolean job_export_idle(gpointer arg)
+{
+	struct job_entry *e = arg;
+
+	for (guint i = 0; i < e->s->exports->len; i++)
+		export_job(e->s->exports->pdata[i], e);
+	return G_SOURCE_REMOVE;
+}
+
+/*
+ * A job whose work the calling handler does (a Mount, an Unmount): shown
+ * everywhere (queued before anything it reports), ready for job_progress.
+ */
+static struct job_entry *attach_job(struct dbus_server *s, GDBusMethodInvocation *inv,
+				    struct job *job)
+{
+	struct job_entry *e = add_job(s, inv, job);
+
+	job_start(job, job_changed, job_done, e);
+	g_idle_add(job_export_idle, e);
+	return e;
+}
+
+/* Give job its object and start it from the main loop (busy until job_done_idle). */
+static void launch_job(struct dbus_server *s, O2dManager *manager, GDBusMethodInvocation *inv,
+		       struct job *job)
+{
+	struct job_entry *e = add_job(s, inv, job);
+	struct job_start *d = g_new0(struct job_start, 1);
+
 	d->e = e;
 	d->manager = g_object_ref(manager);
 	d->inv = inv;

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0-or-later
 /*
- * Jobs (job.h): a format or a check on a thread of its own, its progress
- * and its cancellation.  The judging before the start runs on the caller's
- * thread (a GDBus worker), so that every refusal is the method's error and
- * a job, once it exists, only has its work left to do.
+ * Jobs (job.h): a format or a check on a thread of its own, or a mount or
+ * an unmount its caller does; their progress and their cancellation.  The
+ * judging before a format or check starts runs on the caller's thread (a
+ * GDBus worker), so that every refusal is the method's error and a job,
+ * once it exists, only has its work left to do.
  */
 
 #include <errno.h>
@@ -17,15 +18,20 @@
 #include "o2fs/blockdev.h"
 #include "o2fs/o2fs.h"
 
-enum job_op { JOB_FORMAT, JOB_CHECK };
+enum job_op { JOB_FORMAT, JOB_CHECK, JOB_MOUNT, JOB_UNMOUNT };
+
+static const char *const op_names[] = { "format", "check", "mount", "unmount" };
 
 struct job {
 	enum job_op op;
+	bool attached; /* its caller does the work (a mount, an unmount) */
 	char *device;
 	struct o2_blockdev *dev; /* open, flocked, until the work is over */
 	/* a format's options, and the strings they point into */
 	struct o2_mkfs_opts mkfs;
 	char *label, *stack, *cluster_name;
+	uint64_t time_ns; /* the option time, for mkfs's clock */
+	bool dry_run;
 
 	GThread *thread;
 	job_fn changed, done;
@@ -70,7 +76,21 @@ void job_free(struct job *j)
 
 const char *job_operation(const struct job *j)
 {
-	return j->op == JOB_FORMAT ? "format" : "check";
+	return op_names[j->op];
+}
+
+bool job_attached(const struct job *j)
+{
+	return j->attached;
+}
+
+struct job *job_new_attached(const char *operation, const char *device, bool cancelable)
+{
+	struct job *j = job_alloc(!strcmp(operation, "mount") ? JOB_MOUNT : JOB_UNMOUNT, device);
+
+	j->attached = true;
+	j->view.cancelable = cancelable;
+	return j;
 }
 
 const char *job_device(const struct job *j)
@@ -191,6 +211,16 @@ static const char *holds_data(struct o2_blockdev *dev, char *buf, size_t len)
 	return NULL;
 }
 
+static uint64_t fixed_time(void *arg)
+{
+	return *(const uint64_t *)arg;
+}
+
+static int begin_writing(void *arg)
+{
+	return job_commit(arg) ? 0 : 1;
+}
+
 struct job *job_new_format(const struct o2d_format_req *req, GError **err)
 {
 	struct job *j = job_alloc(JOB_FORMAT, req->device);
@@ -207,7 +237,28 @@ struct job *job_new_format(const struct o2d_format_req *req, GError **err)
 	o->label = j->label = g_strdup(req->label);
 	o->cluster_stack = j->stack = g_strdup(req->cluster_stack);
 	o->cluster_name = j->cluster_name = g_strdup(req->cluster_name);
-	o->mount = req->local ? O2_MKFS_MOUNT_LOCAL : O2_MKFS_MOUNT_DEFAULT;
+	o->mount = !req->have_local ? O2_MKFS_MOUNT_DEFAULT
+		   : req->local	    ? O2_MKFS_MOUNT_LOCAL
+				    : O2_MKFS_MOUNT_CLUSTER;
+	o->journal64 = !req->have_journal64 ? O2_MKFS_J64_AUTO
+		       : req->journal64	    ? O2_MKFS_J64_ON
+					    : O2_MKFS_J64_OFF;
+	o->volume_size = req->volume_size;
+	o->have_uuid = req->have_uuid;
+	memcpy(o->uuid, req->uuid, sizeof(o->uuid));
+	o->have_generation = req->have_generation;
+	o->generation = req->generation;
+	o->have_dx_seed = req->have_dx_seed;
+	memcpy(o->dx_seed, req->dx_seed, sizeof(o->dx_seed));
+	if (req->have_time) {
+		j->time_ns = req->time * 1000000000ull;
+		o->now_ns = fixed_time;
+		o->clock_arg = &j->time_ns;
+	}
+	/* the job may be cancelled until mkfs has planned and begins to write */
+	o->begin_writing = begin_writing;
+	o->begin_arg = j;
+	j->dry_run = req->dry_run;
 	if (req->type && o2_mkfs_parse_type(req->type, &o->type) < 0)
 		snprintf(errbuf, sizeof(errbuf), "type \"%.64s\": mail, datafiles or vmstore",
 			 req->type);
@@ -219,7 +270,7 @@ struct job *job_new_format(const struct o2d_format_req *req, GError **err)
 							 &o->features_off, what, sizeof(what)) < 0)
 		snprintf(errbuf, sizeof(errbuf), "features \"%.64s\": %s", req->features, what);
 	else if (o->slots > 255)
-		snprintf(errbuf, sizeof(errbuf), "%u slots: at most 255", o->slots);
+		snprintf(errbuf, sizeof(errbuf), "slots %u: at most 255", o->slots);
 	if (errbuf[0]) {
 		g_set_error_literal(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT, errbuf);
 		job_free(j);
@@ -227,6 +278,13 @@ struct job *job_new_format(const struct o2d_format_req *req, GError **err)
 	}
 	j->dev = open_device(req->device, false, err);
 	if (!j->dev) {
+		job_free(j);
+		return NULL;
+	}
+	if (o->volume_size > j->dev->size) {
+		g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+			    "volume_size %" G_GUINT64_FORMAT ": more than %s holds (%" G_GUINT64_FORMAT
+			    " bytes)", o->volume_size, req->device, (guint64)j->dev->size);
 		job_free(j);
 		return NULL;
 	}
@@ -273,7 +331,7 @@ void job_snapshot(struct job *j, struct job_view *ret)
  * done of total units are done: update the view, and tell the caller when
  * it moved by 1% or 200 ms passed.  Whether the job was asked to stop.
  */
-static bool report(struct job *j, uint64_t done, uint64_t total)
+bool job_progress(struct job *j, uint64_t done, uint64_t total)
 {
 	gint64 now = g_get_monotonic_time();
 	double p = total ? (double)MIN(done, total) / (double)total : 0;
@@ -297,14 +355,28 @@ static bool report(struct job *j, uint64_t done, uint64_t total)
 	return cancel;
 }
 
+bool job_commit(struct job *j)
+{
+	bool cancelled;
+
+	g_mutex_lock(&j->lock);
+	cancelled = j->cancel;
+	if (!cancelled)
+		j->view.cancelable = false;
+	g_mutex_unlock(&j->lock);
+	if (!cancelled)
+		j->changed(j, j->arg);
+	return !cancelled;
+}
+
 static int walk_progress(void *arg, uint64_t done, uint64_t total)
 {
-	return report(arg, done, total) ? 1 : 0;
+	return job_progress(arg, done, total) ? 1 : 0;
 }
 
 static void mkfs_progress(void *arg, unsigned done, unsigned total)
 {
-	report(arg, done, total);
+	job_progress(arg, done, total);
 }
 
 static void finish(struct job *j, bool success, char *message)
@@ -353,24 +425,47 @@ static void run_check(struct job *j)
 	o2_fs_close(fs);
 }
 
+/* What a dry run would make, as the job's message. */
+static void run_plan(struct job *j)
+{
+	struct o2_mkfs_info info;
+	char errbuf[512] = "";
+	int r = o2_mkfs_plan(j->dev->size, &j->mkfs, &info, errbuf, sizeof(errbuf));
+
+	if (r < 0) {
+		finish(j, false, g_strdup_printf("%s: %s", j->device,
+						 errbuf[0] ? errbuf : g_strerror(-r)));
+		return;
+	}
+	finish(j, true,
+	       g_strdup_printf("%s: would format (dry run, nothing written): %u slots, block size "
+			       "%u, cluster size %u, %" G_GUINT64_FORMAT " bytes, journal %"
+			       G_GUINT64_FORMAT " bytes per slot, label '%s'",
+			       j->device, info.slots, info.block_size, info.cluster_size,
+			       (guint64)info.clusters * info.cluster_size,
+			       (guint64)info.journal_bytes, info.label));
+}
+
 static void run_format(struct job *j)
 {
 	struct o2_mkfs_info info;
 	char errbuf[512] = "", uuid[33];
-	bool cancelled;
 	int r;
 
-	/* from here on it writes: no stopping half-way, a half-made volume is no volume */
-	g_mutex_lock(&j->lock);
-	cancelled = j->cancel;
-	j->view.cancelable = false;
-	g_mutex_unlock(&j->lock);
-	if (cancelled) {
+	if (j->dry_run) {
+		run_plan(j);
+		return;
+	}
+	/*
+	 * Cancelable while mkfs plans; begin_writing (job_commit) turns that
+	 * off before its first write: a half-made volume would be no volume,
+	 * and what the device held would be gone all the same.
+	 */
+	r = o2_mkfs(j->dev, &j->mkfs, mkfs_progress, j, &info, errbuf, sizeof(errbuf));
+	if (r == -ECANCELED) {
 		finish(j, false, g_strdup("cancelled"));
 		return;
 	}
-	j->changed(j, j->arg);
-	r = o2_mkfs(j->dev, &j->mkfs, mkfs_progress, j, &info, errbuf, sizeof(errbuf));
 	if (r < 0) {
 		finish(j, false, g_strdup_printf("%s: %s", j->device,
 						 errbuf[0] ? errbuf : g_strerror(-r)));
@@ -406,7 +501,14 @@ void job_start(struct job *j, job_fn changed, job_fn done, void *arg)
 	j->done = done;
 	j->arg = arg;
 	j->started = j->last_time = g_get_monotonic_time();
-	j->thread = g_thread_new(j->op == JOB_FORMAT ? "format" : "check", job_thread, j);
+	if (!j->attached)
+		j->thread = g_thread_new(op_names[j->op], job_thread, j);
+}
+
+void job_end(struct job *j, bool success, const char *message)
+{
+	finish(j, success, g_strdup(message));
+	j->done(j, j->arg);
 }
 
 bool job_cancel(struct job *j)

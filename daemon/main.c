@@ -193,7 +193,7 @@ int main(int argc, char **argv)
 		if (idle_exit)
 			dbus_server_exit_when_idle(server, loop);
 		g_message("serving the D-Bus API on %s", control);
-	} else if (!volume_mount(argv[1], argv[2], &mo, single_gone, NULL, &single, &err)) {
+	} else if (!volume_mount(argv[1], argv[2], &mo, single_gone, NULL, NULL, &single, &err)) {
 		fprintf(stderr, "ocfs2d: %s\n", err->message);
 		report_ready(false);
 		return 1;

@@ -52,6 +52,20 @@
 struct fuse_session;
 struct cluster;
 
+/*
+ * Who watches a mount or an unmount (the API's Job objects, through
+ * dbus_server.c): progress gets done of total units (a mount's journal
+ * replay, an unmount's checkpoint), and a non-zero answer asks a mount to
+ * stop; commit is asked once a mount reaches the point after which it
+ * may not stop (the FUSE mount): false stops it there.  Called on the
+ * thread doing the work.
+ */
+struct volume_watch {
+	int (*progress)(void *arg, uint64_t done, uint64_t total);
+	bool (*commit)(void *arg);
+	void *arg;
+};
+
 struct volume {
 	char *device, *mountpoint;
 	struct mount_opts opts;
@@ -73,7 +87,9 @@ struct volume {
 	uint64_t init_unique, init_offered;
 	bool init_pending;
 
-	GMutex lock;		/* guards fs, nodes, ro_reported, flushing, kernel_gone */
+	GMutex lock;		/* guards fs, nodes, ro_reported, flushing, kernel_gone, close_watch */
+	/* who watches the close (an Unmount's job), or NULL */
+	const struct volume_watch *close_watch;
 	GHashTable *nodes;	/* inode number -> {number, lookup count, generation} (uint64_t[3]) */
 	bool ro_reported;	/* the turn to read-only is in the log */
 	/*
@@ -121,15 +137,19 @@ int volume_note_locked(struct volume *v, const char *op, int r);
  * Open DEVICE (exclusively on this machine), check that nothing else uses
  * the volume, open it with fscore (replaying our slot's journal if a crash
  * left it dirty), mount it on MOUNTPOINT and start serving.  false with
- * *err set (a message an operator can act on) on failure.
+ * *err set (a message an operator can act on) on failure; watch (or NULL)
+ * sees the replay and may stop the mount until the FUSE mount
+ * (G_IO_ERROR_CANCELLED: the volume closed, a journal being replayed left
+ * whole for the next mount).
  */
 bool volume_mount(const char *device, const char *mountpoint, const struct mount_opts *opts,
-		  void (*gone)(struct volume *, void *), void *gone_arg, struct volume **ret,
-		  GError **err);
+		  void (*gone)(struct volume *, void *), void *gone_arg,
+		  const struct volume_watch *watch, struct volume **ret, GError **err);
 /*
  * Ask the kernel to unmount.  force: if busy, detach it and abort the FUSE
  * connection (open files then get errors) so the volume still closes
  * cleanly.  The volume is closed on its own thread; gone() reports it.
+ * v->close_watch, set under v->lock before, sees the close's checkpoint.
  */
 bool volume_unmount(struct volume *v, bool force, GError **err);
 /* References: the mounter holds one; the last unref (after gone()) waits

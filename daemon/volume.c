@@ -286,6 +286,13 @@ static bool replay_before_ro(struct volume *v, unsigned devflags, const struct o
 		r = o2_fs_close_why(rw, msg, sizeof(msg));
 	if (v->cluster)
 		cluster_unlock_journal(v->cluster);
+	if (r == -ECANCELED) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_CANCELLED,
+			    "%s: mount cancelled before the journal of slot %u was replayed to its "
+			    "end: the journal is left whole for the next mount to replay",
+			    v->device, v->slot);
+		return false;
+	}
 	if (r < 0) {
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r),
 			    "%s: replaying the journal of slot %u before the read-only mount: %s",
@@ -375,7 +382,7 @@ static int fs_open_elsewhere(void *arg, uint64_t blkno, uint32_t gen)
 	return cluster_open_elsewhere(v->cluster, blkno, gen);
 }
 
-static bool open_fs(struct volume *v, GError **err)
+static bool open_fs(struct volume *v, const struct volume_watch *watch, GError **err)
 {
 	char msg[512] = "";
 	unsigned devflags = O2_DEV_EXCLUSIVE | (v->opts.ro ? O2_DEV_RDONLY : 0);
@@ -427,12 +434,23 @@ static bool open_fs(struct volume *v, GError **err)
 		oo.open_elsewhere = fs_open_elsewhere;
 		oo.cluster_arg = v;
 	}
+	if (watch) {
+		/* a replay stopped half-way leaves the log whole: safe to stop */
+		oo.replay_progress = watch->progress;
+		oo.progress_arg = watch->arg;
+	}
 	if (v->cluster && !v->opts.ro) {
 		oo.flags |= O2_OPEN_CLAIM_SLOT;
 		oo.node = cluster_nodeid(v->cluster);
 	}
 	r = o2_fs_open_opts(v->dev, &oo, &v->fs, msg, sizeof(msg));
-	if (r < 0) {
+	if (r == -ECANCELED) {
+		v->fs = NULL;
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_CANCELLED,
+			    "%s: mount cancelled before the journal of slot %u was replayed to its "
+			    "end: the journal is left whole for the next mount to replay",
+			    v->device, v->slot);
+	} else if (r < 0) {
 		v->fs = NULL;
 		g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device, msg);
 	} else if (v->opts.ro) {
@@ -629,7 +647,9 @@ static int close_fs(struct volume *v)
 		char why[256];
 
 		fuseops_forget_all(v);
-		r = o2_fs_close_why(v->fs, why, sizeof(why));
+		r = o2_fs_close_progress(v->fs, v->close_watch ? v->close_watch->progress : NULL,
+					 v->close_watch ? v->close_watch->arg : NULL, why,
+					 sizeof(why));
 		if (r < 0)
 			g_warning("%s: closing the volume failed: %s; the journal is left for the "
 				  "next mount to replay", v->device, why);
@@ -800,8 +820,8 @@ static unsigned connection_id(const char *mnt)
 }
 
 bool volume_mount(const char *device, const char *mountpoint, const struct mount_opts *opts,
-		  void (*gone)(struct volume *, void *), void *gone_arg, struct volume **ret,
-		  GError **err)
+		  void (*gone)(struct volume *, void *), void *gone_arg,
+		  const struct volume_watch *watch, struct volume **ret, GError **err)
 {
 	struct volume *v = g_new0(struct volume, 1);
 	char *absmnt = realpath(mountpoint, NULL);
@@ -823,7 +843,7 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 	v->claim_fd = -1;
 	v->nodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
 
-	if (!prepare_mountpoint(v->mountpoint, err) || !open_fs(v, err))
+	if (!prepare_mountpoint(v->mountpoint, err) || !open_fs(v, watch, err))
 		goto fail;
 	struct fuse_lowlevel_ops ops;
 
@@ -832,6 +852,13 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 	if (!v->se)
 		goto fail;
 	v->use_uring = uring_wanted(v);
+	/* the safe point: once the kernel has the mount, it is not taken back */
+	if (watch && !watch->commit(watch->arg)) {
+		g_set_error(err, G_IO_ERROR, G_IO_ERROR_CANCELLED,
+			    "%s: mount cancelled before it was mounted on %s", v->device,
+			    v->mountpoint);
+		goto fail;
+	}
 	if (fuse_session_mount(v->se, v->mountpoint) != 0) {
 		g_set_error(err, G_IO_ERROR, G_IO_ERROR_FAILED,
 			    "mounting %s on %s failed (is /dev/fuse there, and are we root?)",

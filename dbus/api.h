@@ -37,6 +37,7 @@ enum o2d_error {
 	O2D_ERROR_READ_ONLY,
 	O2D_ERROR_EXISTS,
 	O2D_ERROR_NOT_CANCELABLE,
+	O2D_ERROR_CANCELLED,
 };
 #define O2D_ERROR (o2d_error_quark())
 /* The domain, registered with GDBus so that errors cross the bus by name. */
@@ -70,7 +71,14 @@ struct o2d_format_req {
 	char *label, *type, *feature_level, *features, *cluster_stack, *cluster_name;
 	guint32 block_size, cluster_size, slots; /* 0: by the volume's size */
 	guint64 journal_size;			 /* 0: by the volume's size */
-	bool local, force;
+	guint64 volume_size;			 /* bytes from the start; 0: all */
+	bool have_local, local;			 /* local b: one node, or (false) cluster */
+	bool have_journal64, journal64;		 /* block64 or block32; absent: by size */
+	bool have_uuid, have_generation, have_dx_seed, have_time;
+	guint8 uuid[16];
+	guint32 generation, dx_seed[3];
+	guint64 time; /* seconds since the epoch */
+	bool force, dry_run;
 };
 /* Manager.Check(s device, a{sv} options) */
 struct o2d_check_req {

@@ -24,6 +24,7 @@ static const GDBusErrorEntry error_entries[] = {
 	{ O2D_ERROR_READ_ONLY, "org.ocfs2d.Daemon1.Error.ReadOnly" },
 	{ O2D_ERROR_EXISTS, "org.ocfs2d.Daemon1.Error.Exists" },
 	{ O2D_ERROR_NOT_CANCELABLE, "org.ocfs2d.Daemon1.Error.NotCancelable" },
+	{ O2D_ERROR_CANCELLED, "org.ocfs2d.Daemon1.Error.Cancelled" },
 };
 
 GQuark o2d_error_quark(void)
@@ -43,7 +44,7 @@ static const struct {
 	{ EINVAL, O2D_ERROR_INVALID_ARGUMENT }, { ENAMETOOLONG, O2D_ERROR_INVALID_ARGUMENT },
 	{ EEXIST, O2D_ERROR_EXISTS },		{ EBUSY, O2D_ERROR_DEVICE_BUSY },
 	{ ENOENT, O2D_ERROR_NOT_FOUND },	{ ENXIO, O2D_ERROR_NOT_MOUNTED },
-	{ EROFS, O2D_ERROR_READ_ONLY },
+	{ EROFS, O2D_ERROR_READ_ONLY },		{ ECANCELED, O2D_ERROR_CANCELLED },
 };
 
 enum o2d_error o2d_error_from_errno(int e)
@@ -271,6 +272,60 @@ bool o2d_parse_statistics(GVariant *params, GError **err)
 	return walk_options(options, "Statistics", NULL, NULL, err);
 }
 
+/*
+ * Format's options with a shape of their own: uuid (s, 32 hex digits,
+ * dashes allowed, as mkfs.ocfs2 -U takes it) and dx_seed (au, three
+ * numbers).  1 taken, -1 wrong type or value.
+ */
+static int take_format_special(const char *key, GVariant *value, struct o2d_format_req *req,
+			       GError **err)
+{
+	bool uuid = !strcmp(key, "uuid");
+	const char *want = uuid ? "s" : "au";
+
+	if (!g_variant_is_of_type(value, G_VARIANT_TYPE(want))) {
+		g_set_error(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS,
+			    "Format option %s wants type %s, not %s", key, want,
+			    g_variant_get_type_string(value));
+		return -1;
+	}
+	if (uuid) {
+		const char *s = g_variant_get_string(value, NULL);
+		unsigned n = 0;
+
+		for (const char *c = s; *c && n <= 32; c++) {
+			if (*c == '-')
+				continue;
+			if (!g_ascii_isxdigit(*c)) {
+				n = 33;
+				break;
+			}
+			if (n < 32)
+				req->uuid[n / 2] = (guint8)(req->uuid[n / 2] << 4 | g_ascii_xdigit_value(*c));
+			n++;
+		}
+		if (n != 32) {
+			g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+				    "Format option uuid \"%.64s\": 32 hex digits expected (dashes "
+				    "allowed)", s);
+			return -1;
+		}
+		req->have_uuid = true;
+		return 1;
+	}
+	gsize n = 0;
+	const guint32 *seed = g_variant_get_fixed_array(value, &n, sizeof(guint32));
+
+	if (n != 3) {
+		g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+			    "Format option dx_seed: three numbers expected, not %zu", (size_t)n);
+		return -1;
+	}
+	memcpy(req->dx_seed, seed, sizeof(req->dx_seed));
+	req->have_dx_seed = true;
+	return 1;
+}
+
 /* A typed option of Format: 1 taken, 0 not Format's, -1 wrong type. */
 static int take_format_option(const char *key, GVariant *value, void *arg, GError **err)
 {
@@ -290,10 +345,18 @@ static int take_format_option(const char *key, GVariant *value, void *arg, GErro
 		OPT("cluster_size", "u", cluster_size),
 		OPT("slots", "u", slots),
 		OPT("journal_size", "t", journal_size),
+		OPT("volume_size", "t", volume_size),
+		OPT("generation", "u", generation),
+		OPT("time", "t", time),
 		OPT("local", "b", local),
+		OPT("journal64", "b", journal64),
 		OPT("force", "b", force),
+		OPT("dry_run", "b", dry_run),
 #undef OPT
 	};
+
+	if (!strcmp(key, "uuid") || !strcmp(key, "dx_seed"))
+		return take_format_special(key, value, req, err);
 
 	for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
 		void *field = (char *)req + keys[i].off;
@@ -321,6 +384,11 @@ static int take_format_option(const char *key, GVariant *value, void *arg, GErro
 			*(bool *)field = g_variant_get_boolean(value);
 			break;
 		}
+		/* the options whose absence says something of its own */
+		req->have_local |= !strcmp(key, "local");
+		req->have_journal64 |= !strcmp(key, "journal64");
+		req->have_generation |= !strcmp(key, "generation");
+		req->have_time |= !strcmp(key, "time");
 		return 1;
 	}
 	return 0;
@@ -342,7 +410,15 @@ bool o2d_parse_format(GVariant *params, struct o2d_format_req *req, GError **err
 	}
 	if (req->label && strlen(req->label) > 63) {
 		g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
-			    "a label is at most 63 bytes, not %zu", strlen(req->label));
+			    "Format option label: at most 63 bytes, not %zu", strlen(req->label));
+		o2d_format_req_clear(req);
+		return false;
+	}
+	/* as ocfs2ctl format --time takes it: nanoseconds must fit 64 bits */
+	if (req->have_time && req->time > G_MAXINT64 / G_GINT64_CONSTANT(1000000000)) {
+		g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+			    "Format option time %" G_GUINT64_FORMAT ": seconds since the epoch "
+			    "expected", req->time);
 		o2d_format_req_clear(req);
 		return false;
 	}

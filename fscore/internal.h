@@ -48,6 +48,9 @@ struct o2_fs {
 	unsigned nforeign, capforeign;
 	uint64_t gen_counter;	     /* mixes inode generations */
 	uint64_t fsyncs, fsync_commits; /* o2_fs_stats */
+	/* o2_fs_close_progress: the close's checkpoint reports here (or NULL) */
+	int (*close_progress)(void *arg, uint64_t done, uint64_t total);
+	void *close_arg;
 };
 
 struct o2_inode {

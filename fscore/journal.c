@@ -792,6 +792,9 @@ static int checkpoint_committed(struct o2_fs *fs)
 		r = batch_add(fs, j, v[i]->blkno, v[i]->frozen ? v[i]->frozen : v[i]->data);
 		if (r < 0)
 			goto out_abort;
+		/* a closing volume's watcher (o2_fs_close_progress) sees it go */
+		if (fs->close_progress)
+			(void)fs->close_progress(fs->close_arg, i + 1, n + 1);
 	}
 	r = batch_flush(fs, j);
 	if (r == 0)

@@ -2573,6 +2573,9 @@ static int mk_run(struct mk *m, struct o2_blockdev *dev, uint64_t dev_bytes)
 	r = write_all(m);
 	if (r < 0)
 		return r;
+	/* the last moment a caller may change its mind: nothing is written yet */
+	if (m->o->begin_writing && m->o->begin_writing(m->o->begin_arg))
+		return fail(m, -ECANCELED, "cancelled before anything was written");
 	m->dry = false;
 	if (m->progress)
 		m->progress(m->progress_arg, 0, (unsigned)(m->planned >> MK_UNIT_SHIFT) + 1);

@@ -11,7 +11,9 @@
  * that revoked it.  REPLAY writes each copy home unless a revoke at the
  * same or a later sequence covers it.  Only after the writes are flushed
  * does the journal superblock say "empty", so an interrupted replay can
- * simply run again.
+ * simply run again.  That is also what lets the open's replay_progress
+ * hook stop it anywhere (-ECANCELED): what it leaves is what a crash
+ * during the replay would leave.
  */
 #include <stdlib.h>
 
@@ -100,7 +102,20 @@ struct replay {
 	struct revoke_map revokes;
 	struct o2_replay_stats st;
 	uint32_t end_seq; /* first sequence that did not commit */
+	uint64_t total;	  /* blocks the committed transactions hold (SCAN) */
+	uint64_t pending; /* of which the transaction being scanned holds */
+	uint64_t done;	  /* blocks replayed or skipped (REPLAY) */
 };
+
+/* Tell the open's replay_progress hook; -ECANCELED if it says stop. */
+static int replay_report(struct replay *rp)
+{
+	const struct o2_open_opts *o = &rp->fs->opts;
+
+	if (!o->replay_progress)
+		return 0;
+	return o->replay_progress(o->progress_arg, rp->done, rp->total) ? -ECANCELED : 0;
+}
 
 static uint32_t next_pos(const struct o2_jmap *m, uint32_t pos)
 {
@@ -180,9 +195,10 @@ static int replay_tag(struct replay *rp, const struct tag *t, unsigned i, void *
 	if (t->blkno <= O2_SUPER_BLKNO - 1 || t->blkno >= fs->nblocks)
 		return o2_corrupt(fs, rp->m->inode_blkno, "journal names home block %llu, outside "
 				  "the volume", (unsigned long long)t->blkno);
+	rp->done++;
 	if (revoked(&rp->revokes, t->blkno, a->seq)) {
 		rp->st.blocks_revoked++;
-		return 0;
+		return replay_report(rp);
 	}
 	r = read_log(rp, pos, rp->data);
 	if (r < 0)
@@ -196,7 +212,7 @@ static int replay_tag(struct replay *rp, const struct tag *t, unsigned i, void *
 	/* the cache must not serve the version replay replaced */
 	o2_cache_forget(fs, t->blkno);
 	rp->st.blocks_replayed++;
-	return 0;
+	return replay_report(rp);
 }
 
 static int collect_revokes(struct replay *rp, uint32_t pos, const uint8_t *blk, uint32_t seq)
@@ -253,6 +269,8 @@ static int do_pass(struct replay *rp, enum pass pass)
 			/* a torn descriptor of an unfinished transaction: the log ends here */
 			if (pass == PASS_SCAN && walked + (uint32_t)n + 1 > ring)
 				break;
+			if (pass == PASS_SCAN)
+				rp->pending += (uint64_t)n;
 			for (int k = 0; k <= n; k++)
 				pos = next_pos(m, pos);
 			walked += (uint32_t)n + 1;
@@ -268,8 +286,11 @@ static int do_pass(struct replay *rp, enum pass pass)
 			pos = next_pos(m, pos);
 			walked++;
 			seq++;
-			if (pass == PASS_SCAN)
+			if (pass == PASS_SCAN) {
 				rp->st.transactions++;
+				rp->total += rp->pending;
+				rp->pending = 0;
+			}
 		} else {
 			if (pass == PASS_SCAN)
 				break; /* not a log block we know: the log ends here */
@@ -313,7 +334,11 @@ int o2_journal_recover(struct o2_fs *fs, unsigned slot, struct o2_replay_stats *
 		goto out;
 	}
 	if (m.start) {
-		r = do_pass(&rp, PASS_SCAN);
+		r = replay_report(&rp);
+		if (r == 0)
+			r = do_pass(&rp, PASS_SCAN);
+		if (r == 0)
+			r = replay_report(&rp);
 		if (r == 0)
 			r = do_pass(&rp, PASS_REVOKE);
 		if (r == 0)

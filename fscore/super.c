@@ -393,6 +393,9 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 		o2_errbuf_set(errbuf, errlen, r, "%s", fs->err[0] ? fs->err : strerror(-r));
 		goto out_free;
 	}
+	/* the replay hook is the open's: its argument may not outlive it */
+	fs->opts.replay_progress = NULL;
+	fs->opts.progress_arg = NULL;
 	*ret_fs = fs;
 	return 0;
 
@@ -408,10 +411,18 @@ int o2_fs_close(struct o2_fs *fs)
 
 int o2_fs_close_why(struct o2_fs *fs, char *errbuf, size_t errlen)
 {
+	return o2_fs_close_progress(fs, NULL, NULL, errbuf, errlen);
+}
+
+int o2_fs_close_progress(struct o2_fs *fs, int (*progress)(void *arg, uint64_t done, uint64_t total),
+			 void *arg, char *errbuf, size_t errlen)
+{
 	int r = 0;
 
 	if (!fs)
 		return 0;
+	fs->close_progress = progress;
+	fs->close_arg = arg;
 	/* a read-only volume's message says why it is; any other is stale */
 	if (!fs->ro_reason)
 		fs->err[0] = '\0';

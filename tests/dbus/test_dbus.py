@@ -137,6 +137,8 @@ def gv(v):
     """A Python value as GVariant text: str s, bool b, int u, float d,
     dict a{sv} (each value in a variant), Typed as given."""
     if isinstance(v, Typed):
+        if v.type_word == "text":  # GVariant text as it is: "@au [1, 2]"
+            return v.value
         if v.type_word == "variant":
             return "<%s>" % gv(v.value)
         if v.type_word == "objectpath":
@@ -396,6 +398,7 @@ class RawClient:
         self.sock.connect(path)
         self.buf = b""
         self.serial = 0
+        self.replies = {}  # serial -> (error, first): answers read while waiting for others
         uid = str(os.getuid()).encode().hex().encode()
         self.sock.sendall(b"\0AUTH EXTERNAL " + uid + b"\r\n")
         line = self.line()
@@ -434,18 +437,43 @@ class RawClient:
             cls.pad(out, 4)
             out += len(b).to_bytes(4, "little") + b + b"\0"
 
+    @classmethod
+    def put_vardict(cls, out, d):
+        """An a{sv} of str (s), bool (b), U(n) (u) and Typed("uint64", n) (t)."""
+        cls.pad(out, 4)
+        at = len(out)
+        out += b"\0\0\0\0"
+        cls.pad(out, 8)
+        start = len(out)
+        for k, v in d.items():
+            cls.pad(out, 8)
+            cls.put_string(out, k)
+            if isinstance(v, bool):
+                cls.put_string(out, "b", sig=True)
+                cls.pad(out, 4)
+                out += int(v).to_bytes(4, "little")
+            elif isinstance(v, str):
+                cls.put_string(out, "s", sig=True)
+                cls.put_string(out, v)
+            elif isinstance(v, Typed) and v.type_word in ("uint32", "uint64"):
+                n = 4 if v.type_word == "uint32" else 8
+                cls.put_string(out, "u" if n == 4 else "t", sig=True)
+                cls.pad(out, n)
+                out += v.value.to_bytes(n, "little")
+            else:
+                raise TypeError(v)
+        out[at:at + 4] = (len(out) - start).to_bytes(4, "little")
+
     def send(self, path, iface, member, dest, args):
-        """args: str (s) or {} (an empty a{sv}); returns the call's serial."""
+        """args: str (s) or dict (a{sv}, see put_vardict); returns the call's serial."""
         body = bytearray()
         sig = ""
         for a in args:
             if isinstance(a, str):
                 self.put_string(body, a)
                 sig += "s"
-            elif a == {}:
-                self.pad(body, 4)
-                body += (0).to_bytes(4, "little")
-                self.pad(body, 8)
+            elif isinstance(a, dict):
+                self.put_vardict(body, a)
                 sig += "a{sv}"
             else:
                 raise TypeError(a)
@@ -517,13 +545,22 @@ class RawClient:
     def wait(self, serial, signals=None):
         """The answer to call SERIAL: (error name, first string).  With a
         list SIGNALS, every signal read before it is appended there as
-        (member, first string or path)."""
+        (member, first string or path).  Answers to other calls read
+        meanwhile are kept for their own wait (or poll)."""
+        if serial in self.replies:
+            return self.replies.pop(serial)
         while True:
             mtype, reply_to, error, first = self.message()
             if reply_to == serial:
                 return error, first
+            if reply_to is not None and mtype in (2, 3):
+                self.replies[reply_to] = (error, first)
             if mtype == 4 and signals is not None:
                 signals.append((self.member, first))
+
+    def poll(self, serial):
+        """The answer to SERIAL if it has come, else None (reads nothing)."""
+        return self.replies.pop(serial, None)
 
 
 def as_nobody(argv):
@@ -1136,7 +1173,11 @@ def case_bus(env, chk):
     closed = (not a.mounted(), "%s: unmounted from %s (clean)" % (os.path.realpath(a.img), os.path.realpath(a.mnt))
               in srv.log_text(), not srv.holds(a.img))
     chk.eq(err, None, "Unmount over a bare connection")
-    chk.eq(before, [("InterfacesRemoved", path_a)], "InterfacesRemoved arrives before Unmount's answer")
+    # the volume's object goes, then the Unmount's job (it completed), then the answer
+    chk.ok(len(before) == 2 and before[0] == ("InterfacesRemoved", path_a)
+           and before[1][0] == "InterfacesRemoved" and re.match(re.escape(ROOT) + r"/jobs/\d+$", before[1][1]),
+           "InterfacesRemoved of the volume, then of the unmount's job, arrive before Unmount's answer: %r"
+           % before)
     log("signals before the answer: %r" % before)
     chk.eq(closed, (True, True, True), "when Unmount returns: (not mounted, clean close logged, image closed)")
     unmounted(a)
@@ -1762,11 +1803,382 @@ def case_jobs(env, chk):
            "ocfs2ctl format --via-daemon on a terminal: %d %r" % (rc, out[-500:]))
     rc2, out2 = run([env.ctl, "format", "--via-daemon", "-M", "local", fmt])
     chk.ok(rc2 == 1 and "force" in out2, "format --via-daemon of a volume without -F is refused: %r" % out2)
-    rc2, out2 = run([env.ctl, "format", "--via-daemon", "-n", fmt])
-    chk.eq(rc2, 2, "format --via-daemon -n: not offered (%r)" % out2)
+    rc2, out2 = run([env.ctl, "format", "--via-daemon", "-F", "-n", fmt])
+    chk.ok(rc2 == 0 and "would format" in out2, "format --via-daemon -n: a dry run through the daemon (%r)" % out2)
     rc2, out2 = run([which("fsck.ocfs2"), "-fn", fmt])
     chk.eq(rc2, 0, "fsck.ocfs2 -fn of the volume format --via-daemon made:\n%s" % out2)
+
+    # put -r: a bar on a terminal (bytes and files), plain lines otherwise
+    tree = os.path.join(env.tmp, "puttree")
+    want = {}
+    for d in range(4):
+        os.makedirs(os.path.join(tree, "d%d" % d))
+        for f in range(25):
+            rel = "d%d/f%d" % (d, f)
+            want[rel] = os.urandom(4096 * (1 + (d * 25 + f) % 40))
+            write_file(os.path.join(tree, rel), want[rel])
+    total = sum(len(x) for x in want.values())
+    rc, out = run_pty([env.ctl, "put", "-r", fmt, tree, "/pty"], cenv)
+    chk.eq(rc, 0, "ocfs2ctl put -r on a terminal: exit status (%r)" % out[-500:])
+    chk.ok("\rCopying [" in out and re.search(r"\[#+\s*\]\s+\d+%", out)
+           and re.search(r"100%%\s+\S+ MiB of \S+ MiB, %d of %d files" % (len(want), len(want)), out)
+           and re.search(r"\s[1-9]\d?%", out),
+           "ocfs2ctl put -r draws a progress bar through to 100%%, %d files: %r" % (len(want), out[-600:]))
+    p = subprocess.run([env.ctl, "put", "-r", fmt, tree, "/pipe"], capture_output=True, env=cenv, timeout=120)
+    text = p.stdout.decode()
+    lines = re.findall(r"^put: (\d+)% \((.*)\)$", text, re.M)
+    chk.ok(p.returncode == 0 and "\r" not in text and lines and lines[-1][0] == "100"
+           and "%d of %d files" % (len(want), len(want)) in lines[-1][1]
+           and [int(x) for x, _ in lines] == sorted(int(x) for x, _ in lines),
+           "ocfs2ctl put -r into a pipe: plain lines to 100%%: %r" % text[-500:])
+    p = subprocess.run([env.ctl, "--json", "put", "-r", fmt, tree, "/json"], capture_output=True, env=cenv, timeout=120)
+    try:
+        j = json.loads(p.stdout.decode())
+        chk.ok(j["files"] == len(want) and j["bytes"] == total, "put -r --json: only the document: %r" % j)
+    except ValueError:
+        chk.ok(False, "put -r --json prints nothing but JSON: %r" % p.stdout[:300])
+    chk.ok(read_file_of(env, fmt, "/pty/d3/f24") == want["d3/f24"], "put -r on a terminal copied the data")
+    rc2, out2 = run([which("fsck.ocfs2"), "-fn", fmt])
+    chk.eq(rc2, 0, "fsck.ocfs2 -fn after the put -r runs:\n%s" % out2)
     ctx.finish([v, big])
+
+
+def read_file_of(env, img, path):
+    """A file's content on an image, as ocfs2ctl cat gives it."""
+    p = subprocess.run([env.ctl, "cat", img, path], capture_output=True, timeout=60)
+    return p.stdout if p.returncode == 0 else None
+
+
+# ====================================================================
+# mountjob: Mount and Unmount are Jobs while they work; a mount replaying
+# a dirty journal shows its progress and may be cancelled until it mounts
+# ====================================================================
+
+# files each dirty volume gets, each fsynced: every one is a few committed
+# transactions in the journal (commit=3600: nothing but fsync commits)
+MOUNTJOB_FILES = int(os.environ.get("DBUS_MOUNTJOB_FILES", "1500"))
+OBJ_MANAGER_MATCH = ("type='signal',interface='org.freedesktop.DBus.ObjectManager',"
+                     "member='InterfacesAdded'")
+
+
+def dirty_volume(env, name):
+    """A volume whose journal holds committed transactions a crash left: a
+    foreground ocfs2d creates files, fsyncs each, and is SIGKILLed.
+    Returns the volume and {relative path: content} of what was fsynced."""
+    vol = env.volume(name, size="512M", mkfs="mkfs",
+                     mkfs_args=("-b", "4096", "-C", "4096", "-J", "size=128M"))
+    vol.mount("commit=3600")
+    files = {}
+    t0 = time.time()
+    for i in range(MOUNTJOB_FILES):
+        rel = "d%d/f%d" % (i // 100, i)
+        d = os.path.join(vol.mnt, os.path.dirname(rel))
+        if i % 100 == 0:
+            os.mkdir(d)
+        data = ("%s %d;" % (name, i)).encode() * (1 + i % 700)
+        fd = os.open(os.path.join(vol.mnt, rel), os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, data)
+        os.fsync(fd)
+        os.close(fd)
+        files[rel] = data
+    log("%s: %d files written and fsynced in %.1fs" % (name, len(files), time.time() - t0))
+    vol.kill()
+    return vol, files
+
+
+def journal_state(vol):
+    """The slot's journal file as debugfs.ocfs2 dumps it (its sha256) and
+    its inode's flags line: what a replay changes."""
+    out = os.path.join(vol.env.tmp, "%s-journal-%d" % (vol.name, time.time_ns()))
+    rc, text = run(["debugfs.ocfs2", "-R", "dump //journal:0000 %s" % out, vol.img])
+    if rc != 0 or not os.path.exists(out):
+        raise Failure("debugfs.ocfs2 could not dump the journal of %s: %s" % (vol.img, text))
+    digest = sha256(out)
+    os.unlink(out)
+    rc, stat_text = run(["debugfs.ocfs2", "-R", "stat //journal:0000", vol.img])
+    flags = re.search(r"Journal Flags: ([^\n]*)", stat_text)
+    return digest, flags.group(1).strip() if flags else stat_text
+
+
+def files_ok(chk, vol, files, what):
+    """Every fsynced file is there with its content."""
+    bad = []
+    for rel, data in files.items():
+        try:
+            if read_file(os.path.join(vol.mnt, rel)) != data:
+                bad.append(rel)
+        except OSError as e:
+            bad.append("%s (%s)" % (rel, e))
+    return chk.ok(not bad, "%s: %d of %d fsynced files missing or wrong: %s" % (
+        what, len(bad), len(files), bad[:5]))
+
+
+def job_added(signals, operation):
+    """The jobs InterfacesAdded announced for operation: [(path, args text)]."""
+    return [(obj, a) for obj, a in signals
+            if obj == ROOT and "'Operation': <'%s'>" % operation in a]
+
+
+def case_mountjob(env, chk):
+    ctx = Ctx(env, chk)
+    srv = ctx.server("srv")
+    mon = ctx.monitor()
+
+    # a dirty journal: Mount replays it as a Job that reports progress
+    vol, files = dirty_volume(env, "replayed")
+    dirty = journal_state(vol)
+    chk.ok("Dirty" in dirty[1], "the killed daemon left the journal dirty: %r" % dirty[1])
+    t0 = time.time()
+    mounted_ok(ctx, vol, ctx.mount(vol), "Mount of a volume with a dirty journal")
+    log("the replaying Mount took %.2fs" % (time.time() - t0))
+    added = job_added(mon.signals("InterfacesAdded"), "mount")
+    path = None
+    if chk.ok(added, "the Mount was shown as a Job (InterfacesAdded with Operation 'mount')"):
+        m = re.search(r"objectpath '(%s\d+)'" % re.escape(JOBS), added[-1][1])
+        path = m.group(1) if m else None
+        chk.ok(path and "'Device': <'%s'>" % vol.img in added[-1][1] and
+               "'Cancelable': <true>" in added[-1][1],
+               "the mount job: its path, device and Cancelable true: %r" % (added[-1][1],))
+    done = job_completed(ctx, mon, path) if path else None
+    chk.ok(done and done[0] is True and "mounted on" in done[1], "the mount job completed: %r" % (done,))
+    prog = job_progress(mon, path) if path else []
+    chk.ok(prog and all(0 <= p <= 1 for p in prog) and prog == sorted(prog) and prog[-1] == 1.0
+           and any(0 < p < 1 for p in prog),
+           "the mount job's Progress (the replay's) grows through (0, 1) to 1: %r" % prog[:20])
+    # past its safe point (the FUSE mount) the job said it may no longer be cancelled
+    chk.ok(path and any(o == path and "'Cancelable': <false>" in a for o, a in mon.signals("PropertiesChanged")),
+           "the mount job signalled Cancelable false once it mounted")
+    ctx.wait_for(lambda: not any(p.startswith(JOBS) for p in ctx.objects()), "the mount job goes away")
+    files_ok(chk, vol, files, "after the replaying Mount")
+    # Unmount: a Job too, never cancelable
+    r = ctx.call(volume_path(vol.mnt), "Unmount", {})
+    chk.ok(r.ok, "Unmount: %r" % r)
+    unmounted(vol)
+    added = job_added(mon.signals("InterfacesAdded"), "unmount")
+    if chk.ok(added, "the Unmount was shown as a Job (Operation 'unmount')"):
+        chk.ok("'Cancelable': <false>" in added[-1][1], "the unmount job is not cancelable: %r" % (added[-1][1],))
+        m = re.search(r"objectpath '(%s\d+)'" % re.escape(JOBS), added[-1][1])
+        done = job_completed(ctx, mon, m.group(1)) if m else None
+        chk.ok(done and done[0] is True and "unmounted" in done[1], "the unmount job completed: %r" % (done,))
+    vol.fsck(chk, "after the replaying Mount and Unmount")
+
+    # a Mount cancelled while it replays: not mounted, the journal as it was;
+    # the next Mount replays it all
+    cancelled = None
+    raw = RawClient(ctx.bus_socket)
+    raw.wait(raw.send("/org/freedesktop/DBus", "org.freedesktop.DBus", "AddMatch",
+                      "org.freedesktop.DBus", [OBJ_MANAGER_MATCH]))
+    cvols = []
+    for attempt in range(3):
+        cv, cfiles = dirty_volume(env, "cancelled%d" % attempt)
+        cvols.append(cv)
+        before = journal_state(cv)
+        mserial = raw.send(MANAGER, MGR, "Mount", BUS_NAME, [cv.img, cv.mnt, {}])
+        # the job's path: its InterfacesAdded, read while the Mount runs
+        jpath = None
+        t0 = time.time()
+        while jpath is None and time.time() - t0 < 30 and mserial not in raw.replies:
+            mtype, reply_to, error, first = raw.message()
+            if mtype == 4 and raw.member == "InterfacesAdded" and first and first.startswith(JOBS):
+                jpath = first
+            elif reply_to is not None:
+                raw.replies[reply_to] = (error, first)
+        seen = 0.0
+        while jpath and time.time() - t0 < 30:
+            err, _ = raw.wait(raw.send(jpath, PROPS, "Get", BUS_NAME, [JOB, "Progress"]))
+            if err:
+                break
+            seen = struct.unpack("<d", raw.body[8:16])[0]
+            if seen > 0:
+                break
+        cerr = "no job seen"
+        if jpath:
+            cerr, _ = raw.wait(raw.send(jpath, JOB, "Cancel", BUS_NAME, [{}]))
+        merr, _ = raw.wait(mserial)
+        log("attempt %d: Progress %.3f when cancelled (%s); Mount answered %s" % (
+            attempt, seen, cerr or "ok", merr or "ok"))
+        if not cerr:
+            cancelled = (cv, cfiles, before, seen, merr, jpath)
+            break
+        # the replay won the race: this volume is mounted
+        if merr is None:
+            r = ctx.call(volume_path(cv.mnt), "Unmount", {})
+            chk.ok(r.ok, "Unmount after a lost race: %r" % r)
+    raw.close()
+    if chk.ok(cancelled, "a Cancel reached a mount while it replayed (3 tries)"):
+        cv, cfiles, before, seen, merr, jpath = cancelled
+        chk.ok(0 < seen < 1, "the mount was cancelled during its replay (Progress %.3f)" % seen)
+        chk.eq(merr, E + "Cancelled", "the cancelled Mount fails with Cancelled")
+        done = job_completed(ctx, mon, jpath)
+        chk.ok(done and done[0] is False and "cancelled" in done[1],
+               "the cancelled mount job completes with success false: %r" % (done,))
+        chk.ok(not cv.mounted(), "the cancelled Mount left %s unmounted" % cv.mnt)
+        chk.ok(not srv.holds(cv.img), "the daemon let go of the cancelled volume's image")
+        after = journal_state(cv)
+        chk.eq(after, before, "the cancelled Mount left the journal whole and dirty (its dump and flags)")
+        mounted_ok(ctx, cv, ctx.mount(cv), "Mount after the cancelled one")
+        files_ok(chk, cv, cfiles, "after the Mount that followed the cancelled one")
+        r = ctx.call(volume_path(cv.mnt), "Unmount", {})
+        chk.ok(r.ok, "Unmount after the cancelled Mount's successor: %r" % r)
+        unmounted(cv)
+    ctx.wait_for(lambda: not any(p.startswith(JOBS) for p in ctx.objects()), "no job object is left")
+    ctx.finish([vol] + cvols)
+
+
+# ====================================================================
+# formatjob: every ocfs2ctl format option through the daemon's Format;
+# a format cancelled before it writes, and one that may no longer be
+# ====================================================================
+
+# two sets of options that between them use every option ocfs2ctl format
+# has; with the UUID, generation, seeds and time fixed, a format is one
+# exact image, so the daemon's must equal the offline one byte for byte
+FORMAT_OPTION_SETS = [
+    ("128M", ["-b", "2048", "-C", "8192", "-N", "2", "-L", "every option", "-J", "size=5M,block64",
+              "-T", "datafiles", "--fs-feature-level", "max-compat",
+              "--fs-features=sparse,unwritten,noinline-data", "-M", "local",
+              "-U", "0123456789abcdef0123456789ABCDEF", "--generation", "12345",
+              "--dx-seed", "1,2,3", "--time", "1700000000"], ["60000"],
+     "every option|0123456789ABCDEF0123456789ABCDEF|8192|2", 2048),
+    ("256M", ["-b", "4096", "-C", "4096", "-N", "4", "-J", "size=4M,block32",
+              "--fs-feature-level", "max-features", "-M", "cluster", "--cluster-stack", "pcmk",
+              "--cluster-name", "viajob", "-U", "11111111-2222-3333-4444-555555555555",
+              "--generation", "7", "--dx-seed", "9,8,7", "--time", "1600000000",
+              "--no-backup-super", "-T", "mail"], [],
+     "|11111111222233334444555555555555|4096|4", 4096),
+]
+
+
+def has_data(path):
+    """Whether a sparse image holds any data (SEEK_DATA finds some)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.lseek(fd, 0, os.SEEK_DATA)
+        return True
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            return False
+        raise
+    finally:
+        os.close(fd)
+
+
+def sparse_image(env, name, size):
+    path = os.path.join(env.tmp, name)
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return path
+
+
+def case_formatjob(env, chk):
+    ctx = Ctx(env, chk)
+    srv = ctx.server("srv")
+    mon = ctx.monitor()
+    cenv = dict(os.environ, OCFS2D_CONTROL=srv.control, OCFS2D=env.daemon, LC_ALL="C")
+
+    # every option: the daemon's volume is the offline one, and sound
+    for i, (size, opts, operands, want, bsize) in enumerate(FORMAT_OPTION_SETS):
+        off = sparse_image(env, "offline%d.img" % i, int(size[:-1]) << 20)
+        via = sparse_image(env, "via%d.img" % i, int(size[:-1]) << 20)
+        rc, out = run([env.ctl, "format", "-q"] + opts + [off] + operands)
+        chk.eq(rc, 0, "offline ocfs2ctl format with option set %d: %s" % (i, out))
+        rc, out = run([env.ctl, "format", "--via-daemon"] + opts + [via] + operands, env=cenv)
+        chk.ok(rc == 0 and "formatted" in out, "format --via-daemon with option set %d: %d %r" % (i, rc, out))
+        chk.eq(sha256(via), sha256(off), "option set %d: the daemon's volume is the offline one, byte for byte" % i)
+        rc, out = run([which("fsck.ocfs2"), "-fn", via])
+        chk.eq(rc, 0, "fsck.ocfs2 -fn of option set %d's volume:\n%s" % (i, out))
+        rc, q = run(["tunefs.ocfs2", "-Q", "%V|%U|%T|%N", via])
+        chk.eq(q.strip(), want, "option set %d: label, UUID, cluster size, slots as tunefs.ocfs2 reads them" % i)
+        chk.eq(tools_view(via)["BlockSize"], bsize, "option set %d: the block size debugfs.ocfs2 reads" % i)
+    rc, stats = run(["debugfs.ocfs2", "-R", "stats", os.path.join(env.tmp, "via1.img")])
+    chk.ok("Cluster stack: pcmk" in stats and "Cluster name: viajob" in stats,
+           "the cluster stack and name the daemon wrote, as debugfs.ocfs2 reads them")
+    # a dry run writes nothing and says what it would make
+    dry = sparse_image(env, "dry.img", 128 << 20)
+    rc, out = run([env.ctl, "format", "--via-daemon", "-n", "-M", "local", "-N", "3", dry], env=cenv)
+    chk.ok(rc == 0 and "would format" in out and "3 slots" in out,
+           "format --via-daemon -n says what it would make: %d %r" % (rc, out))
+    chk.ok(not has_data(dry), "format --via-daemon -n wrote nothing")
+
+    # bad values: refused before any job, the error naming the option
+    img = sparse_image(env, "bad.img", 128 << 20)
+    snap = ctx.objects()
+    for opts, want, name in (
+            ({"uuid": "not-hex"}, E + "InvalidArgument", "uuid"),
+            ({"uuid": "0123"}, E + "InvalidArgument", "uuid"),
+            ({"dx_seed": Typed("text", "@au [1, 2]")}, E + "InvalidArgument", "dx_seed"),
+            ({"dx_seed": "1,2,3"}, INVALID_ARGS, "dx_seed"),
+            ({"volume_size": Typed("uint64", 1 << 40)}, E + "InvalidArgument", "volume_size"),
+            ({"time": Typed("uint64", 1 << 62)}, E + "InvalidArgument", "time"),
+            ({"journal64": "yes"}, INVALID_ARGS, "journal64"),
+            ({"generation": "1"}, INVALID_ARGS, "generation"),
+            ({"dry_run": U(1)}, INVALID_ARGS, "dry_run"),
+            ({"slots": U(256)}, E + "InvalidArgument", "slots"),
+            ({"label": "x" * 64}, E + "InvalidArgument", "label")):
+        r = ctx.call(MANAGER, "Format", img, opts)
+        ctx.refused(r, want, "Format with a bad %s (%r)" % (name, opts))
+        chk.ok(name in r.err, "the refusal names the option %s: %r" % (name, r.err))
+    chk.eq(ctx.objects(), snap, "the refused Formats started no job")
+    chk.ok(not has_data(img), "the refused Formats wrote nothing")
+
+    # cancelled before it writes: nothing on the device
+    raw = RawClient(ctx.bus_socket)
+    opts = {"local": True, "slots": U(1), "cluster_size": U(4096), "journal_size": Typed("uint64", 4 << 20)}
+
+    def start_format(name):
+        """A format job on a fresh sparse 1 TiB image: (image, job path or None)."""
+        img = sparse_image(env, name, 1 << 40)
+        err, path = raw.wait(raw.send(MANAGER, MGR, "Format", BUS_NAME, [img, opts]))
+        chk.ok(not err and path, "Format of a 1 TiB image: %r" % ((err, path),))
+        return img, None if err else path
+
+    cancelled = None
+    for attempt in range(5):
+        img, path = start_format("cancel%d.img" % attempt)
+        if not path:
+            break
+        cerr, _ = raw.wait(raw.send(path, JOB, "Cancel", BUS_NAME, [{}]))
+        done = job_completed(ctx, mon, path)
+        log("cancel attempt %d: Cancel answered %s, the job %r" % (attempt, cerr or "ok", done))
+        if not cerr:
+            cancelled = (img, path, done)
+            break
+    if chk.ok(cancelled, "a Cancel reached a format before it wrote (5 tries)"):
+        img, path, done = cancelled
+        chk.eq(done, (False, "cancelled"), "the cancelled format completes with success false, \"cancelled\"")
+        chk.ok(not has_data(img), "the format cancelled before writing wrote nothing")
+        chk.ok(not srv.holds(img), "the daemon let go of the cancelled format's device")
+
+    # once it writes, Cancelable is false and Cancel is NotCancelable
+    refused = None
+    for attempt in range(5):
+        img, path = start_format("nocancel%d.img" % attempt)
+        if not path:
+            break
+        cerr = None
+        while True:
+            err, _ = raw.wait(raw.send(path, PROPS, "Get", BUS_NAME, [JOB, "Cancelable"]))
+            if err:
+                break  # over already
+            if raw.body[4:8] == b"\0\0\0\0":  # v: signature "b", padding, false
+                cerr, _ = raw.wait(raw.send(path, JOB, "Cancel", BUS_NAME, [{}]))
+                break
+        done = job_completed(ctx, mon, path)
+        log("write attempt %d: Cancel answered %s, the job %r" % (attempt, cerr, done))
+        if cerr:
+            refused = (img, path, cerr, done)
+            break
+    raw.close()
+    if chk.ok(refused, "a Cancel reached a format while it wrote (5 tries)"):
+        img, path, cerr, done = refused
+        chk.eq(cerr, E + "NotCancelable", "Cancel of a format that writes")
+        chk.ok(done and done[0] is True and "formatted" in done[1], "the format went on to its end: %r" % (done,))
+        changed = [a for o, a in mon.signals("PropertiesChanged") if o == path and "'Cancelable': <false>" in a]
+        chk.ok(changed, "the job signalled Cancelable false before it wrote")
+        rc, out = run([which("fsck.ocfs2"), "-fn", img])
+        chk.eq(rc, 0, "fsck.ocfs2 -fn of the format Cancel could not stop:\n%s" % out)
+    ctx.wait_for(lambda: not any(p.startswith(JOBS) for p in ctx.objects()), "no job object is left")
+    ctx.finish([])
 
 
 # ====================================================================
@@ -1867,7 +2279,8 @@ def case_polkit(env, chk):
     ctx.finish([v])
 
 
-CASES = {"bus": case_bus, "args": case_args, "auth": case_auth, "jobs": case_jobs, "polkit": case_polkit}
+CASES = {"bus": case_bus, "args": case_args, "auth": case_auth, "jobs": case_jobs, "polkit": case_polkit,
+         "mountjob": case_mountjob, "formatjob": case_formatjob}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

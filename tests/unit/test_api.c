@@ -331,6 +331,68 @@ START_TEST(test_job_args)
 }
 END_TEST
 
+/* Format's options that ocfs2ctl format's offline-looking flags map to. */
+START_TEST(test_format_every_option)
+{
+	g_autoptr(GError) err = NULL;
+	struct o2d_format_req f;
+	static const guint8 uuid[16] = { 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef,
+					 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10 };
+	g_autoptr(GVariant) all = params(
+		"('/dev/sdb', {'uuid': <'01234567-89AB-cdef-fedc-ba9876543210'>, "
+		"'dx_seed': <@au [1, 2, 3]>, 'generation': <uint32 0>, 'time': <uint64 1700000000>, "
+		"'volume_size': <uint64 1048576>, 'journal64': <false>, 'local': <false>, "
+		"'dry_run': <true>})");
+	g_autoptr(GVariant) none = params("('/dev/sdb', @a{sv} {})");
+	static const char *const bad[][2] = {
+		{ "('/dev/sdb', {'uuid': <'0123456789abcdef0123456789abcdeg'>})", "uuid" },
+		{ "('/dev/sdb', {'uuid': <'0123456789abcdef0123456789abcdef00'>})", "uuid" },
+		{ "('/dev/sdb', {'uuid': <''>})", "uuid" },
+		{ "('/dev/sdb', {'dx_seed': <@au [1, 2]>})", "dx_seed" },
+		{ "('/dev/sdb', {'dx_seed': <@au [1, 2, 3, 4]>})", "dx_seed" },
+		{ "('/dev/sdb', {'time': <uint64 18446744073709551615>})", "time" },
+	};
+
+	ck_assert(o2d_parse_format(all, &f, NULL));
+	ck_assert(f.have_uuid && !memcmp(f.uuid, uuid, 16));
+	ck_assert(f.have_dx_seed && f.dx_seed[0] == 1 && f.dx_seed[1] == 2 && f.dx_seed[2] == 3);
+	ck_assert(f.have_generation && f.generation == 0);
+	ck_assert(f.have_time && f.time == 1700000000);
+	ck_assert_uint_eq(f.volume_size, 1048576);
+	ck_assert(f.have_journal64 && !f.journal64);
+	ck_assert(f.have_local && !f.local);
+	ck_assert(f.dry_run && !f.force);
+	o2d_format_req_clear(&f);
+	/* absent is not false: mkfs then decides */
+	ck_assert(o2d_parse_format(none, &f, NULL));
+	ck_assert(!f.have_uuid && !f.have_dx_seed && !f.have_generation && !f.have_time &&
+		  !f.have_journal64 && !f.have_local && !f.dry_run && !f.volume_size);
+	o2d_format_req_clear(&f);
+	for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+		g_autoptr(GVariant) p = params(bad[i][0]);
+
+		ck_assert_msg(!o2d_parse_format(p, &f, &err), "%s", bad[i][0]);
+		ck_assert(g_error_matches(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT));
+		ck_assert_msg(strstr(err->message, bad[i][1]), "%s: %s", bad[i][0], err->message);
+		g_clear_error(&err);
+	}
+	/* the wrong type is the bus's InvalidArgs, naming the option */
+	g_autoptr(GVariant) wrong = params("('/dev/sdb', {'dx_seed': <'1,2,3'>})");
+
+	ck_assert(!o2d_parse_format(wrong, &f, &err));
+	ck_assert(g_error_matches(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS));
+	ck_assert(strstr(err->message, "dx_seed"));
+	g_clear_error(&err);
+	/* a cancelled Mount crosses the bus by name, as ECANCELED */
+	g_autoptr(GError) remote = g_dbus_error_new_for_dbus_error(
+		"org.ocfs2d.Daemon1.Error.Cancelled", "cancelled");
+
+	ck_assert(g_error_matches(remote, O2D_ERROR, O2D_ERROR_CANCELLED));
+	ck_assert_int_eq(o2d_error_to_errno(remote), ECANCELED);
+	ck_assert_int_eq(o2d_error_from_errno(ECANCELED), O2D_ERROR_CANCELLED);
+}
+END_TEST
+
 START_TEST(test_errors_and_paths)
 {
 	/* names arrive as errors of the domain once it is registered */
@@ -377,6 +439,7 @@ int main(void)
 	tcase_add_test(tc, test_mount_args);
 	tcase_add_test(tc, test_other_args);
 	tcase_add_test(tc, test_job_args);
+	tcase_add_test(tc, test_format_every_option);
 	tcase_add_test(tc, test_errors_and_paths);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -106,6 +106,18 @@ struct o2_open_opts {
 	 */
 	int (*open_elsewhere)(void *arg, uint64_t blkno, uint32_t generation);
 	void *cluster_arg;
+	/*
+	 * Read-write: how the replay of a journal a crash left goes, for the
+	 * open only (never called after it returns).  Called with done 0 before
+	 * the log is read, then with total (the blocks committed transactions
+	 * hold, known once the log is scanned) and done (the blocks replayed or
+	 * skipped for a revoke) as the replay writes them home.  A non-zero
+	 * answer stops the replay: the open fails with -ECANCELED and the log
+	 * is left as it was (still dirty, whole: what an interrupted replay
+	 * leaves, which the next open replays from its start).  NULL: none.
+	 */
+	int (*replay_progress)(void *arg, uint64_t done, uint64_t total);
+	void *progress_arg;
 };
 
 /*
@@ -125,6 +137,13 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 int o2_fs_close(struct o2_fs *fs);
 /* The same; on failure errbuf (if not NULL) gets fscore's message saying why. */
 int o2_fs_close_why(struct o2_fs *fs, char *errbuf, size_t errlen);
+/*
+ * The same, watched: progress (if not NULL) is called as the close's
+ * checkpoint writes the log's blocks home (done of total blocks); a close
+ * cannot stop half-way, so its answer is ignored.
+ */
+int o2_fs_close_progress(struct o2_fs *fs, int (*progress)(void *arg, uint64_t done, uint64_t total),
+			 void *arg, char *errbuf, size_t errlen);
 
 /* Commit the running transaction and make everything committed durable. */
 int o2_fs_sync(struct o2_fs *fs);
@@ -847,6 +866,13 @@ struct o2_mkfs_opts {
 	void *random_arg;
 	uint64_t (*now_ns)(void *arg);
 	void *clock_arg;
+	/*
+	 * o2_mkfs: called once the layout is planned and checked, before the
+	 * first byte is written; a non-zero answer stops the format there
+	 * (-ECANCELED, the device untouched).  NULL: none.
+	 */
+	int (*begin_writing)(void *arg);
+	void *begin_arg;
 };
 
 /* What o2_mkfs made (or, from o2_mkfs_plan, would make). */

@@ -29,6 +29,7 @@
 #include <fuse_lowlevel.h>
 
 #include "cluster.h"
+#include "flock.h"
 #include "locktab.h"
 #include "ocfs2d.h"
 
@@ -447,6 +448,11 @@ static bool open_fs(struct volume *v, GError **err)
 	if (v->cluster) {
 		cluster_bitmap(v->cluster, &v->bitmap, &v->bitmap_gen);
 		cluster_set_lock_cache(v->cluster, v->opts.lock_cache);
+		if (!v->opts.localflocks) {
+			v->flocks = flocks_new(cluster_group(v->cluster), err);
+			if (!v->flocks)
+				return false;
+		}
 		/*
 		 * Another node may change any name or inode at any time: the
 		 * kernel asks again each time (its caches are not yet kept
@@ -528,6 +534,10 @@ static int close_fs(struct volume *v)
 	GError *e = NULL;
 	struct cluster_hold bm = { NULL, 0, false };
 
+	/* no request is served any more: leave the file-lock group cleanly,
+	 * and this node's file locks go */
+	flocks_free(v->flocks);
+	v->flocks = NULL;
 	/* the slot map changes under the super lock only, and the truncate
 	 * log's last flush under the global bitmap's (taken before the volume
 	 * mutex, as every cluster lock is; dropped as the cluster is left) */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * One corosync CPG group, joined and served in a GLib main context: the
- * plumbing under a replicated table (the file-lock service; the lock
- * service has its own copy of the same ideas).
+ * plumbing under a replicated table (the lock service's and the file-lock
+ * service's).
  *
  * o2cg_new connects to corosync and learns this member's id; o2cg_join
  * joins the group and hooks the connection into the thread-default main

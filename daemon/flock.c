@@ -118,16 +118,29 @@ static void reply(struct flocks *f, struct pending *p, const struct o2pt_event *
 	g_free(p);
 }
 
-/* every request still waiting fails: the group is gone */
-static void fail_all(struct flocks *f)
+/*
+ * Every request still waiting fails: the group is gone.  Requests not yet
+ * queued are left to their FUSE thread (it is registering the interrupt
+ * callback on them), unless all: nothing is served any more.
+ */
+static void fail_all(struct flocks *f, bool all)
 {
+	GHashTableIter it;
+	gpointer v;
+	GSList *failed = NULL;
 	g_mutex_lock(&f->mu);
-	GList *all = g_hash_table_get_values(f->pending);
-	g_hash_table_steal_all(f->pending);
+	g_hash_table_iter_init(&it, f->pending);
+	while (g_hash_table_iter_next(&it, NULL, &v)) {
+		struct pending *p = v;
+		if (all || p->sent) {
+			failed = g_slist_prepend(failed, p);
+			g_hash_table_iter_steal(&it);
+		}
+	}
 	g_mutex_unlock(&f->mu);
-	for (GList *l = all; l; l = l->next)
+	for (GSList *l = failed; l; l = l->next)
 		reply(f, l->data, NULL);
-	g_list_free(all);
+	g_slist_free(failed);
 }
 
 static void on_event(const struct o2pt_event *ev, void *data)
@@ -162,7 +175,7 @@ static void on_lost(void *data)
 	g_mutex_lock(&f->mu);
 	f->lost = true;
 	g_mutex_unlock(&f->mu);
-	fail_all(f);
+	fail_all(f, false);
 }
 
 static const struct o2ps_callbacks ps_callbacks = { .event = on_event, .lost = on_lost };
@@ -262,7 +275,7 @@ void flocks_free(struct flocks *f)
 		g_main_context_invoke(f->ctx, quit, f);
 		g_thread_join(f->thread);
 	}
-	fail_all(f);
+	fail_all(f, true);
 	g_queue_clear_full(&f->out, outmsg_free); /* empty unless the thread never ran */
 	g_hash_table_destroy(f->pending);
 	g_hash_table_destroy(f->used);
@@ -356,7 +369,7 @@ static void request(struct flocks *f, fuse_req_t req, enum kind kind, uint64_t i
 	if (flags & O2PT_F_WAIT)
 		fuse_req_interrupt_func(req, on_interrupt, f);
 	g_mutex_lock(&f->mu);
-	queue_msg(f, reqid, buf, len);
+	queue_msg(f, reqid, buf, len); /* if corosync is gone, its post fails and answers */
 	p->sent = true;
 	if (p->interrupted)
 		queue_cancel(f, p);

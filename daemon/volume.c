@@ -448,7 +448,12 @@ static bool open_fs(struct volume *v, GError **err)
 	if (v->cluster) {
 		cluster_bitmap(v->cluster, &v->bitmap, &v->bitmap_gen);
 		cluster_set_lock_cache(v->cluster, v->opts.lock_cache);
-		if (!v->opts.localflocks) {
+		/* file locks answer when the cluster decides, from a thread of
+		 * their own: the io_uring codecs answer only inside the request */
+		if (v->opts.uring && !v->opts.localflocks) {
+			g_warning("%s: served through io_uring: flock and fcntl locks hold on this "
+				  "node only (as with localflocks)", v->device);
+		} else if (!v->opts.localflocks) {
 			v->flocks = flocks_new(cluster_group(v->cluster), err);
 			if (!v->flocks)
 				return false;

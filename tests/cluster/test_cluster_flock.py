@@ -22,7 +22,8 @@ pcmk volume, each through a loop device of its own.  In each node, agents
      the interrupted requests left nothing behind (n1 locks at once after
      the holder lets go).
   5. n3 mounts again with localflocks: its locks are its own, n1's do not
-     stop them.
+     stop them.  Mounted once more without it, n3 joins the file-lock group
+     while n1 holds locks, and is given them (a snapshot).
   6. All unmount; fsck.ocfs2 -fn is clean; no daemon logged a sanitizer
      report or a critical error.
 
@@ -179,8 +180,13 @@ class Agent:
                 self.kill()
 
 
+def one_each(n1, n2, n3, path):
+    """An agent on each node, named after it."""
+    return (Agent(m, path, f"n{i + 1}") for i, m in enumerate((n1, n2, n3)))
+
+
 def flocks(n1, n2, n3, path):
-    a1, a2, a3 = (Agent(m, path, f"n{i + 1}") for i, m in enumerate((n1, n2, n3)))
+    a1, a2, a3 = one_each(n1, n2, n3, path)
     a1.do("flock EX nb", "ok")
     a2.do("flock EX nb", "err EAGAIN")  # EWOULDBLOCK is EAGAIN on Linux
     a3.waits("flock EX")
@@ -208,7 +214,7 @@ def flocks(n1, n2, n3, path):
 
 
 def ranges(n1, n2, n3, path):
-    a1, a2, a3 = (Agent(m, path, f"n{i + 1}") for i, m in enumerate((n1, n2, n3)))
+    a1, a2, a3 = one_each(n1, n2, n3, path)
     b1 = Agent(n1, path, "n1'")
     a1.do("setlk WR 0 100", "ok")
     a2.do("setlk WR 100 100", "ok")  # disjoint: both held
@@ -248,7 +254,7 @@ def ranges(n1, n2, n3, path):
 
 
 def killed_holder(n1, n2, n3, path):
-    a1, a2, a3 = (Agent(m, path, f"n{i + 1}") for i, m in enumerate((n1, n2, n3)))
+    a1, a2, a3 = one_each(n1, n2, n3, path)
     a1.do("setlk WR 0 0", "ok")
     a1.do("flock EX", "ok")
     a2.waits("setlkw RD 10 1")
@@ -263,7 +269,7 @@ def killed_holder(n1, n2, n3, path):
 
 
 def interrupted(n1, n2, n3, path):
-    a1, a2, a3 = (Agent(m, path, f"n{i + 1}") for i, m in enumerate((n1, n2, n3)))
+    a1, a2, a3 = one_each(n1, n2, n3, path)
     a2.do("setlk WR 0 0", "ok")
     a2.do("flock EX", "ok")
     t = time.time()
@@ -292,10 +298,19 @@ def local(n1, n3, path):
     a3.do("setlk WR 0 0", "ok")
     b3 = Agent(n3, path, "n3' (localflocks)")
     b3.do("flock EX nb", "err EAGAIN")  # still locks among n3's own processes
-    for a in (a1, a3, b3):
-        a.stop()
+    a3.stop()
+    b3.stop()
+    # back in the group: n3 joins while n1 holds locks, and is given them
+    n3.umount()
+    n3.must_mount()
+    a3 = Agent(n3, path, "n3 (joined)")
+    a3.do("flock EX nb", "err EAGAIN")
+    a3.do("getlk RD 5 1", "WR 0 0 pid 0")
+    a1.stop()
+    a3.eventually("flock EX nb", "ok")
+    a3.stop()
     print("5. n3 with localflocks: its locks are its own (n1's do not stop them, its own "
-          "processes still conflict)")
+          "processes still conflict); mounted again without it, n3 was given n1's locks")
 
 
 def main():

@@ -32,15 +32,12 @@ Usage: PYTHONPATH=tests test_cluster_flock.py OCFS2CTL
 """
 import os
 import select
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 
-from o2test.cluster import Cluster, Mounter, fail, fsck_clean, host, need_cluster_tools, skip
-from o2test.cluster import daemon_logs_clean, stop_nodes
+from o2test.cluster import daemon_logs_clean, fail, fsck_clean, need_cluster_tools, \
+    shared_volume, skip
 
 # Inside a node: open argv[1] and run lock commands read from stdin, one
 # answer line each ("ok", "err ENAME", "eintr", or F_GETLK's lock).
@@ -324,26 +321,11 @@ def main():
                        path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
     if not os.path.exists("/dev/fuse"):
         skip("no /dev/fuse")
-    tmp = tempfile.mkdtemp(prefix="ocfs2d-flock-")
-    img, mnt = os.path.join(tmp, "shared.img"), os.path.join(tmp, "mnt")
-    os.mkdir(mnt)
-    with open(img, "wb") as f:
-        f.truncate(128 << 20)
-    host([ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=ocfs2d-test", "-N", "3",
-          "-b", "4096", "-J", "size=4M", img])
-    loops, cluster, ok = [], None, False
     start = time.time()
-    try:
-        for _ in range(3):
-            r = host(["losetup", "-f", "--show", "--direct-io=on", img], check=False)
-            if r.returncode != 0:
-                skip(f"no loop device: {r.stderr.strip()}")
-            loops.append(r.stdout.strip())
-        cluster = Cluster(tmp, 3)
-        n1, n2, n3 = (Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes))
+    with shared_volume(ctl, "ocfs2d-flock-", 128) as (img, (n1, n2, n3), cluster):
         for m in (n1, n2, n3):
             m.must_mount()
-        path = os.path.join(mnt, "locked")
+        path = os.path.join(n1.mnt, "locked")
         n1.sh(f"echo data > {path}")
 
         flocks(n1, n2, n3, path)
@@ -357,16 +339,6 @@ def main():
         fsck_clean(img, "after every unmount")
         daemon_logs_clean(cluster)
         print(f"6. all unmounted: fsck.ocfs2 -fn clean ({time.time() - start:.0f} s in all)")
-        ok = True
-    finally:
-        if cluster:
-            stop_nodes(cluster, ctl, ok)
-        for dev in loops:
-            host(["losetup", "-d", dev], check=False)
-        if ok:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            print(f"kept {tmp}")
     print("PASS")
 
 

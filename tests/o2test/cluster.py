@@ -16,12 +16,14 @@ nsenter and ip (see need_cluster_tools).
 The helpers end the test on their own: fail() exits 1 saying FAIL, skip()
 exits 77 (meson's skip) saying SKIP.
 """
+import contextlib
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from o2test.proc import sanitizer_report
@@ -441,3 +443,38 @@ class Mounter:
 
     def log(self):
         return self.node.run(["sh", "-c", "cat /run/ocfs2d/*.log 2>/dev/null | tail -n 30"]).stdout
+
+
+@contextlib.contextmanager
+def shared_volume(ctl, prefix, size_mib, n=3):
+    """A pcmk volume of size_mib MiB with n slots in a fresh directory, a
+    loop device over it for each of n nodes (direct I/O) and a Mounter on
+    each, all with one mount point path: yields (img, mounters, cluster).
+    On the way out every ocfs2d is killed, the nodes stop and the loops go;
+    the directory goes too unless the body failed (it is kept, and said)."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    img, mnt = os.path.join(tmp, "shared.img"), os.path.join(tmp, "mnt")
+    os.mkdir(mnt)
+    with open(img, "wb") as f:
+        f.truncate(size_mib << 20)
+    host([ctl, "format", "-q", "--cluster-stack=pcmk", "--cluster-name=ocfs2d-test", "-N",
+          str(n), "-b", "4096", "-J", "size=4M", img])
+    loops, cluster, ok = [], None, False
+    try:
+        for _ in range(n):
+            r = host(["losetup", "-f", "--show", "--direct-io=on", img], check=False)
+            if r.returncode != 0:
+                skip(f"no loop device: {r.stderr.strip()}")
+            loops.append(r.stdout.strip())
+        cluster = Cluster(tmp, n)
+        yield img, [Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes)], cluster
+        ok = True
+    finally:
+        if cluster:
+            stop_nodes(cluster, ctl, ok)
+        for dev in loops:
+            host(["losetup", "-d", dev], check=False)
+        if ok:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept {tmp}")

@@ -48,6 +48,7 @@ struct outmsg {
 static struct node nodes[MAX_NODES];
 static GQueue outbox;
 static bool hold; /* keep snapshots back until release_held() */
+static uint32_t leave_reason = O2LT_REASON_LEAVE; /* how members leave in confchg() */
 
 static void on_event(const struct o2pt_event *ev, void *data)
 {
@@ -126,7 +127,7 @@ static void confchg(const int *joined, int nj, const int *left, int nl)
 	size_t nm = 0;
 	for (int i = 0; i < nl; i++) {
 		l[i] = nodes[left[i]].id;
-		reasons[i] = O2LT_REASON_LEAVE;
+		reasons[i] = leave_reason;
 		nodes[left[i]].present = false;
 	}
 	for (int i = 0; i < nj; i++) {
@@ -164,6 +165,7 @@ static void setup(void)
 {
 	g_queue_init(&outbox);
 	hold = false;
+	leave_reason = O2LT_REASON_LEAVE;
 	for (int i = 0; i < MAX_NODES; i++) {
 		nodes[i].id = (struct o2lt_member){ .nodeid = (uint32_t)i + 1, .pid = 100 };
 		nodes[i].t = o2pt_new(nodes[i].id, on_event, &nodes[i]);
@@ -420,6 +422,29 @@ START_TEST(test_member_leaves)
 }
 END_TEST
 
+/* a member that fails loses its file locks at once, as one that leaves (not frozen) */
+START_TEST(test_member_fails)
+{
+	static const uint32_t reasons[] = { O2LT_REASON_NODEDOWN, O2LT_REASON_PROCDOWN };
+	group_of(3);
+	for (size_t i = 0; i < G_N_ELEMENTS(reasons); i++) {
+		int holder = (int)i;
+		lk_now(holder, O2PT_POSIX, 1, O2PT_WR, 0, O2PT_EOF, 0, 0);
+		lk_now(holder, O2PT_FLOCK, 1, O2PT_WR, 0, 0, 0, 0);
+		uint64_t w1 = lk_waits(2, O2PT_POSIX, 3, O2PT_RD, 7, 7);
+		uint64_t w2 = lk_waits(2, O2PT_FLOCK, 3, O2PT_WR, 0, 0);
+		leave_reason = reasons[i];
+		leave(holder);
+		ck_assert(answer_of(2, w1) && answer_of(2, w1)->error == 0);
+		ck_assert(answer_of(2, w2) && answer_of(2, w2)->error == 0);
+		uint8_t buf[O2PT_MSG_SMALL];
+		send(2, buf, o2pt_msg_drop(buf, sizeof(buf), 1000 + i, INO, O2PT_POSIX, 3));
+		send(2, buf, o2pt_msg_drop(buf, sizeof(buf), 2000 + i, INO, O2PT_FLOCK, 3));
+		expect_dump(2, "");
+	}
+}
+END_TEST
+
 START_TEST(test_join_snapshot)
 {
 	group_of(2);
@@ -588,6 +613,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_deadlock);
 	tcase_add_test(tc, test_flock);
 	tcase_add_test(tc, test_member_leaves);
+	tcase_add_test(tc, test_member_fails);
 	tcase_add_test(tc, test_join_snapshot);
 	tcase_add_test(tc, test_join_sender_leaves);
 	tcase_add_test(tc, test_unsynced_requests);

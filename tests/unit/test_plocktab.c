@@ -566,13 +566,21 @@ START_TEST(test_malformed)
 }
 END_TEST
 
-/* random traffic on three members: every table agrees and stays sound */
+/*
+ * Random traffic on up to four members, which leave (cleanly or not) and
+ * join again, some joiners' snapshots held back behind more traffic, with
+ * now and then a message of random bytes: every table stays sound and the
+ * synced ones agree (check_all, after every input).
+ */
 START_TEST(test_random)
 {
+	static const uint32_t reasons[] = { O2LT_REASON_LEAVE, O2LT_REASON_NODEDOWN,
+					    O2LT_REASON_PROCDOWN };
 	group_of(3);
 	GRand *rnd = g_rand_new_with_seed(2024);
-	for (int i = 0; i < 3000; i++) {
-		int node = g_rand_int_range(rnd, 0, 3);
+	int held_for = 0, joins = 0;
+	for (int i = 0; i < 4000; i++) {
+		int node = g_rand_int_range(rnd, 0, MAX_NODES);
 		int ns = g_rand_int_range(rnd, 0, 2);
 		uint64_t owner = (uint64_t)g_rand_int_range(rnd, 1, 4);
 		int type = g_rand_int_range(rnd, 0, 3);
@@ -580,23 +588,55 @@ START_TEST(test_random)
 		uint64_t e = g_rand_int_range(rnd, 0, 10) ? s + (uint64_t)g_rand_int_range(rnd, 0, 20)
 							  : O2PT_EOF;
 		unsigned flags = type == O2PT_UN ? 0 : (unsigned)g_rand_int_range(rnd, 0, 4);
-		int what = g_rand_int_range(rnd, 0, 20);
+		int what = g_rand_int_range(rnd, 0, 100);
 		uint8_t buf[O2PT_MSG_SMALL];
-		if (what == 0) {
+		if (held_for > 0 && --held_for == 0)
+			release_held();
+		if (what < 2) {
+			int present = 0;
+			for (int k = 0; k < MAX_NODES; k++)
+				present += nodes[k].present;
+			if (!nodes[node].present) {
+				hold = held_for == 0 && g_rand_boolean(rnd);
+				if (hold)
+					held_for = g_rand_int_range(rnd, 1, 8);
+				join(node);
+				joins++;
+			} else if (present > 1) {
+				leave_reason = reasons[g_rand_int_range(rnd, 0, 3)];
+				leave(node);
+			}
+			continue;
+		}
+		if (!nodes[node].present)
+			continue;
+		if (what == 2) {
+			uint8_t r[64];
+			size_t l = (size_t)g_rand_int_range(rnd, 0, sizeof(r));
+			for (size_t k = 0; k < l; k++)
+				r[k] = (uint8_t)g_rand_int(rnd);
+			deliver_raw(node, r, l);
+			pump();
+			continue;
+		}
+		if (!o2pt_synced(nodes[node].t))
+			continue; /* the daemon sends nothing before it is synced */
+		if (what < 8) {
 			send(node, buf, o2pt_msg_drop(buf, sizeof(buf), nodes[node].next_reqid++, INO,
 						      ns, owner));
-		} else if (what == 1) {
+		} else if (what < 12) {
 			uint64_t back = (uint64_t)g_rand_int_range(rnd, 1, 10);
 			uint64_t target = nodes[node].next_reqid > back ? nodes[node].next_reqid - back : 1;
 			send(node, buf, o2pt_msg_cancel(buf, sizeof(buf), nodes[node].next_reqid++,
 							target));
-		} else if (what == 2 && i % 500 == 2) {
-			leave(node);
-			join(node);
 		} else {
 			lk(node, ns, owner, type, s, e, flags);
 		}
 	}
+	release_held();
+	ck_assert_int_gt(joins, 10);
+	for (int k = 0; k < MAX_NODES; k++)
+		ck_assert(!nodes[k].present || o2pt_synced(nodes[k].t));
 	g_rand_free(rnd);
 }
 END_TEST

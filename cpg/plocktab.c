@@ -781,6 +781,19 @@ static bool load_state(struct o2pt_table *t, struct rd *r)
 	return o2pt_check(t, why, sizeof(why)) == 0;
 }
 
+/* Whether a snapshot's state is one a joiner can load (every member asks alike). */
+static bool snapshot_ok(const struct o2pt_table *t, const void *msg, size_t len)
+{
+	struct rd r = { .p = msg, .len = len, .pos = 20 };
+	get64(&r), get64(&r);
+	if (r.bad)
+		return false;
+	struct o2pt_table *scratch = o2pt_new(t->self, t->fn, t->data);
+	bool ok = load_state(scratch, &r);
+	o2pt_free(scratch);
+	return ok;
+}
+
 /* ---- the table ---- */
 
 struct o2pt_table *o2pt_new(struct o2lt_member self, o2pt_event_fn fn, void *data)
@@ -906,8 +919,8 @@ static int apply_msg(struct o2pt_table *t, struct o2lt_member from, const void *
 	if (kind == K_SNAPSHOT) {
 		struct o2lt_member target = get_member(&r);
 		struct member *tm = r.bad ? NULL : member_find(t, target);
-		if (r.bad)
-			return -EBADMSG;
+		if (r.bad || !snapshot_ok(t, msg, len))
+			return -EBADMSG; /* its target stays unsynced here as at the joiner */
 		if (tm && !tm->synced) {
 			tm->synced = true;
 			tm->has_sender = false;
@@ -992,7 +1005,8 @@ int o2pt_deliver(struct o2pt_table *t, struct o2lt_member sender, const void *ms
 		len = 0; /* too large to trust: refused like any malformed message */
 	if (t->synced)
 		return apply_msg(t, sender, msg, len);
-	if (snapshot_for_me(t, msg, len))
+	/* a malformed one is kept as any input: every synced table refuses it too */
+	if (snapshot_for_me(t, msg, len) && snapshot_ok(t, msg, len))
 		return load_snapshot(t, sender, msg, len);
 	struct input *in = g_new0(struct input, 1);
 	in->sender = sender;

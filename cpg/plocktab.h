@@ -44,7 +44,9 @@
  * there at the join leaves before a snapshot comes, SYNC_FAILED.
  *
  * Nothing from a peer is trusted: a malformed message is refused with
- * -EBADMSG on every member alike, never a crash.
+ * -EBADMSG on every member alike, never a crash; a snapshot whose state
+ * does not load is refused by every member alike too, so its joiner stays
+ * unsynced everywhere and waits for the one its sender owes it.
  *
  * Threads: none; one caller at a time.  Events come out of o2pt_deliver
  * and o2pt_confchg; the callback may call only o2pt_snapshot (for

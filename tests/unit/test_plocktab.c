@@ -549,15 +549,18 @@ START_TEST(test_malformed)
 		deliver_raw(1, r, l);
 	}
 	g_rand_free(rnd);
-	/* a snapshot nobody waits for, and a bad one for a joiner */
+	/* a bad snapshot for a joiner: refused everywhere, the joiner waits for the real one */
 	hold = true;
 	join(2);
 	uint8_t snap[20] = { 0x50, 1, 4, 0 };
 	snap[12] = 3, snap[16] = 100; /* for node 3 (index 2), truncated */
 	deliver_raw(1, snap, sizeof(snap));
+	ck_assert_int_eq(nodes[0].rc, -EBADMSG);
+	ck_assert_int_eq(nodes[1].rc, -EBADMSG);
 	ck_assert(!o2pt_synced(nodes[2].t));
 	release_held();
-	expect_dump(0, "posix 4242 1/100:1 WR 0-9 pid 1001\n");
+	ck_assert(o2pt_synced(nodes[2].t));
+	expect_dump(2, "posix 4242 1/100:1 WR 0-9 pid 1001\n");
 	/* the encoders refuse what they cannot say */
 	ck_assert_int_eq(o2pt_msg_lock(buf, sizeof(buf), 1, 1, 7, 1, O2PT_WR, 0, 0, 0, 1), -EINVAL);
 	ck_assert_int_eq(o2pt_msg_lock(buf, sizeof(buf), 1, 1, 0, 1, O2PT_WR, 9, 0, 0, 1), -EINVAL);

@@ -77,7 +77,7 @@ static void usage_full(FILE *out)
 		"               every user, modes checked), entry_timeout=S, attr_timeout=S,\n"
 		"               commit=S (default 5), slot=N, poll=USEC (default 200),\n"
 		"               threads=N (with poll=0), lock_cache=N, nouser_xattr, acl, noxattr,\n"
-		"               suid, dev (default nosuid, nodev), noexec\n"
+		"               suid, dev (default nosuid, nodev), noexec, localflocks\n"
 		"  -n LINES     log: only the last LINES lines\n"
 		"  --foreground mount: run ocfs2d in the foreground for this volume\n"
 		"  --via-daemon check, format: let ocfs2d do it (a D-Bus job, started if\n"

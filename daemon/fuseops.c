@@ -45,6 +45,7 @@
 #include <fuse_lowlevel.h>
 
 #include "cluster.h"
+#include "flock.h"
 #include "locktab.h"
 #include "ocfs2d.h"
 
@@ -1272,6 +1273,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	if (fi->flock_release && vol_of(req)->flocks)
+		flocks_release(vol_of(req)->flocks, to_blk(vol_of(req), ino), fi->lock_owner);
 	release_open((struct cluster_hold *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
@@ -1879,6 +1882,31 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *full)
 	fuse_reply_err(req, -r);
 }
 
+/* ---- file locks: cluster-wide, in flock.c (only on clustered volumes) ---- */
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	flocks_flush(vol_of(req)->flocks, req, to_blk(vol_of(req), ino), fi->lock_owner);
+}
+
+static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lk)
+{
+	flocks_getlk(vol_of(req)->flocks, req, to_blk(vol_of(req), ino), fi->lock_owner, lk);
+}
+
+static void op_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		     struct flock *lk, int sleep)
+{
+	flocks_setlk(vol_of(req)->flocks, req, to_blk(vol_of(req), ino), fi->lock_owner, lk,
+		     sleep);
+}
+
+static void op_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi, int op)
+{
+	flocks_flock(vol_of(req)->flocks, req, to_blk(vol_of(req), ino), fi->lock_owner, op);
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
 	.lookup = op_lookup,
@@ -1913,6 +1941,10 @@ static const struct fuse_lowlevel_ops ops = {
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
 	.removexattr = op_removexattr,
+	.flush = op_flush,
+	.getlk = op_getlk,
+	.setlk = op_setlk,
+	.flock = op_flock,
 };
 
 void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret)
@@ -1923,4 +1955,8 @@ void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret)
 	if (v->opts.noxattr)
 		ret->setxattr = NULL, ret->getxattr = NULL, ret->listxattr = NULL,
 		ret->removexattr = NULL;
+	/* no cluster-wide file locks (a local volume, localflocks): the kernel
+	 * keeps them, on this node only; and closes need not reach us */
+	if (!v->flocks)
+		ret->flush = NULL, ret->getlk = NULL, ret->setlk = NULL, ret->flock = NULL;
 }

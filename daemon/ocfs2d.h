@@ -51,6 +51,7 @@
 
 struct fuse_session;
 struct cluster;
+struct flocks;
 
 /*
  * Who watches a mount or an unmount (the API's Job objects, through
@@ -72,6 +73,7 @@ struct volume {
 	struct o2_blockdev *dev;
 	struct o2_fs *fs;
 	struct cluster *cluster;	/* clustered volumes (cluster.h); NULL otherwise */
+	struct flocks *flocks;		/* cluster-wide file locks (flock.h); NULL: kernel-local */
 	unsigned slot;		/* the slot this node mounted with */
 	int claim_fd;		/* the volume's UUID claimed on this machine, or -1 */
 	uint64_t root;		/* the root directory's inode (block) number */

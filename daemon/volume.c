@@ -29,6 +29,7 @@
 #include <fuse_lowlevel.h>
 
 #include "cluster.h"
+#include "flock.h"
 #include "locktab.h"
 #include "ocfs2d.h"
 
@@ -478,6 +479,16 @@ static bool open_fs(struct volume *v, const struct volume_watch *watch, GError *
 	if (v->cluster) {
 		cluster_bitmap(v->cluster, &v->bitmap, &v->bitmap_gen);
 		cluster_set_lock_cache(v->cluster, v->opts.lock_cache);
+		/* file locks answer when the cluster decides, from a thread of
+		 * their own: the io_uring codecs answer only inside the request */
+		if (v->opts.uring && !v->opts.localflocks) {
+			g_warning("%s: served through io_uring: flock and fcntl locks hold on this "
+				  "node only (as with localflocks)", v->device);
+		} else if (!v->opts.localflocks) {
+			v->flocks = flocks_new(cluster_group(v->cluster), err);
+			if (!v->flocks)
+				return false;
+		}
 		/*
 		 * Another node may change any name or inode at any time.  The
 		 * kernel keeps an inode's attributes for as long as this node
@@ -622,6 +633,10 @@ static int close_fs(struct volume *v)
 	GError *e = NULL;
 	struct cluster_hold bm = { NULL, 0, false };
 
+	/* no request is served any more: leave the file-lock group cleanly,
+	 * and this node's file locks go */
+	flocks_free(v->flocks);
+	v->flocks = NULL;
 	/* the kernel's references go first: what they kept may be an orphan
 	 * to free now, under its lock (fscore frees none by itself) */
 	g_mutex_lock(&v->lock);

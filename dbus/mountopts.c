@@ -49,6 +49,7 @@ static const struct opt_def opt_defs[] = {
 	/* kernel OCFS2's spelling of the same (an alias: never written back) */
 	{ "preferred_slot", NULL, OPT_COUNT, FIELD(slot), false, 0, 254 },
 	{ "nocluster", NULL, OPT_FLAG, FIELD(nocluster), false, 0, 0 },
+	{ "localflocks", NULL, OPT_FLAG, FIELD(localflocks), false, 0, 0 },
 	{ "norecovery", NULL, OPT_FLAG, FIELD(norecovery), false, 0, 0 },
 	{ "poll", NULL, OPT_COUNT, FIELD(poll_us), false, 0, 100000 },
 	{ "threads", NULL, OPT_COUNT, FIELD(threads), false, 1, 64 },
@@ -63,7 +64,7 @@ static const struct opt_def opt_defs[] = {
 
 #define KNOWN_LIST                                                                            \
 	"ro, rw, allow_other, noallow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, " \
-	"preferred_slot=N, nocluster, norecovery, poll=USEC, threads=N, lock_cache=N, user_xattr, " \
+	"preferred_slot=N, nocluster, localflocks, norecovery, poll=USEC, threads=N, lock_cache=N, user_xattr, " \
 	"nouser_xattr, acl, " \
 	"noacl, xattr, noxattr, uring, nouring, nosuid, suid, nodev, dev, noexec, exec, debug"
 
@@ -285,7 +286,8 @@ bool mount_opts_equal(const struct mount_opts *a, const struct mount_opts *b)
 	       a->commit_s == b->commit_s && a->slot == b->slot && a->poll_us == b->poll_us &&
 	       a->threads == b->threads && a->nouser_xattr == b->nouser_xattr &&
 	       a->acl == b->acl && a->noxattr == b->noxattr && a->uring == b->uring &&
-	       a->nocluster == b->nocluster && a->norecovery == b->norecovery &&
+	       a->nocluster == b->nocluster && a->localflocks == b->localflocks &&
+	       a->norecovery == b->norecovery &&
 	       a->nosuid == b->nosuid && a->nodev == b->nodev && a->noexec == b->noexec &&
 	       a->lock_cache == b->lock_cache;
 }

@@ -20,10 +20,10 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 from o2test.proc import sanitizer_report

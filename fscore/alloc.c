@@ -1195,6 +1195,59 @@ int o2_local_alloc_return(struct o2_fs *fs)
 	return o2_trans_finish(t, r);
 }
 
+int o2_local_alloc_refill(struct o2_fs *fs, uint32_t min)
+{
+	struct o2_trans *t;
+	struct o2_buf *lb;
+	uint32_t total, wbits, start, got;
+	unsigned s, n;
+	bool serves;
+	int r;
+
+	if (!fs->sys.local_alloc)
+		return 0;
+	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r < 0)
+		return r;
+	const struct o2_dinode *la = dinode(lb);
+
+	total = le32(la->id1.bitmap1.i_total);
+	wbits = window_bits(fs, la);
+	if (total > le16(la->id2.i_lab.la_size) * 8u)
+		r = o2_corrupt(fs, lb->blkno, "local alloc window larger than its bitmap");
+	/* allocations longer than a window go to the global bitmap, not the window */
+	serves = !le16(la->id2.i_lab.la_size) || min > wbits ||
+		 (total && find_run(la->id2.i_lab.la_bitmap, total, min, min, &s, &n));
+	o2_brelse(fs, lb);
+	if (r < 0 || serves)
+		return r;
+	r = o2_trans_begin(fs, O2_ALLOC_CREDITS, &t);
+	if (r < 0)
+		return r;
+	/* the new window first: no run of min left changes nothing (as in clusters_alloc) */
+	r = global_alloc(t, fs, min, wbits, &start, &got);
+	if (r == -ENOSPC)
+		return o2_trans_finish(t, 0);
+	if (r == 0)
+		r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r == 0) {
+		struct o2_dinode *di = dinode(lb);
+
+		r = o2_trans_add(t, lb);
+		if (r == 0 && le32(di->id1.bitmap1.i_total))
+			r = window_return(t, fs, lb);
+		if (r == 0) {
+			di->id2.i_lab.la_bm_off = cpu_le32(start);
+			di->id1.bitmap1.i_total = cpu_le32(got);
+			di->id1.bitmap1.i_used = 0;
+			memset(di->id2.i_lab.la_bitmap, 0, le16(di->id2.i_lab.la_size));
+			refresh_counts(fs);
+		}
+		o2_brelse(fs, lb);
+	}
+	return o2_trans_finish(t, r);
+}
+
 int o2_trans_begin_freeing(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 {
 	if (trunclog_needs_flush(fs)) {

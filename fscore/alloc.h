@@ -61,6 +61,15 @@ int o2_suballoc_give_back(struct o2_trans *t, struct o2_fs *fs, enum o2_sysfile 
 
 /* Return this slot's local alloc window to the global bitmap. */
 int o2_local_alloc_return(struct o2_fs *fs);
+/*
+ * Move the local alloc window, in a handle of its own, if it holds no run
+ * of min clusters - what the operation's first allocation would otherwise
+ * do inside its own transaction (the kernel's ocfs2_reserve_local_alloc_bits
+ * slides the window at reservation time too).  No run of min in the global
+ * bitmap: nothing changes (the allocation then takes what is left there).
+ * Called by o2_reserve with no handle open.
+ */
+int o2_local_alloc_refill(struct o2_fs *fs, uint32_t min);
 
 /*
  * Make sure the suballocator at alloc_blkno has bits free blocks, growing

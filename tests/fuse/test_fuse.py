@@ -2416,12 +2416,13 @@ def fill_mounted(env, chk, vol, tag, cs, seed, held0):
     shutil.rmtree(top)
     vol.umount()
     vol.fsck(chk, "%s after filling and emptying" % tag)
-    # the groups the suballocators grew by stay theirs (empty groups are
-    # not given back yet); every other cluster is free again
+    # empty allocator groups went back (mkfs.ocfs2's own too, once empty):
+    # every cluster is free again or still in a group mkfs made
     grown = suballoc_clusters(env, vol.img) - held0
     vol.mount()
     again = os.statvfs(vol.mnt)
-    log("%s: %d clusters free again, %d kept by grown allocators" % (tag, again.f_bfree, grown))
+    log("%s: %d clusters free again, allocators %+d clusters" % (tag, again.f_bfree, grown))
+    chk.ok(grown <= 0, "%s: no allocator keeps a group it grew by (%+d clusters)" % (tag, grown))
     chk.eq(again.f_bfree + grown, fresh.f_bfree, "%s: every cluster is free again" % tag)
     vol.umount()
 

@@ -207,6 +207,36 @@ static int get_group(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
 	return 0;
 }
 
+/*
+ * Read the groups of chain c of the allocator ab in order: fn(fs, gd,
+ * blkno, prev - 0 for the head -, arg) for each, until fn answers
+ * non-zero (the answer) or the chain ends (0).
+ */
+typedef int (*group_fn)(struct o2_fs *fs, const struct o2_group_desc *gd, uint64_t blkno,
+			uint64_t prev, void *arg);
+
+static int chain_visit(struct o2_fs *fs, struct o2_buf *ab, unsigned c, group_fn fn, void *arg)
+{
+	uint64_t blk = le64(dinode(ab)->id2.i_chain.cl_recs[c].c_blkno), prev = 0;
+	unsigned hops = 0;
+	int r = 0;
+
+	while (blk && r == 0) {
+		struct o2_buf *gb;
+
+		if (++hops > 1000000)
+			return o2_corrupt(fs, ab->blkno, "chain %u loops", c);
+		r = get_group(NULL, fs, ab->blkno, blk, &gb);
+		if (r < 0)
+			return r;
+		r = fn(fs, gdesc(gb), blk, prev, arg);
+		prev = blk;
+		blk = le64(gdesc(gb)->bg_next_group);
+		o2_brelse(fs, gb);
+	}
+	return r;
+}
+
 /* Mark [start, start+len) of a group used or free, with its chain and inode counts. */
 static int group_change(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab, struct o2_buf *gb,
 			unsigned start, unsigned len, bool use)
@@ -1031,6 +1061,16 @@ int o2_clusters_avail(struct o2_fs *fs, uint32_t *ret_free)
 	return r;
 }
 
+static int group_has_run(struct o2_fs *fs, const struct o2_group_desc *gd, uint64_t blkno,
+			 uint64_t prev, void *arg)
+{
+	uint32_t len = *(uint32_t *)arg;
+	unsigned s, n;
+
+	return le16(gd->bg_free_bits_count) >= len &&
+	       find_run(gd->bg_bitmap, le16(gd->bg_bits), len, len, &s, &n);
+}
+
 int o2_clusters_have_run(struct o2_fs *fs, uint32_t len, bool *ret)
 {
 	struct o2_buf *b;
@@ -1058,32 +1098,13 @@ int o2_clusters_have_run(struct o2_fs *fs, uint32_t len, bool *ret)
 	const struct o2_chain_list *cl = &dinode(b)->id2.i_chain;
 
 	/* stop at the first run: a large volume has many groups */
-	for (unsigned c = 0; c < le16(cl->cl_next_free_rec) && !*ret && r == 0; c++) {
-		uint64_t blk = le64(cl->cl_recs[c].c_blkno);
-		unsigned hops = 0;
-
-		if (le32(cl->cl_recs[c].c_free) < len)
-			continue;
-		while (blk && !*ret) {
-			struct o2_buf *gb;
-
-			if (++hops > 1000000) {
-				r = o2_corrupt(fs, b->blkno, "chain %u loops", c);
-				break;
-			}
-			r = get_group(NULL, fs, b->blkno, blk, &gb);
-			if (r < 0)
-				break;
-			const struct o2_group_desc *gd = gdesc(gb);
-
-			*ret = le16(gd->bg_free_bits_count) >= len &&
-			       find_run(gd->bg_bitmap, le16(gd->bg_bits), len, len, &s, &n);
-			blk = le64(gd->bg_next_group);
-			o2_brelse(fs, gb);
-		}
-	}
+	for (unsigned c = 0; c < le16(cl->cl_next_free_rec) && r == 0; c++)
+		if (le32(cl->cl_recs[c].c_free) >= len)
+			r = chain_visit(fs, b, c, group_has_run, &len);
 	o2_brelse(fs, b);
-	return r;
+	if (r > 0)
+		*ret = true;
+	return r < 0 ? r : 0;
 }
 
 int o2_suballoc_new_block(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
@@ -1153,48 +1174,47 @@ int o2_suballoc_give_back(struct o2_trans *t, struct o2_fs *fs, enum o2_sysfile 
  * transaction.
  */
 
+struct empty_group {
+	uint64_t blkno, prev;
+};
+
+static int group_is_empty(struct o2_fs *fs, const struct o2_group_desc *gd, uint64_t blkno,
+			  uint64_t prev, void *arg)
+{
+	struct empty_group *e = arg;
+
+	if (le16(gd->bg_free_bits_count) + 1u != le16(gd->bg_bits))
+		return 0;
+	e->blkno = blkno;
+	e->prev = prev;
+	return 1;
+}
+
 /* The first empty group of an allocator: *ret_blkno, else 0. */
 static int find_empty_group(struct o2_fs *fs, struct o2_buf *ab, uint64_t *ret_blkno,
 			    uint64_t *ret_prev, unsigned *ret_chain)
 {
 	const struct o2_chain_list *cl = &dinode(ab)->id2.i_chain;
 	unsigned n = le16(cl->cl_next_free_rec);
+	struct empty_group e = { 0, 0 };
 	int r = 0;
 
 	*ret_blkno = 0;
 	if (n > le16(cl->cl_count))
 		return o2_corrupt(fs, ab->blkno, "allocator uses %u of %u chains", n,
 				  le16(cl->cl_count));
-	for (unsigned c = 0; c < n && !*ret_blkno && r == 0; c++) {
-		uint64_t blk = le64(cl->cl_recs[c].c_blkno), prev = 0;
-		unsigned hops = 0;
-
+	for (unsigned c = 0; c < n && r == 0; c++) {
 		/* a chain with no empty bits to spare has no empty group */
 		if (le32(cl->cl_recs[c].c_free) + 1 < le16(cl->cl_cpg) * (uint32_t)le16(cl->cl_bpc))
 			continue;
-		while (blk && !*ret_blkno) {
-			struct o2_buf *gb;
-
-			if (++hops > 1000000) {
-				r = o2_corrupt(fs, ab->blkno, "chain %u loops", c);
-				break;
-			}
-			r = get_group(NULL, fs, ab->blkno, blk, &gb);
-			if (r < 0)
-				break;
-			const struct o2_group_desc *gd = gdesc(gb);
-
-			if (le16(gd->bg_free_bits_count) + 1u == le16(gd->bg_bits)) {
-				*ret_blkno = blk;
-				*ret_prev = prev;
-				*ret_chain = c;
-			}
-			prev = blk;
-			blk = le64(gd->bg_next_group);
-			o2_brelse(fs, gb);
+		r = chain_visit(fs, ab, c, group_is_empty, &e);
+		if (r > 0) {
+			*ret_blkno = e.blkno;
+			*ret_prev = e.prev;
+			*ret_chain = c;
 		}
 	}
-	return r;
+	return r < 0 ? r : 0;
 }
 
 /*
@@ -1280,30 +1300,24 @@ static int reclaim_group(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab
 	return r;
 }
 
+static int count_group(struct o2_fs *fs, const struct o2_group_desc *gd, uint64_t blkno,
+		       uint64_t prev, void *arg)
+{
+	++*(unsigned *)arg;
+	return 0;
+}
+
 /* The groups of the allocator's last chain, if emptying chain would move it: *ret (0: none). */
 static int chain_groups(struct o2_fs *fs, struct o2_buf *ab, unsigned chain, uint32_t bits,
 			unsigned *ret)
 {
 	const struct o2_chain_list *cl = &dinode(ab)->id2.i_chain;
 	unsigned n = le16(cl->cl_next_free_rec);
-	uint64_t g = n ? le64(cl->cl_recs[n - 1].c_blkno) : 0;
-	int r = 0;
 
 	*ret = 0;
 	if (chain + 1 >= n || le32(cl->cl_recs[chain].c_total) != bits)
 		return 0;
-	while (g && r == 0) {
-		struct o2_buf *gb;
-
-		if (++*ret > 1000000)
-			return o2_corrupt(fs, ab->blkno, "chain %u loops", n - 1);
-		r = get_group(NULL, fs, ab->blkno, g, &gb);
-		if (r == 0) {
-			g = le64(gdesc(gb)->bg_next_group);
-			o2_brelse(fs, gb);
-		}
-	}
-	return r;
+	return chain_visit(fs, ab, n - 1, count_group, ret);
 }
 
 /* The clusters of group blkno: one run, or its bg_list's. */

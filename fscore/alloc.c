@@ -584,15 +584,12 @@ static bool trunclog_needs_flush(struct o2_fs *fs)
 	return need;
 }
 
-int o2_trunclog_flush(struct o2_fs *fs)
+/* Commit, then give the log's clusters back (empty groups stay where they are). */
+static int trunclog_empty(struct o2_fs *fs)
 {
 	struct o2_buf *tb;
 	int r;
 
-	/* empty groups first: their clusters go through the log too */
-	r = reclaim_empty_groups(fs);
-	if (r < 0)
-		return r;
 	/* what the log holds was freed by committed transactions only */
 	r = o2_journal_commit(fs);
 	if (r < 0)
@@ -637,6 +634,14 @@ int o2_trunclog_flush(struct o2_fs *fs)
 		if (r < 0)
 			return r;
 	}
+}
+
+int o2_trunclog_flush(struct o2_fs *fs)
+{
+	/* empty groups first: their clusters go through the log too */
+	int r = reclaim_empty_groups(fs);
+
+	return r < 0 ? r : trunclog_empty(fs);
 }
 
 /* ---- suballocators ---- */
@@ -1543,8 +1548,12 @@ int o2_local_alloc_refill(struct o2_fs *fs, uint32_t min)
 
 int o2_trans_begin_freeing(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 {
+	/*
+	 * Not o2_trunclog_flush: the operation may have reserved already, and
+	 * a group it grew for that is empty until it allocates from it.
+	 */
 	if (trunclog_needs_flush(fs)) {
-		int r = o2_trunclog_flush(fs);
+		int r = trunclog_empty(fs);
 
 		if (r < 0)
 			return r;

@@ -937,6 +937,53 @@ static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end
 	return 0;
 }
 
+/* Clusters of [c0, c1) a file maps (o2_tree_walk callback). */
+struct mapped_in {
+	uint32_t c0, c1;
+	uint64_t n;
+};
+
+static int mapped_in_fn(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	struct mapped_in *m = arg;
+
+	if (ext) {
+		uint64_t s = ext->cpos > m->c0 ? ext->cpos : m->c0;
+		uint64_t e = (uint64_t)ext->cpos + ext->clusters;
+
+		if (e > m->c1)
+			e = m->c1;
+		if (s < e)
+			m->n += e - s;
+	}
+	return 0;
+}
+
+/*
+ * The clusters a preallocation of [c0, c1) takes must all be free before
+ * it begins: it works a record per transaction, and -ENOSPC part way
+ * would leave part of it done (the extent blocks its steps may need are
+ * reserved step by step, and seldom run out first).
+ */
+static int reserve_holes(struct o2_fs *fs, uint64_t ino, uint32_t c0, uint32_t c1)
+{
+	struct mapped_in m = { c0, c1, 0 };
+	struct o2_buf *ib;
+	int r = o2_inode_buf(fs, ino, &ib);
+
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = o2_buf_dinode(ib);
+
+	r = o2_tree_walk(fs, &(struct o2_tree_root){ ino, &di->id2.i_list,
+						     le16(di->id2.i_list.count) },
+			 mapped_in_fn, &m);
+	o2_brelse(fs, ib);
+	if (r < 0 || m.n >= (uint64_t)(c1 - c0))
+		return r;
+	return o2_reserve(fs, &(struct o2_resv){ .clusters = (uint32_t)((c1 - c0) - m.n) }, NULL);
+}
+
 int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, uint64_t len)
 {
 	struct o2_buf *ib;
@@ -980,6 +1027,9 @@ int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, ui
 		first = size;
 	uint32_t c0 = (uint32_t)(first >> fs->cbits), c1 = (uint32_t)((off + len - 1) >> fs->cbits);
 
+	r = reserve_holes(fs, ino, c0, c1 + 1);
+	if (r < 0)
+		return r;
 	r = ensure_clusters(fs, ino, c0, c1 - c0 + 1, true,
 			    (mode & O2_FALLOC_KEEP_SIZE) ? 0 : off + len, NULL, NULL);
 	if (r < 0)

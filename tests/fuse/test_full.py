@@ -131,8 +131,9 @@ def fill_everything(chk, tag, top, cs, cpg):
     piece = max(1, cpg // 4)
     fd = os.open(big, os.O_RDWR)
     try:
-        # (groups of one cluster: one such cluster holds up to 2048 inodes)
-        for k in range(8 if cpg > 1 else 1):
+        # (groups of one cluster hold up to 2048 inodes: two clusters, one
+        # of them for the first directory's block)
+        for k in range(8 if cpg > 1 else 2):
             fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (1 + k * (piece + 1)) * cs,
                       piece * cs)
     finally:

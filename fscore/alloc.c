@@ -207,6 +207,36 @@ static int get_group(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
 	return 0;
 }
 
+/*
+ * Read the groups of chain c of the allocator ab in order: fn(fs, gd,
+ * blkno, prev - 0 for the head -, arg) for each, until fn answers
+ * non-zero (the answer) or the chain ends (0).
+ */
+typedef int (*group_fn)(struct o2_fs *fs, const struct o2_group_desc *gd, uint64_t blkno,
+			uint64_t prev, void *arg);
+
+static int chain_visit(struct o2_fs *fs, struct o2_buf *ab, unsigned c, group_fn fn, void *arg)
+{
+	uint64_t blk = le64(dinode(ab)->id2.i_chain.cl_recs[c].c_blkno), prev = 0;
+	unsigned hops = 0;
+	int r = 0;
+
+	while (blk && r == 0) {
+		struct o2_buf *gb;
+
+		if (++hops > 1000000)
+			return o2_corrupt(fs, ab->blkno, "chain %u loops", c);
+		r = get_group(NULL, fs, ab->blkno, blk, &gb);
+		if (r < 0)
+			return r;
+		r = fn(fs, gdesc(gb), blk, prev, arg);
+		prev = blk;
+		blk = le64(gdesc(gb)->bg_next_group);
+		o2_brelse(fs, gb);
+	}
+	return r;
+}
+
 /* Mark [start, start+len) of a group used or free, with its chain and inode counts. */
 static int group_change(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab, struct o2_buf *gb,
 			unsigned start, unsigned len, bool use)
@@ -526,10 +556,12 @@ out:
 	return r;
 }
 
+static int reclaim_empty_groups(struct o2_fs *fs);
+
 bool o2_trunclog_pending(struct o2_fs *fs)
 {
 	struct o2_buf *tb;
-	bool any = false;
+	bool any = fs->empty_groups;
 
 	if (fs->sys.truncate_log && o2_bread(fs, fs->sys.truncate_log, O2_META_INODE, &tb) == 0) {
 		any = le16(dinode(tb)->id2.i_dealloc.tl_used) != 0;
@@ -552,7 +584,8 @@ static bool trunclog_needs_flush(struct o2_fs *fs)
 	return need;
 }
 
-int o2_trunclog_flush(struct o2_fs *fs)
+/* Commit, then give the log's clusters back (empty groups stay where they are). */
+static int trunclog_empty(struct o2_fs *fs)
 {
 	struct o2_buf *tb;
 	int r;
@@ -601,6 +634,14 @@ int o2_trunclog_flush(struct o2_fs *fs)
 		if (r < 0)
 			return r;
 	}
+}
+
+int o2_trunclog_flush(struct o2_fs *fs)
+{
+	/* empty groups first: their clusters go through the log too */
+	int r = reclaim_empty_groups(fs);
+
+	return r < 0 ? r : trunclog_empty(fs);
 }
 
 /* ---- suballocators ---- */
@@ -1025,6 +1066,16 @@ int o2_clusters_avail(struct o2_fs *fs, uint32_t *ret_free)
 	return r;
 }
 
+static int group_has_run(struct o2_fs *fs, const struct o2_group_desc *gd, uint64_t blkno,
+			 uint64_t prev, void *arg)
+{
+	uint32_t len = *(uint32_t *)arg;
+	unsigned s, n;
+
+	return le16(gd->bg_free_bits_count) >= len &&
+	       find_run(gd->bg_bitmap, le16(gd->bg_bits), len, len, &s, &n);
+}
+
 int o2_clusters_have_run(struct o2_fs *fs, uint32_t len, bool *ret)
 {
 	struct o2_buf *b;
@@ -1052,32 +1103,13 @@ int o2_clusters_have_run(struct o2_fs *fs, uint32_t len, bool *ret)
 	const struct o2_chain_list *cl = &dinode(b)->id2.i_chain;
 
 	/* stop at the first run: a large volume has many groups */
-	for (unsigned c = 0; c < le16(cl->cl_next_free_rec) && !*ret && r == 0; c++) {
-		uint64_t blk = le64(cl->cl_recs[c].c_blkno);
-		unsigned hops = 0;
-
-		if (le32(cl->cl_recs[c].c_free) < len)
-			continue;
-		while (blk && !*ret) {
-			struct o2_buf *gb;
-
-			if (++hops > 1000000) {
-				r = o2_corrupt(fs, b->blkno, "chain %u loops", c);
-				break;
-			}
-			r = get_group(NULL, fs, b->blkno, blk, &gb);
-			if (r < 0)
-				break;
-			const struct o2_group_desc *gd = gdesc(gb);
-
-			*ret = le16(gd->bg_free_bits_count) >= len &&
-			       find_run(gd->bg_bitmap, le16(gd->bg_bits), len, len, &s, &n);
-			blk = le64(gd->bg_next_group);
-			o2_brelse(fs, gb);
-		}
-	}
+	for (unsigned c = 0; c < le16(cl->cl_next_free_rec) && r == 0; c++)
+		if (le32(cl->cl_recs[c].c_free) >= len)
+			r = chain_visit(fs, b, c, group_has_run, &len);
 	o2_brelse(fs, b);
-	return r;
+	if (r > 0)
+		*ret = true;
+	return r < 0 ? r : 0;
 }
 
 int o2_suballoc_new_block(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
@@ -1103,6 +1135,11 @@ int o2_suballoc_free(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
 				       le16(gdesc(gb)->bg_bits));
 		else
 			r = group_change(t, fs, ab, gb, bit, 1, false);
+		/* this slot's group now empty: given back at the next truncate log flush */
+		if (r == 0 && (alloc_blkno == fs->sys.inode_alloc ||
+			       alloc_blkno == fs->sys.extent_alloc) &&
+		    le16(gdesc(gb)->bg_free_bits_count) + 1u == le16(gdesc(gb)->bg_bits))
+			fs->empty_groups = true;
 		o2_brelse(fs, gb);
 	}
 	o2_brelse(fs, ab);
@@ -1120,6 +1157,265 @@ int o2_suballoc_give_back(struct o2_trans *t, struct o2_fs *fs, enum o2_sysfile 
 	if (slot != fs->opts.slot)
 		r = o2_sysfile_lookup(fs, type, slot, &alloc);
 	return r < 0 ? r : o2_suballoc_free(t, fs, alloc, group, bit);
+}
+
+/*
+ * Empty suballocator groups go back to the global bitmap, as kernel OCFS2
+ * does since late 2024 (_ocfs2_reclaim_suballoc_to_main, called when a
+ * free empties a group): otherwise a volume once filled with small files
+ * keeps the clusters its inode and extent allocators grew by for good.
+ * The kernel keeps an allocator's last chain; here every empty group goes,
+ * down to no group at all - the state mkfs.ocfs2 leaves a slot's extent
+ * allocator in - so an emptied volume has exactly its fresh free space
+ * (the first allocation after that grows the allocator again).  Groups are
+ * given back when the truncate log is flushed (fs->empty_groups says a
+ * free emptied one), in transactions of their own, so a freeing operation
+ * needs no credits for it.  A group leaves its chain (the chain record, or
+ * the group before it, points past it; an unused chain at the end of the
+ * list leaves the list), the allocator's counts lose it, its descriptor is
+ * revoked, and its clusters go to the truncate log: reusable only once
+ * this transaction has committed, so a crash before that finds the group
+ * whole, never overwritten.  One group per
+ * transaction.
+ */
+
+struct empty_group {
+	uint64_t blkno, prev;
+};
+
+static int group_is_empty(struct o2_fs *fs, const struct o2_group_desc *gd, uint64_t blkno,
+			  uint64_t prev, void *arg)
+{
+	struct empty_group *e = arg;
+
+	if (le16(gd->bg_free_bits_count) + 1u != le16(gd->bg_bits))
+		return 0;
+	e->blkno = blkno;
+	e->prev = prev;
+	return 1;
+}
+
+/* The first empty group of an allocator: *ret_blkno, else 0. */
+static int find_empty_group(struct o2_fs *fs, struct o2_buf *ab, uint64_t *ret_blkno,
+			    uint64_t *ret_prev, unsigned *ret_chain)
+{
+	const struct o2_chain_list *cl = &dinode(ab)->id2.i_chain;
+	unsigned n = le16(cl->cl_next_free_rec);
+	struct empty_group e = { 0, 0 };
+	int r = 0;
+
+	*ret_blkno = 0;
+	if (n > le16(cl->cl_count))
+		return o2_corrupt(fs, ab->blkno, "allocator uses %u of %u chains", n,
+				  le16(cl->cl_count));
+	for (unsigned c = 0; c < n && r == 0; c++) {
+		/* a chain with no empty bits to spare has no empty group */
+		if (le32(cl->cl_recs[c].c_free) + 1 < le16(cl->cl_cpg) * (uint32_t)le16(cl->cl_bpc))
+			continue;
+		r = chain_visit(fs, ab, c, group_is_empty, &e);
+		if (r > 0) {
+			*ret_blkno = e.blkno;
+			*ret_prev = e.prev;
+			*ret_chain = c;
+		}
+	}
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Give back group blkno (chain, after prev - 0: the chain's head) of the
+ * allocator ab; moved: the groups of the last chain, which takes the place
+ * of a chain this empties (chain_groups).
+ */
+static int reclaim_group(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ab, uint64_t blkno,
+			 uint64_t prev, unsigned chain, unsigned moved, const struct run *runs,
+			 unsigned nruns)
+{
+	struct o2_dinode *ai = dinode(ab);
+	struct o2_chain_list *cl = &ai->id2.i_chain;
+	struct o2_chain_rec *cr = &cl->cl_recs[chain];
+	uint32_t cpg = le16(cl->cl_cpg);
+	struct o2_buf *gb, *pb;
+	int r = get_group(t, fs, ab->blkno, blkno, &gb);
+
+	if (r < 0)
+		return r;
+	const struct o2_group_desc *gd = gdesc(gb);
+	uint64_t next = le64(gd->bg_next_group);
+	uint32_t bits = le16(gd->bg_bits);
+
+	o2_brelse(fs, gb);
+	if (le32(cr->c_total) < bits || le32(cr->c_free) < bits - 1 ||
+	    le32(ai->id1.bitmap1.i_total) < bits || !le32(ai->id1.bitmap1.i_used) ||
+	    le32(ai->i_clusters) < cpg)
+		return o2_corrupt(fs, ab->blkno, "allocator counts less than its group %llu holds",
+				  (unsigned long long)blkno);
+	r = o2_trans_add(t, ab);
+	if (r == 0 && prev) {
+		r = get_group(t, fs, ab->blkno, prev, &pb);
+		if (r == 0) {
+			r = o2_trans_add(t, pb);
+			if (r == 0)
+				gdesc(pb)->bg_next_group = cpu_le64(next);
+			o2_brelse(fs, pb);
+		}
+	} else if (r == 0) {
+		cr->c_blkno = cpu_le64(next);
+	}
+	if (r < 0)
+		return r;
+	cr->c_total = cpu_le32(le32(cr->c_total) - bits);
+	cr->c_free = cpu_le32(le32(cr->c_free) - (bits - 1));
+	unsigned n = le16(cl->cl_next_free_rec);
+
+	/*
+	 * An empty chain leaves the list: fsck.ocfs2 calls one left in the
+	 * middle CHAIN_EMPTY.  The last chain takes its place (its groups
+	 * say so in bg_chain), and the list is one shorter.
+	 */
+	if (!le32(cr->c_total) && n) {
+		uint64_t g = le64(cl->cl_recs[n - 1].c_blkno);
+
+		for (unsigned hops = 0; chain != n - 1 && g && r == 0; hops++) {
+			if (hops >= moved)
+				return o2_corrupt(fs, ab->blkno, "chain %u grew while it was moved",
+						  n - 1);
+			r = get_group(t, fs, ab->blkno, g, &pb);
+			if (r < 0)
+				break;
+			r = o2_trans_add(t, pb);
+			if (r == 0)
+				gdesc(pb)->bg_chain = cpu_le16((uint16_t)chain);
+			g = le64(gdesc(pb)->bg_next_group);
+			o2_brelse(fs, pb);
+		}
+		if (r < 0)
+			return r;
+		*cr = cl->cl_recs[n - 1];
+		memset(&cl->cl_recs[n - 1], 0, sizeof(cl->cl_recs[n - 1]));
+		cl->cl_next_free_rec = cpu_le16((uint16_t)(n - 1));
+	}
+	ai->id1.bitmap1.i_total = cpu_le32(le32(ai->id1.bitmap1.i_total) - bits);
+	ai->id1.bitmap1.i_used = cpu_le32(le32(ai->id1.bitmap1.i_used) - 1);
+	ai->i_clusters = cpu_le32(le32(ai->i_clusters) - cpg);
+	ai->i_size = cpu_le64((uint64_t)le32(ai->i_clusters) << fs->cbits);
+	r = o2_trans_revoke(t, blkno);
+	for (unsigned i = 0; i < nruns && r == 0; i++)
+		r = o2_clusters_free(t, fs, runs[i].start, runs[i].len);
+	return r;
+}
+
+static int count_group(struct o2_fs *fs, const struct o2_group_desc *gd, uint64_t blkno,
+		       uint64_t prev, void *arg)
+{
+	++*(unsigned *)arg;
+	return 0;
+}
+
+/* The groups of the allocator's last chain, if emptying chain would move it: *ret (0: none). */
+static int chain_groups(struct o2_fs *fs, struct o2_buf *ab, unsigned chain, uint32_t bits,
+			unsigned *ret)
+{
+	const struct o2_chain_list *cl = &dinode(ab)->id2.i_chain;
+	unsigned n = le16(cl->cl_next_free_rec);
+
+	*ret = 0;
+	if (chain + 1 >= n || le32(cl->cl_recs[chain].c_total) != bits)
+		return 0;
+	return chain_visit(fs, ab, n - 1, count_group, ret);
+}
+
+/* The clusters of group blkno: one run, or its bg_list's. */
+static int group_runs(struct o2_fs *fs, uint64_t alloc_blkno, uint64_t blkno, uint32_t cpg,
+		      struct run *ret, unsigned *ret_n)
+{
+	struct o2_buf *gb;
+	int r = get_group(NULL, fs, alloc_blkno, blkno, &gb);
+
+	if (r < 0)
+		return r;
+	const struct o2_group_desc *gd = gdesc(gb);
+	uint32_t sum = 0;
+
+	*ret_n = 0;
+	if (!gd_discontig(gd)) {
+		ret[0] = (struct run){ (uint32_t)(blkno >> fs->bpc_bits), cpg, 0, false };
+		*ret_n = 1;
+		sum = cpg;
+	} else if (le16(gd->bg_list.next_free_rec) > o2_extent_recs_per_gd(fs->bs)) {
+		r = o2_corrupt(fs, blkno, "discontiguous group lists %u runs",
+			       le16(gd->bg_list.next_free_rec));
+	} else {
+		for (unsigned i = 0; i < le16(gd->bg_list.next_free_rec); i++) {
+			const struct o2_extent_rec *rec = &gd->bg_list.recs[i];
+
+			ret[i] = (struct run){ (uint32_t)(le64(rec->blkno) >> fs->bpc_bits),
+					       le16(rec->leaf_clusters), 0, false };
+			sum += le16(rec->leaf_clusters);
+		}
+		*ret_n = le16(gd->bg_list.next_free_rec);
+	}
+	o2_brelse(fs, gb);
+	if (r == 0 && sum != cpg)
+		r = o2_corrupt(fs, blkno, "group lists %u clusters, its allocator's groups have %u",
+			       sum, cpg);
+	return r;
+}
+
+static int reclaim_empty_groups(struct o2_fs *fs)
+{
+	uint64_t allocs[2] = { fs->sys.inode_alloc, fs->sys.extent_alloc };
+	struct run *runs;
+	int r = 0;
+
+	if (!fs->empty_groups)
+		return 0;
+	runs = o2_calloc(o2_extent_recs_per_gd(fs->bs), sizeof(*runs));
+	if (!runs)
+		return -ENOMEM;
+	for (unsigned a = 0; a < 2 && r == 0; a++) {
+		for (;;) {
+			struct o2_trans *t;
+			struct o2_buf *ab;
+			uint64_t blkno = 0, prev = 0;
+			unsigned chain = 0, nruns = 0, moved = 0;
+
+			r = o2_bread(fs, allocs[a], O2_META_INODE, &ab);
+			if (r < 0)
+				break;
+			const struct o2_chain_list *cl = &dinode(ab)->id2.i_chain;
+
+			r = find_empty_group(fs, ab, &blkno, &prev, &chain);
+			if (r == 0 && blkno)
+				r = group_runs(fs, allocs[a], blkno, le16(cl->cl_cpg), runs, &nruns);
+			if (r == 0 && blkno)
+				r = chain_groups(fs, ab, chain,
+						 (uint32_t)le16(cl->cl_cpg) * le16(cl->cl_bpc), &moved);
+			o2_brelse(fs, ab);
+			if (r < 0 || !blkno)
+				break;
+			/* a chain too long to move in one transaction: the group stays */
+			unsigned credits = 8 + 2 * nruns + moved;
+
+			if (credits > o2_journal_max_credits(fs))
+				break;
+			r = o2_trans_begin(fs, credits, &t);
+			if (r < 0)
+				break;
+			r = o2_bread(fs, allocs[a], O2_META_INODE, &ab);
+			if (r == 0) {
+				r = reclaim_group(t, fs, ab, blkno, prev, chain, moved, runs, nruns);
+				o2_brelse(fs, ab);
+			}
+			r = o2_trans_finish(t, r);
+			if (r < 0)
+				break;
+		}
+	}
+	free(runs);
+	if (r == 0)
+		fs->empty_groups = false;
+	return r;
 }
 
 /* ---- finding the slot's system files ---- */
@@ -1159,6 +1455,8 @@ int o2_sysfiles_load(struct o2_fs *fs)
 	/* the counts read at open predate the journal replay */
 	if (r == 0)
 		refresh_counts(fs);
+	/* groups an earlier session left empty go back at the first flush */
+	fs->empty_groups = true;
 	return r;
 }
 
@@ -1195,10 +1493,67 @@ int o2_local_alloc_return(struct o2_fs *fs)
 	return o2_trans_finish(t, r);
 }
 
+int o2_local_alloc_refill(struct o2_fs *fs, uint32_t min)
+{
+	struct o2_trans *t;
+	struct o2_buf *lb;
+	uint32_t total, wbits, start, got;
+	unsigned s, n;
+	bool serves;
+	int r;
+
+	if (!fs->sys.local_alloc)
+		return 0;
+	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r < 0)
+		return r;
+	const struct o2_dinode *la = dinode(lb);
+
+	total = le32(la->id1.bitmap1.i_total);
+	wbits = window_bits(fs, la);
+	if (total > le16(la->id2.i_lab.la_size) * 8u)
+		r = o2_corrupt(fs, lb->blkno, "local alloc window larger than its bitmap");
+	/* allocations longer than a window go to the global bitmap, not the window */
+	serves = !le16(la->id2.i_lab.la_size) || min > wbits ||
+		 (total && find_run(la->id2.i_lab.la_bitmap, total, min, min, &s, &n));
+	o2_brelse(fs, lb);
+	if (r < 0 || serves)
+		return r;
+	r = o2_trans_begin(fs, O2_ALLOC_CREDITS, &t);
+	if (r < 0)
+		return r;
+	/* the new window first: no run of min left changes nothing (as in clusters_alloc) */
+	r = global_alloc(t, fs, min, wbits, &start, &got);
+	if (r == -ENOSPC)
+		return o2_trans_finish(t, 0);
+	if (r == 0)
+		r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r == 0) {
+		struct o2_dinode *di = dinode(lb);
+
+		r = o2_trans_add(t, lb);
+		if (r == 0 && le32(di->id1.bitmap1.i_total))
+			r = window_return(t, fs, lb);
+		if (r == 0) {
+			di->id2.i_lab.la_bm_off = cpu_le32(start);
+			di->id1.bitmap1.i_total = cpu_le32(got);
+			di->id1.bitmap1.i_used = 0;
+			memset(di->id2.i_lab.la_bitmap, 0, le16(di->id2.i_lab.la_size));
+			refresh_counts(fs);
+		}
+		o2_brelse(fs, lb);
+	}
+	return o2_trans_finish(t, r);
+}
+
 int o2_trans_begin_freeing(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 {
+	/*
+	 * Not o2_trunclog_flush: the operation may have reserved already, and
+	 * a group it grew for that is empty until it allocates from it.
+	 */
 	if (trunclog_needs_flush(fs)) {
-		int r = o2_trunclog_flush(fs);
+		int r = trunclog_empty(fs);
 
 		if (r < 0)
 			return r;

@@ -21,9 +21,14 @@ int o2_clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32
 int o2_clusters_free(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint32_t len);
 /* Free clusters in the global bitmap at once. */
 int o2_clusters_free_now(struct o2_trans *t, struct o2_fs *fs, uint32_t start, uint32_t len);
-/* Commit, then return every cluster in the truncate log to the global bitmap. */
+/*
+ * Give this slot's empty inode and extent allocator groups back (through
+ * the log), commit, then return every cluster in the truncate log to the
+ * global bitmap.  No reservation may be outstanding: a group grown for one
+ * is empty until used (o2_reserve calls it only before reserving again).
+ */
 int o2_trunclog_flush(struct o2_fs *fs);
-/* The truncate log holds freed clusters not yet back in the global bitmap. */
+/* The truncate log holds freed clusters not yet back, or an allocator group emptied. */
 bool o2_trunclog_pending(struct o2_fs *fs);
 /* Begin a transaction that may free clusters: the truncate log gets room first. */
 int o2_trans_begin_freeing(struct o2_fs *fs, unsigned credits, struct o2_trans **ret);
@@ -61,6 +66,15 @@ int o2_suballoc_give_back(struct o2_trans *t, struct o2_fs *fs, enum o2_sysfile 
 
 /* Return this slot's local alloc window to the global bitmap. */
 int o2_local_alloc_return(struct o2_fs *fs);
+/*
+ * Move the local alloc window, in a handle of its own, if it holds no run
+ * of min clusters - what the operation's first allocation would otherwise
+ * do inside its own transaction (the kernel's ocfs2_reserve_local_alloc_bits
+ * slides the window at reservation time too).  No run of min in the global
+ * bitmap: nothing changes (the allocation then takes what is left there).
+ * Called by o2_reserve with no handle open.
+ */
+int o2_local_alloc_refill(struct o2_fs *fs, uint32_t min);
 
 /*
  * Make sure the suballocator at alloc_blkno has bits free blocks, growing

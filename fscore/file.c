@@ -122,58 +122,142 @@ static int release_step(struct o2_fs *fs, const struct release *rl, const struct
 }
 
 /*
+ * One transaction of ensure_clusters, planned and reserved while no handle
+ * is open: what cpos maps to, what the step does there and how many
+ * clusters it covers.  Nothing changes between the plan and the step: the
+ * reservation may grow an allocator or flush the truncate log, neither of
+ * which touches the file's tree.
+ */
+enum step_kind {
+	STEP_KEEP,    /* written clusters: the data goes over them */
+	STEP_LEAVE,   /* unwritten clusters a preallocation leaves as they are */
+	STEP_CONVERT, /* unwritten clusters marked written */
+	STEP_NEW,     /* a hole: new clusters (at most n) */
+	STEP_UNSHARE, /* shared clusters this file alone uses: kept, no longer shared */
+	STEP_COW,     /* shared clusters: copied into new ones (at most n) */
+};
+
+struct step {
+	enum step_kind kind;
+	struct o2_extent ext; /* what cpos maps to */
+	uint32_t n;	      /* clusters the step covers (NEW, COW: at most) */
+};
+
+/*
  * A write reaches clusters a reflink shares (ext maps cpos on): the file
  * first gets them to itself.  If it is their only user it keeps them as
- * they are - the extent no longer marked shared, their record gone from the
- * refcount tree - and *ret_got is 0 (the caller maps cpos again).
- * Otherwise new clusters (up to 1 MiB of them) get their data with the
- * write's bytes over it, take their place in the file, and the shared ones
- * lose a user; *ret_got says how many.
+ * they are (STEP_UNSHARE); otherwise new clusters - up to 1 MiB of them,
+ * as many as are free - take their place (STEP_COW).  Either way the
+ * file's record is cut (two new records at most) and the refcount tree
+ * may split a record of its own: reserved here, with a cluster for a copy.
  */
-static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
-		    const struct o2_tree_owner *o, uint32_t cpos, uint32_t len,
-		    const struct o2_extent *ext, const struct o2_fill *fill, uint32_t *ret_got)
+static int plan_cow(struct o2_fs *fs, struct o2_buf *ib, const struct o2_tree_owner *o,
+		    uint32_t cpos, uint32_t len, struct step *s)
 {
-	uint32_t p = (uint32_t)(ext->blkno >> fs->bpc_bits), count, run, n, spare, start, got;
+	const struct o2_extent *ext = &s->ext;
+	uint32_t p = (uint32_t)(ext->blkno >> fs->bpc_bits), count, run, meta, spare;
 	uint32_t most = (uint32_t)((1u << 20) >> fs->cbits);
 	struct release rl;
-	uint8_t *buf;
 	int r;
 
-	*ret_got = 0;
 	release_init(&rl, o2_buf_dinode(ib));
-	/* nothing logged yet: a damaged tree or a failed read ends it cleanly */
 	r = o2_refcount_lookup(fs, rl.refcount_root, p, &count, &run, NULL);
 	if (r < 0)
 		return r;
 	if (count == 0)
 		return o2_corrupt(fs, o->root->blkno, "shared clusters at %u are not counted in its "
 				  "refcount tree", p);
-	n = len < ext->clusters ? len : ext->clusters;
-	if (run < n)
-		n = run;
-	/*
-	 * Either way the record is cut (two new records at most) and the
-	 * refcount tree may split a record of its own: reserved while
-	 * nothing is logged.
-	 */
-	uint32_t meta;
-
+	s->n = len < ext->clusters ? len : ext->clusters;
+	if (run < s->n)
+		s->n = run;
+	s->kind = count == 1 ? STEP_UNSHARE : STEP_COW;
 	r = o2_tree_meta_need(fs, o, cpos, 2, &meta);
 	if (r == 0)
-		r = o2_reserve(fs, &(struct o2_resv){ .meta = meta + REFCOUNT_META }, &spare);
+		r = o2_reserve(fs, &(struct o2_resv){ .clusters = s->kind == STEP_COW,
+						     .meta = meta + REFCOUNT_META }, &spare);
+	if (r < 0 || s->kind == STEP_UNSHARE)
+		return r;
+	if (s->n > most)
+		s->n = most ? most : 1;
+	if (s->n > spare + 1)
+		s->n = spare + 1;
+	return 0;
+}
+
+/*
+ * Plan the step of ensure_clusters at cpos and reserve what it may
+ * allocate: -ENOSPC here has changed nothing.
+ */
+static int plan_step(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len, bool unwritten,
+		     bool fill, struct step *s)
+{
+	struct o2_tree_owner o;
+	struct o2_buf *ib;
+	uint32_t meta, spare;
+	int r = o2_inode_buf(fs, ino, &ib);
+
 	if (r < 0)
 		return r;
-	if (count == 1) {
+	o2_inode_owner(ib, &o);
+	r = o2_tree_map(fs, &(struct o2_tree_root){ ino, o.el, le16(o.el->count) }, cpos, &s->ext);
+	if (r < 0)
+		goto out;
+	const struct o2_extent *ext = &s->ext;
+
+	s->n = ext->clusters < len ? ext->clusters : len;
+	if (ext->blkno && (ext->flags & O2_EXTENT_REFCOUNTED) &&
+	    (fill || ((ext->flags & O2_EXTENT_UNWRITTEN) && !unwritten))) {
+		r = plan_cow(fs, ib, &o, cpos, len, s);
+	} else if (ext->blkno && !(ext->flags & O2_EXTENT_UNWRITTEN)) {
+		s->kind = STEP_KEEP;
+	} else if (ext->blkno && unwritten) {
+		s->kind = STEP_LEAVE;
+	} else if (ext->blkno) {
+		/* a written part cut out of an unwritten record: two new records */
+		s->kind = STEP_CONVERT;
+		r = o2_tree_meta_need(fs, &o, cpos, 2, &meta);
+		if (r == 0)
+			r = o2_reserve(fs, &(struct o2_resv){ .meta = meta }, NULL);
+	} else {
+		/*
+		 * The new record's extent blocks and at least one cluster; then
+		 * whatever clusters are left may all go to the data.
+		 */
+		s->kind = STEP_NEW;
+		if (s->n > 0xffff)
+			s->n = 0xffff;
+		r = o2_tree_meta_need(fs, &o, cpos, 1, &meta);
+		if (r == 0)
+			r = o2_reserve(fs, &(struct o2_resv){ .clusters = 1, .meta = meta }, &spare);
+		if (r == 0 && s->n > spare + 1)
+			s->n = spare + 1;
+	}
+out:
+	o2_brelse(fs, ib);
+	return r;
+}
+
+/*
+ * A write into shared clusters, as planned (STEP_UNSHARE, STEP_COW): the
+ * copies get the old data with the write's bytes over it.  *ret_got: the
+ * clusters copied (0 after STEP_UNSHARE: the caller maps cpos again).
+ */
+static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
+		    const struct o2_tree_owner *o, uint32_t cpos, const struct step *s,
+		    const struct o2_fill *fill, uint32_t *ret_got)
+{
+	const struct o2_extent *ext = &s->ext;
+	uint32_t p = (uint32_t)(ext->blkno >> fs->bpc_bits), n = s->n, start, got;
+	struct release rl;
+	uint8_t *buf;
+	int r = 0;
+
+	*ret_got = 0;
+	release_init(&rl, o2_buf_dinode(ib));
+	if (s->kind == STEP_UNSHARE) {
 		r = o2_tree_clear_flag(t, fs, o, cpos, n, O2_EXT_REFCOUNTED);
 		return r < 0 ? r : o2_refcount_release(t, fs, rl.refcount_root, p, n, false);
 	}
-	if (n > most)
-		n = most ? most : 1;
-	if (spare < n)
-		n = spare;
-	if (!n)
-		return -ENOSPC;
 	size_t bytes = (size_t)n << fs->cbits;
 
 	buf = o2_malloc(bytes);
@@ -209,6 +293,57 @@ out:
 	return r;
 }
 
+/* The step's change to the file, inside its transaction; *ret_got: clusters done. */
+static int do_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32_t cpos,
+		   bool unwritten, const struct step *s, const struct o2_fill *fill,
+		   uint32_t *ret_got)
+{
+	struct o2_tree_owner o;
+	uint32_t start, got;
+	int r = 0;
+
+	*ret_got = 0;
+	o2_inode_owner(ib, &o);
+	switch (s->kind) {
+	case STEP_UNSHARE:
+	case STEP_COW:
+		return cow_step(t, fs, ib, &o, cpos, s, fill, ret_got);
+	case STEP_KEEP:
+		*ret_got = s->n;
+		return fill ? o2_fill_existing(fs, s->ext.blkno, cpos, s->n, fill) : 0;
+	case STEP_LEAVE:
+		*ret_got = s->n;
+		return 0;
+	case STEP_CONVERT:
+		r = o2_fill_clusters(fs, s->ext.blkno, cpos, s->n, fill);
+		if (r == 0)
+			r = o2_tree_mark_written(t, fs, &o, cpos, s->n);
+		if (r == 0)
+			*ret_got = s->n;
+		return r;
+	case STEP_NEW:
+		break;
+	}
+	r = o2_clusters_alloc(t, fs, 1, s->n, &start, &got);
+	if (r < 0)
+		return r;
+	uint64_t blk = (uint64_t)start << fs->bpc_bits;
+	bool uw = unwritten && (fs->info.feature_ro_compat & O2_FEATURE_RO_COMPAT_UNWRITTEN);
+
+	if (!uw)
+		r = o2_fill_clusters(fs, blk, cpos, got, fill);
+	if (r == 0)
+		r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ cpos, got, blk,
+								 uw ? O2_EXT_UNWRITTEN : 0 });
+	if (r == 0)
+		r = o2_trans_add(t, ib);
+	if (r == 0) {
+		o2_buf_dinode(ib)->i_clusters = cpu_le32(le32(o2_buf_dinode(ib)->i_clusters) + got);
+		*ret_got = got;
+	}
+	return r;
+}
+
 /*
  * Make [cpos, cpos+len) of the file allocated and written: new clusters
  * get the fill's data (if any) and zeros, existing ones the fill's data -
@@ -219,14 +354,22 @@ out:
  * over them (up to size_to), so no commit ever holds clusters past the end
  * of the file (fsck's INODE_SPARSE_SIZE after a crash); the kernel does the
  * same by updating i_size in the handle that allocated.
+ * Each step reserves what it may allocate before its transaction begins
+ * (plan_step): short of space, it stops having changed nothing in that
+ * step; *ret_done (if given) says how many clusters from cpos the earlier
+ * steps made ready, in order.
  */
 static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
-			   bool unwritten, uint64_t size_to, const struct o2_fill *fill)
+			   bool unwritten, uint64_t size_to, const struct o2_fill *fill,
+			   uint32_t *ret_done)
 {
 	struct o2_buf *ib;
 	unsigned credits = WRITE_CREDITS;
+	uint32_t done = 0;
 	int r = o2_inode_buf(fs, ino, &ib);
 
+	if (ret_done)
+		*ret_done = 0;
 	if (r < 0)
 		return r;
 	if (le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_HAS_REFCOUNT)
@@ -234,79 +377,20 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 	o2_brelse(fs, ib);
 	while (len) {
 		struct o2_trans *t;
-		struct o2_extent ext;
-		struct o2_tree_owner o;
-		uint32_t got = 0, start;
-		bool mapped = true; /* the file's mapping changes (not only its data) */
+		struct step s;
+		uint32_t got = 0;
 		int e;
 
+		r = plan_step(fs, ino, cpos, len, unwritten, fill != NULL, &s);
+		if (r < 0)
+			return r;
 		r = o2_trans_begin(fs, credits, &t);
 		if (r < 0)
 			return r;
 		r = o2_inode_buf(fs, ino, &ib);
 		if (r < 0)
 			goto end;
-		o2_inode_owner(ib, &o);
-		r = o2_tree_map(fs, &(struct o2_tree_root){ ino, o.el, le16(o.el->count) }, cpos, &ext);
-		if (r < 0)
-			goto rel;
-		if (ext.blkno && (ext.flags & O2_EXTENT_REFCOUNTED) &&
-		    (fill || ((ext.flags & O2_EXTENT_UNWRITTEN) && !unwritten))) {
-			r = cow_step(t, fs, ib, &o, cpos, len, &ext, fill, &got);
-		} else if (ext.blkno && !(ext.flags & O2_EXTENT_UNWRITTEN)) {
-			got = ext.clusters < len ? ext.clusters : len; /* already there */
-			mapped = false;
-			if (fill)
-				r = o2_fill_existing(fs, ext.blkno, cpos, got, fill);
-		} else if (ext.blkno) {
-			got = ext.clusters < len ? ext.clusters : len;
-			mapped = !unwritten;
-			if (!unwritten) {
-				uint32_t meta;
-
-				/* a written part cut out of an unwritten record: two new records */
-				r = o2_tree_meta_need(fs, &o, cpos, 2, &meta);
-				if (r == 0)
-					r = o2_reserve(fs, &(struct o2_resv){ .meta = meta }, NULL);
-				if (r == 0)
-					r = o2_fill_clusters(fs, ext.blkno, cpos, got, fill);
-				if (r == 0)
-					r = o2_tree_mark_written(t, fs, &o, cpos, got);
-			}
-		} else {
-			uint32_t want = ext.clusters < len ? ext.clusters : len, spare, meta;
-
-			if (want > 0xffff)
-				want = 0xffff;
-			/*
-			 * The new record's extent blocks first (growing the extent
-			 * allocator now if it must), then whatever clusters are
-			 * left may all go to the data: nothing is logged yet.
-			 */
-			r = o2_tree_meta_need(fs, &o, cpos, 1, &meta);
-			if (r == 0)
-				r = o2_reserve(fs, &(struct o2_resv){ .meta = meta }, &spare);
-			if (r < 0)
-				goto rel;
-			if (want > spare)
-				want = spare;
-			r = o2_clusters_alloc(t, fs, 1, want, &start, &got);
-			if (r < 0)
-				goto rel;
-			uint64_t blk = (uint64_t)start << fs->bpc_bits;
-			bool uw = unwritten && (fs->info.feature_ro_compat & O2_FEATURE_RO_COMPAT_UNWRITTEN);
-
-			if (!uw)
-				r = o2_fill_clusters(fs, blk, cpos, got, fill);
-			if (r == 0)
-				r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ cpos, got, blk,
-										 uw ? O2_EXT_UNWRITTEN : 0 });
-			if (r == 0) {
-				r = o2_trans_add(t, ib);
-				o2_buf_dinode(ib)->i_clusters =
-					cpu_le32(le32(o2_buf_dinode(ib)->i_clusters) + got);
-			}
-		}
+		r = do_step(t, fs, ib, cpos, unwritten, &s, fill, &got);
 		if (r == 0 && got && size_to) {
 			struct o2_dinode *di = o2_buf_dinode(ib);
 			uint64_t end = (uint64_t)(cpos + got) << fs->cbits;
@@ -323,9 +407,8 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 		 * A conversion or copy on write may change only extent blocks,
 		 * never the inode's: fdatasync must still commit it.
 		 */
-		if (mapped)
+		if (s.kind != STEP_KEEP && s.kind != STEP_LEAVE)
 			o2_trans_mark_inode(t, ino, true);
-rel:
 		o2_brelse(fs, ib);
 end:
 		e = o2_trans_finish(t, r);
@@ -335,25 +418,11 @@ end:
 			return r;
 		cpos += got;
 		len -= got;
+		done += got;
+		if (ret_done)
+			*ret_done = done;
 	}
 	return 0;
-}
-
-/*
- * ensure_clusters, and once more after emptying the truncate log if space
- * ran out while freed clusters were still waiting there.
- */
-static int ensure_clusters_or_flush(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
-				    bool unwritten, uint64_t size_to, const struct o2_fill *fill)
-{
-	int r = ensure_clusters(fs, ino, cpos, len, unwritten, size_to, fill);
-
-	if (r == -ENOSPC && o2_trunclog_pending(fs)) {
-		r = o2_trunclog_flush(fs);
-		if (r == 0)
-			r = ensure_clusters(fs, ino, cpos, len, unwritten, size_to, fill);
-	}
-	return r;
 }
 
 /* Move inline data out to an extent, so the file can grow past the inode. */
@@ -526,9 +595,17 @@ ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, 
 	/* allocation and data together: each new block is written once */
 	struct o2_fill f = { off, len, src };
 
-	r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, false, off + len, &f);
-	if (r < 0)
-		return r;
+	uint32_t done;
+
+	r = ensure_clusters(fs, ino, c0, c1 - c0 + 1, false, off + len, &f, &done);
+	if (r < 0) {
+		/* out of space part way: the clusters made ready hold their data (a short write) */
+		uint64_t ready = (uint64_t)(c0 + done) << fs->cbits;
+
+		if (r != -ENOSPC || ready <= off)
+			return r;
+		len = (size_t)(ready - off);
+	}
 	r = set_size(fs, ino, off + len, true, true);
 	return r < 0 ? r : (ssize_t)len;
 }
@@ -664,7 +741,7 @@ static int zero_in_cluster(struct o2_fs *fs, uint64_t ino, uint64_t from, uint64
 		return -ENOMEM;
 	if (ext.flags & O2_EXTENT_REFCOUNTED)
 		r = ensure_clusters(fs, ino, (uint32_t)(from >> fs->cbits), 1, false, 0,
-				    &(struct o2_fill){ from, (size_t)(to - from), z });
+				    &(struct o2_fill){ from, (size_t)(to - from), z }, NULL);
 	else
 		r = o2_data_write(fs, (ext.blkno << fs->bits) + (from & (fs->cs - 1)), z,
 				  (size_t)(to - from));
@@ -745,7 +822,7 @@ int o2_truncate(struct o2_fs *fs, uint64_t ino, uint64_t size)
 	if (size > old && !sparse(fs)) {
 		uint32_t c0 = (uint32_t)(old >> fs->cbits), c1 = (uint32_t)((size - 1) >> fs->cbits);
 
-		r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, false, size, NULL);
+		r = ensure_clusters(fs, ino, c0, c1 - c0 + 1, false, size, NULL, NULL);
 		if (r < 0)
 			return r;
 	}
@@ -800,37 +877,43 @@ static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end
 	if (r < 0)
 		return r;
 	for (bool more = true; more;) {
+		struct o2_tree_owner o;
+		struct release rl;
+		uint32_t step_c0 = c0, meta = 0;
+		unsigned batch;
+
+		/*
+		 * Planned with no handle open: where this step starts, and the
+		 * record a hole inside a record cuts off - from the blocks set
+		 * aside for deletions, reserved before anything changes.
+		 */
+		r = o2_inode_buf(fs, ino, &ib);
+		if (r < 0)
+			return r;
+		o2_inode_owner(ib, &o);
+		release_init(&rl, o2_buf_dinode(ib));
+		if (c0 < c1)
+			r = release_step(fs, &rl, &(struct o2_tree_root){ ino, o.el,
+									  le16(o.el->count) },
+					 c0, c1, 8, &step_c0, &batch);
+		if (r == 0 && c0 < c1)
+			r = o2_tree_meta_need(fs, &o, c1, 1, &meta);
+		o2_brelse(fs, ib);
+		if (r == 0 && meta)
+			r = o2_reserve(fs, &(struct o2_resv){ .meta = meta, .freeing = true }, NULL);
+		if (r < 0)
+			return r;
 		r = o2_trans_begin_freeing(fs, O2_FREE_STEP_CREDITS, &t);
 		if (r < 0)
 			return r;
 		r = o2_inode_buf(fs, ino, &ib);
 		if (r == 0) {
 			struct o2_dinode *di = o2_buf_dinode(ib);
-			struct o2_tree_owner o;
-			struct release rl;
-			uint32_t step_c0 = c0;
-			unsigned batch;
 
 			o2_inode_owner(ib, &o);
 			release_init(&rl, di);
 			more = false;
-			if (c0 < c1)
-				r = release_step(fs, &rl, &(struct o2_tree_root){ ino, o.el,
-										  le16(o.el->count) },
-						 c0, c1, 8, &step_c0, &batch);
-			if (r == 0 && c0 < c1) {
-				uint32_t meta;
-
-				/*
-				 * A hole inside a record cuts it in two: one new
-				 * record, from the blocks set aside for deletions.
-				 */
-				r = o2_tree_meta_need(fs, &o, c1, 1, &meta);
-				if (r == 0 && meta)
-					r = o2_reserve(fs, &(struct o2_resv){ .meta = meta,
-									.freeing = true }, NULL);
-			}
-			if (r == 0 && c0 < c1) {
+			if (c0 < c1) {
 				r = o2_tree_punch(t, fs, &o, step_c0, c1, batch, release_data, &rl);
 				more = r > 0 || step_c0 > c0;
 			}
@@ -852,6 +935,53 @@ static int punch_hole(struct o2_fs *fs, uint64_t ino, uint64_t off, uint64_t end
 			return r;
 	}
 	return 0;
+}
+
+/* Clusters of [c0, c1) a file maps (o2_tree_walk callback). */
+struct mapped_in {
+	uint32_t c0, c1;
+	uint64_t n;
+};
+
+static int mapped_in_fn(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	struct mapped_in *m = arg;
+
+	if (ext) {
+		uint64_t s = ext->cpos > m->c0 ? ext->cpos : m->c0;
+		uint64_t e = (uint64_t)ext->cpos + ext->clusters;
+
+		if (e > m->c1)
+			e = m->c1;
+		if (s < e)
+			m->n += e - s;
+	}
+	return 0;
+}
+
+/*
+ * The clusters a preallocation of [c0, c1) takes must all be free before
+ * it begins: it works a record per transaction, and -ENOSPC part way
+ * would leave part of it done (the extent blocks its steps may need are
+ * reserved step by step, and seldom run out first).
+ */
+static int reserve_holes(struct o2_fs *fs, uint64_t ino, uint32_t c0, uint32_t c1)
+{
+	struct mapped_in m = { c0, c1, 0 };
+	struct o2_buf *ib;
+	int r = o2_inode_buf(fs, ino, &ib);
+
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = o2_buf_dinode(ib);
+
+	r = o2_tree_walk(fs, &(struct o2_tree_root){ ino, &di->id2.i_list,
+						     le16(di->id2.i_list.count) },
+			 mapped_in_fn, &m);
+	o2_brelse(fs, ib);
+	if (r < 0 || m.n >= (uint64_t)(c1 - c0))
+		return r;
+	return o2_reserve(fs, &(struct o2_resv){ .clusters = (uint32_t)((c1 - c0) - m.n) }, NULL);
 }
 
 int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, uint64_t len)
@@ -897,8 +1027,11 @@ int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, ui
 		first = size;
 	uint32_t c0 = (uint32_t)(first >> fs->cbits), c1 = (uint32_t)((off + len - 1) >> fs->cbits);
 
-	r = ensure_clusters_or_flush(fs, ino, c0, c1 - c0 + 1, true,
-				     (mode & O2_FALLOC_KEEP_SIZE) ? 0 : off + len, NULL);
+	r = reserve_holes(fs, ino, c0, c1 + 1);
+	if (r < 0)
+		return r;
+	r = ensure_clusters(fs, ino, c0, c1 - c0 + 1, true,
+			    (mode & O2_FALLOC_KEEP_SIZE) ? 0 : off + len, NULL, NULL);
 	if (r < 0)
 		return r;
 	if (!(mode & O2_FALLOC_KEEP_SIZE))

@@ -40,6 +40,7 @@ struct o2_fs {
 		uint64_t global_bitmap, inode_alloc, extent_alloc, truncate_log, local_alloc,
 			orphan_dir;
 	} sys;
+	bool empty_groups;	/* a suballocator group of this slot emptied (alloc.c) */
 	/* inodes held open (orphan handling): a hash of chains */
 	struct o2_openref **refs;
 	unsigned nrefs_buckets, nrefs;

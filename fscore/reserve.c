@@ -13,8 +13,9 @@
  * Reserving is where allocators grow: a suballocator short of free blocks
  * gets a new group now, in a transaction of its own, from one free run of
  * the global bitmap or, with discontig-bg, from several; the local alloc
- * window moves when the operation's own allocations find it empty, which
- * changes nothing when no run is left.  fscore serves one operation at a
+ * window moves here too, in a handle of its own, when it holds no run the
+ * operation's first allocation could take (nothing changes when the
+ * global bitmap has no such run either).  fscore serves one operation at a
  * time, so nothing reserved here is taken by another before it is used:
  * a reservation is a check plus the growth it needed, and holds no
  * count of its own.
@@ -81,7 +82,14 @@ static int reserve_once(struct o2_fs *fs, const struct o2_resv *want, uint32_t *
 		return -ENOSPC;
 	if (ret_spare)
 		*ret_spare = avail - all.clusters;
-	return 0;
+	/*
+	 * The window moves now if the first allocation would move it, so
+	 * the operation's transaction only takes bits (and, clustered, this
+	 * is where the global bitmap's lock will be taken).
+	 */
+	if (want->clusters && !o2_journal_in_handle(fs))
+		r = o2_local_alloc_refill(fs, need_run ? want->run : 1);
+	return r;
 }
 
 int o2_reserve(struct o2_fs *fs, const struct o2_resv *want, uint32_t *ret_spare)

@@ -513,24 +513,31 @@ int o2_xattr_change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, 
 
 static int change(struct o2_fs *fs, uint64_t ino, const struct change *c)
 {
+	struct plan p = { 0 };
 	struct o2_trans *t;
 	struct o2_buf *ib;
 	int r = check_args(fs, c), e;
 
 	if (r < 0)
 		return r;
-	r = o2_trans_begin_freeing(fs, SET_CREDITS, &t);
+	r = o2_inode_buf(fs, ino, &ib);
 	if (r < 0)
 		return r;
-	r = o2_inode_buf(fs, ino, &ib);
+	/* planned - and what it allocates reserved - before the handle opens */
+	r = o2_check_writable(fs, o2_buf_dinode(ib), false);
+	if (r == 0)
+		r = make_plan(fs, ino, ib, c, &p);
+	if (r == 0)
+		r = o2_trans_begin_freeing(fs, SET_CREDITS, &t);
 	if (r == 0) {
-		r = o2_check_writable(fs, o2_buf_dinode(ib), false);
+		r = apply(t, fs, ib, c, &p);
+		e = o2_trans_finish(t, r);
 		if (r == 0)
-			r = change_in(t, fs, ib, c);
-		o2_brelse(fs, ib);
+			r = e;
 	}
-	e = o2_trans_finish(t, r);
-	return r < 0 ? r : e;
+	plan_free(fs, &p);
+	o2_brelse(fs, ib);
+	return r;
 }
 
 int o2_xattr_set(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name, size_t len,

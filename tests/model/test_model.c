@@ -132,6 +132,9 @@ struct run {
 	uint64_t max_file;   /* largest file the random ops make */
 	uint64_t max_data;   /* total bytes the model may hold */
 	uint64_t budget_clusters;
+	/* the volume is full: any call may say -ENOSPC, having changed nothing */
+	bool full;
+	unsigned long full_enospc;
 	uint64_t total_clusters;
 	uint8_t *wbuf;
 	char log[LOG_LINES][320];
@@ -214,6 +217,13 @@ static void check_result(struct run *rn, const char *what, int r, const struct e
 	/* the handle's message belongs to damage and I/O errors (else it may be stale) */
 	bool say = (r == -EUCLEAN || r == -EIO || r == -EROFS) && rn->v.fs;
 
+	if (rn->full && rn->v.fs && o2_fs_readonly_reason(rn->v.fs))
+		mfail(rn, "%s on the full volume: %d, and the volume turned read-only: %s", what, r,
+		      o2_fs_error(rn->v.fs));
+	if (rn->full && r == -ENOSPC) {
+		rn->full_enospc++;
+		return;
+	}
 	if (!expect_allows(e, r))
 		mfail(rn, "%s: fscore returned %s, the model expects %s%s%s", what,
 		      err_str(r, a, sizeof(a)), expect_str(e, b, sizeof(b)),
@@ -383,6 +393,8 @@ static void pick_owner(struct run *rn, uint32_t *uid, uint32_t *gid)
 /* Whether the model may grow (space and memory budgets). */
 static bool may_grow(struct run *rn)
 {
+	if (rn->full)
+		return true;
 	return model_cluster_estimate(&rn->m) < rn->budget_clusters &&
 	       rn->m.data_bytes < rn->max_data && rn->m.nall < 1200;
 }
@@ -1241,9 +1253,10 @@ static void op_write(struct run *rn)
 			mfail(rn, "%s: writing a directory returned %zd", what, r);
 		return;
 	}
-	if ((uint64_t)r != len)
+	/* a full volume may take part of it */
+	if ((uint64_t)r != len && !(rn->full && r > 0))
 		mfail(rn, "%s: returned %zd, want %" PRIu64, what, r, len);
-	model_write(&rn->m, in, off, rn->wbuf, len);
+	model_write(&rn->m, in, off, rn->wbuf, (size_t)r);
 	rn->shared_changes += in->family != 0;
 }
 
@@ -1775,8 +1788,17 @@ static void cow_scatter(struct run *rn, struct m_inode *in)
 			 "[copy on write]", in->ino, off, len);
 		logop(rn, "%s", what);
 		r = o2_write(rn->v.fs, in->ino, off, rn->wbuf, len);
-		if (r != (ssize_t)len)
+		if (rn->full && r < (ssize_t)len) {
+			/* a full volume: the copy may not fit, the rest changes nothing */
+			struct expect e = { 0 };
+
+			check_result(rn, what, r < 0 ? (int)r : 0, &e);
+			if (r <= 0)
+				return;
+			len = (uint64_t)r;
+		} else if (r != (ssize_t)len) {
 			mfail(rn, "%s: returned %zd (%s)", what, r, r < 0 ? o2_fs_error(rn->v.fs) : "");
+		}
 		model_write(&rn->m, in, off, rn->wbuf, len);
 		rn->shared_changes++;
 	}
@@ -1908,6 +1930,13 @@ static void run_op(struct run *rn)
 		op = OP_UNLINK;
 	if (op == OP_MKDIR && (!may_grow(rn) || count_type(rn, M_DIR) >= 40))
 		op = OP_RMDIR;
+	/* a full volume stays full: deletions only now and then */
+	if (rn->full && (op == OP_UNLINK || op == OP_RMDIR || op == OP_PURGE || op == OP_RMXATTR ||
+			 op == OP_TRUNCATE) && !rng_pct(&rn->r, 5))
+		op = OP_WRITE;
+	/* (the bulk kinds are many writes and creates that must all succeed) */
+	if (rn->full && (op == OP_BULK || op == OP_SCATTER))
+		op = OP_WRITE;
 	tick_clock(rn);
 	rn->counts[op]++;
 	switch (op) {
@@ -3046,6 +3075,31 @@ START_TEST(test_enospc)
 	rn.batch++;
 	end_batch(&rn);
 
+	/*
+	 * Every kind of operation on the full volume, at random: each
+	 * succeeds or says -ENOSPC having changed nothing (the model, which
+	 * a failed call leaves alone, is judged against the volume), and the
+	 * volume stays writable.  Deletions among them make room now and
+	 * then, which the next calls fill again.
+	 */
+	rn.max_file = 2560 * KIB;
+	rn.wbuf = malloc(rn.max_file + 1);
+	ck_assert(rn.wbuf != NULL);
+	rn.full = true;
+	for (unsigned i = 0; i < 1500; i++) {
+		rn.steps++;
+		rn.opno++;
+		run_op(&rn);
+	}
+	rn.full = false;
+	fprintf(stderr, "[enospc] 1500 random operations on the full volume: %lu said -ENOSPC\n",
+		rn.full_enospc);
+	if (rn.full_enospc < 20)
+		mfail(&rn, "only %lu of 1500 operations on the full volume said -ENOSPC",
+		      rn.full_enospc);
+	rn.batch++;
+	end_batch(&rn);
+
 	/* empty it all, then the space must be exactly the fresh volume's */
 	remove_top(&rn);
 	vol_close(&rn.v);
@@ -3055,6 +3109,7 @@ START_TEST(test_enospc)
 	check_space(&rn, &fresh, &end, true, "full volume emptied, closed and reopened");
 	vol_close(&rn.v);
 	print_summary(&rn, NULL);
+	free(rn.wbuf);
 	free(buf);
 	model_free(&rn.m);
 	vol_cleanup(&rn.v, false);

@@ -620,9 +620,11 @@ static int trunclog_empty(struct o2_fs *fs)
 			if (r == 0)
 				r = o2_clusters_free_now(t, fs, start + len - take, take);
 			if (r == 0) {
-				if (take == len)
+				if (take == len) {
 					tl->tl_used = cpu_le16((uint16_t)(used - 1));
-				else
+					/* nothing stale past tl_used: every flush leaves the same block */
+					memset(&tl->tl_recs[used - 1], 0, sizeof(tl->tl_recs[used - 1]));
+				} else
 					tl->tl_recs[used - 1].t_clusters = cpu_le32(len - take);
 			}
 			o2_brelse(fs, tb);

@@ -354,6 +354,14 @@ static void interop_case(const char *mkfs_args, const char *size, uint64_t seed,
 	ck_assert_msg(sh("fsck.ocfs2 -fn %s >%s.fsckn 2>&1", pb, pb) == 0,
 		      "fsck.ocfs2 -fn after our replay failed: see %s.fsckn", pb);
 
+	/*
+	 * An open does more than replay: it gives back allocator groups the
+	 * workload left empty (and the truncate log): fsck's copy gets that
+	 * too, so that the two differ only if the replays did.
+	 */
+	fs = open_rw(a, &dev);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
 	journal_blocks(b, &jino, &jsb);
 	/*
 	 * Expected differences: the journal inode and superblock (fsck leaves
@@ -493,8 +501,11 @@ START_TEST(commit_checkpoint_wrap)
 
 	ck_assert_int_eq(o2_fs_open_opts(dev, &o, &fs, err, sizeof(err)), 0);
 	base = fs->nblocks - 64;
+	/* a first open may log its own work (mkfs.ocfs2's empty allocator
+	 * groups going back): home with it, then the log is empty */
+	ck_assert_int_eq(o2_journal_checkpoint(fs), 0);
 	o2_journal_stats(fs, &js);
-	ck_assert_uint_eq(js.tail, 0); /* empty log after open */
+	ck_assert_uint_eq(js.tail, 0);
 	ck_assert_uint_eq(js.ring_blocks, 4095);
 	/* too many credits is refused up front */
 	struct o2_trans *t;

@@ -537,7 +537,8 @@ static size_t global_work(struct volume *v, bool tick)
 	g_mutex_unlock(&v->lock);
 	left = n > ORPHANS_PER_PASS ? n - ORPHANS_PER_PASS : 0;
 	n -= left;
-	qsort(inos, n, sizeof(*inos), cmp_u64); /* files: in block order */
+	if (n)
+		qsort(inos, n, sizeof(*inos), cmp_u64); /* files: in block order */
 
 	g_autofree uint32_t *gens = g_new0(uint32_t, n ? n : 1);
 	g_autofree struct cluster_hold *held = g_new0(struct cluster_hold, n + 1);

@@ -1137,6 +1137,77 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		release_open(open);
 }
 
+/*
+ * Whether the caller may open an existing file with flags: the kernel
+ * checked only the directory, expecting to create it.  Mode bits, owner,
+ * group and supplementary groups (not ACLs); root passes.
+ */
+static int may_open_existing(fuse_req_t req, const struct stat *st, int flags)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	int acc = flags & O_ACCMODE;
+	unsigned want = (acc == O_RDONLY ? 4u : acc == O_WRONLY ? 2u : 6u) | (flags & O_TRUNC ? 2u : 0);
+	unsigned have = st->st_mode & 7;
+	gid_t groups[64];
+	int n;
+
+	if (ctx->uid == 0)
+		return 0;
+	if (ctx->uid == st->st_uid) {
+		have = (st->st_mode >> 6) & 7;
+	} else {
+		bool member = ctx->gid == st->st_gid;
+
+		n = fuse_req_getgroups(req, 64, groups);
+		for (int i = 0; i < n && i < 64 && !member; i++)
+			member = groups[i] == st->st_gid;
+		if (member)
+			have = (st->st_mode >> 3) & 7;
+	}
+	return want & ~have ? -EACCES : 0;
+}
+
+/*
+ * O_CREAT without O_EXCL on a clustered volume, when another node made
+ * the name after the kernel looked it up: open what is there, as the
+ * call means (truncated for O_TRUNC).  The entry counts a lookup.
+ */
+static int open_made_elsewhere(fuse_req_t req, fuse_ino_t parent, const char *name,
+			       struct fuse_file_info *fi, struct fuse_entry_param *e)
+{
+	struct volume *v = vol_of(req);
+	int r = cluster_lookup(v, to_blk(v, parent), name, e);
+
+	if (r < 0)
+		return r;
+	if (!S_ISREG(e->attr.st_mode))
+		r = S_ISDIR(e->attr.st_mode) ? -EISDIR : -EEXIST;
+	if (r == 0)
+		r = may_open_existing(req, &e->attr, fi->flags);
+	if (r == 0 && (fi->flags & O_TRUNC)) {
+		struct o2_setattr a = { .size = 0, .mtime = now_ts() };
+		struct held hd = { .n = 0 };
+
+		a.ctime = a.mtime;
+		r = hold(v, &hd, change_mode(v), to_blk(v, e->ino), 0);
+		if (r == 0) {
+			lock(v);
+			r = o2_setattr(v->fs, to_blk(v, e->ino), &a,
+				       O2_SET_SIZE | O2_SET_MTIME | O2_SET_CTIME);
+			if (r == 0)
+				r = get_stat(v, to_blk(v, e->ino), &e->attr, NULL);
+			unlock(v);
+			release(&hd);
+		}
+	}
+	if (r < 0) {
+		lock(v);
+		node_unref(v, to_blk(v, e->ino), 1);
+		unlock(v);
+	}
+	return r;
+}
+
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
@@ -1145,6 +1216,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct cluster_hold *open = NULL;
 	int r = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e);
 
+	if (r == -EEXIST && v->cluster && !(fi->flags & O_EXCL))
+		r = open_made_elsewhere(req, parent, name, fi, &e);
 	if (r == 0) {
 		r = hold_open(v, to_blk(v, e.ino), &open);
 		if (r < 0) {

@@ -477,16 +477,24 @@ static int collect_orphan(const struct o2_dirent *de, void *arg)
 	return 0;
 }
 
-int o2_orphans_process(struct o2_fs *fs)
+/* The inodes this slot's orphan directory names, into l. */
+static int collect_orphans(struct o2_fs *fs, struct orphan_list *l)
 {
-	struct orphan_list l = { 0 };
 	struct o2_inode *od;
 	int r = o2_inode_get(fs, fs->sys.orphan_dir, &od);
 
 	if (r < 0)
 		return r;
-	r = o2_dir_iterate(fs, od, collect_orphan, &l);
+	r = o2_dir_iterate(fs, od, collect_orphan, l);
 	o2_inode_unref(od);
+	return r;
+}
+
+int o2_orphans_process(struct o2_fs *fs)
+{
+	struct orphan_list l = { 0 };
+	int r = collect_orphans(fs, &l);
+
 	for (size_t i = 0; i < l.n && r >= 0; i++) {
 		/* one fscore cannot free (xattrs in buckets, say)
 		 * waits in the orphan directory: the volume still mounts;
@@ -501,15 +509,10 @@ int o2_orphans_process(struct o2_fs *fs)
 int o2_orphans_list(struct o2_fs *fs, uint64_t **ret, size_t *n)
 {
 	struct orphan_list l = { 0 };
-	struct o2_inode *od;
-	int r = o2_inode_get(fs, fs->sys.orphan_dir, &od);
+	int r = collect_orphans(fs, &l);
 
 	*ret = NULL;
 	*n = 0;
-	if (r < 0)
-		return r;
-	r = o2_dir_iterate(fs, od, collect_orphan, &l);
-	o2_inode_unref(od);
 	for (unsigned i = 0; i < fs->nforeign && r >= 0; i++) {
 		struct o2_dirent de = { .ino = fs->foreign[i] };
 

@@ -48,6 +48,7 @@ struct o2lc {
 	struct o2lc_stats stats;
 	GThread *dc_thread;
 	GAsyncQueue *dcq; /* resources to downconvert; the cache itself = stop */
+	GThreadPool *inval_pool; /* invalidate callbacks (inval_main) */
 	unsigned retries; /* resources with dc_retry_at set */
 	GQueue lru;	  /* unreferenced resources not being dropped, least recent first */
 	unsigned limit;	  /* at most this many on the lru (0: no bound) */
@@ -76,6 +77,10 @@ struct o2lc_res {
 	int blocked;	    /* the mode another node waits for, or NONE */
 	unsigned holders[3]; /* local users by mode (PR, EX used) */
 	bool need_refresh, refreshing;
+	bool inval_running; /* its invalidate callback runs (inval_main) */
+	bool inval_done;    /* and has run since a local user last took it */
+	unsigned admitted;  /* local users taken while it ran */
+	bool no_pr;	    /* O2LC_NOPR: lower EX to NL, never PR */
 	bool dc_queued, dc_running;
 	gint64 dc_retry_at; /* after a failed callback: when to try again, or 0 */
 	uint8_t lvb[O2LC_LVB_LEN];
@@ -144,7 +149,7 @@ static void res_on_service_side(struct o2lc_res *r, GSourceFunc fn, gpointer p)
 /* Whether r has anything in flight; under c->mu. */
 static bool res_busy(const struct o2lc_res *r)
 {
-	return r->refreshing || r->pending != NONE || r->finishing || r->dc_queued || r->dc_running ||
+	return r->inval_running || r->refreshing || r->pending != NONE || r->finishing || r->dc_queued || r->dc_running ||
 	       r->down_to != NONE || r->dc_retry_at || r->sends;
 }
 
@@ -173,6 +178,31 @@ static void lru_add(struct o2lc_res *r)
 static gboolean send_down(gpointer p);
 
 /*
+ * Whether r's invalidate callback must run before r goes lower: it has
+ * one, holds PR or EX, has been used (refreshed) and has not run since.
+ */
+static bool needs_inval(const struct o2lc_res *r)
+{
+	return r->ops && r->ops->invalidate && !r->inval_done && !r->need_refresh &&
+	       (r->granted == O2LT_PR || r->granted == O2LT_EX);
+}
+
+static void start_inval(struct o2lc_res *r)
+{
+	r->inval_running = true;
+	r->admitted = 0;
+	g_thread_pool_push(r->c->inval_pool, r, NULL);
+}
+
+/* The mode another node waits for, as far as r must go for it. */
+static int blocked_mode(struct o2lc_res *r)
+{
+	if (r->no_pr && r->blocked == O2LT_PR && r->granted == O2LT_EX)
+		r->blocked = O2LT_EX;
+	return r->blocked;
+}
+
+/*
  * Drop r (idle, or dropping and idle again after a failed step): free it
  * now if it holds nothing, else write back (downconvert thread) and send
  * DOWN to UNLOCK.  Under c->mu; may free r.
@@ -180,6 +210,10 @@ static gboolean send_down(gpointer p);
 static void drop_go(struct o2lc_res *r)
 {
 	struct o2lc *c = r->c;
+	if (!r->dropping && needs_inval(r)) {
+		start_inval(r); /* then trim or drop_due come back */
+		return;
+	}
 	lru_remove(r);
 	if (r->granted == NONE) {
 		c->stats.drops++;
@@ -269,9 +303,16 @@ static void kick_blocked(struct o2lc_res *r)
 	struct o2lc *c = r->c;
 	if (r->blocked == NONE || c->lost || r->granted == NONE)
 		return;
-	int to = target_for(r->granted, r->blocked);
+	int to = target_for(r->granted, blocked_mode(r));
 	if (to == NONE || to >= r->granted) {
 		r->blocked = NONE; /* already out of its way */
+		return;
+	}
+	if (r->inval_running)
+		return;
+	if (needs_inval(r) && !r->dropping && !r->dc_running && !r->dc_queued &&
+	    r->down_to == NONE) {
+		start_inval(r);
 		return;
 	}
 	if (holders_in_way(r, r->blocked) || r->refreshing || r->finishing || r->dc_queued ||
@@ -424,6 +465,9 @@ static void downed(struct o2lc_res *r, const struct o2lt_event *ev)
 	r->granted = ev->mode == O2LT_UNLOCK ? NONE : ev->mode;
 	r->down_to = NONE;
 	r->dc_running = false;
+	r->inval_done = false;
+	if (r->granted == NONE || r->granted == O2LT_NL)
+		r->no_pr = false;
 	if (r->blocked != NONE && (r->granted == NONE || compatible(r->granted, r->blocked)))
 		r->blocked = NONE;
 }
@@ -524,10 +568,10 @@ static void downconvert(struct o2lc *c, struct o2lc_res *r)
 		   drop gives way and this is an ordinary downconvert */
 		drop_abandon(r);
 	}
-	int to = r->blocked == NONE ? NONE : target_for(r->granted, r->blocked);
+	int to = r->blocked == NONE ? NONE : target_for(r->granted, blocked_mode(r));
 	if (c->lost || to == NONE || r->granted == NONE || to >= r->granted || r->pending != NONE ||
 	    r->down_to != NONE || r->dc_running || holders_in_way(r, r->blocked) || r->refreshing ||
-	    r->finishing) {
+	    r->finishing || r->inval_running || needs_inval(r)) {
 		kick(r);
 		g_mutex_unlock(&c->mu);
 		return;
@@ -615,6 +659,35 @@ static gpointer dc_main(gpointer p)
 	}
 }
 
+/*
+ * The invalidate callback of r, on a pool thread: again while local users
+ * took r during a run (they may have cached what the run had passed), at
+ * most INVAL_RUNS times; then r goes on to its downconvert or drop.
+ */
+#define INVAL_RUNS 4
+
+static void inval_main(gpointer p, gpointer unused)
+{
+	struct o2lc_res *r = p;
+	struct o2lc *c = r->c;
+	(void)unused;
+	for (int run = 0; run < INVAL_RUNS; run++) {
+		r->ops->invalidate(r, r->data);
+		g_mutex_lock(&c->mu);
+		bool again = r->admitted && !c->lost;
+		r->admitted = 0;
+		if (!again || run + 1 == INVAL_RUNS) {
+			r->inval_running = false;
+			r->inval_done = true;
+			kick(r); /* r may be gone now */
+			trim(c);
+			g_mutex_unlock(&c->mu);
+			return;
+		}
+		g_mutex_unlock(&c->mu);
+	}
+}
+
 /* ---- the cache ---- */
 
 static void res_free(gpointer p)
@@ -637,6 +710,8 @@ struct o2lc *o2lc_new(const struct o2lc_backend *backend, void *be)
 	c->dcq = g_async_queue_new();
 	c->refs = 1;
 	c->dc_thread = g_thread_new("o2lc-downconvert", dc_main, c);
+	/* each waits for the kernel, which waits for requests: no bound */
+	c->inval_pool = g_thread_pool_new(inval_main, NULL, -1, FALSE, NULL);
 	return c;
 }
 
@@ -660,6 +735,8 @@ void o2lc_free(struct o2lc *c)
 	c->lost = true; /* sends still queued do nothing now */
 	g_cond_broadcast(&c->cond);
 	g_mutex_unlock(&c->mu);
+	/* invalidations end once the requests they wait for fail (lost) */
+	g_thread_pool_free(c->inval_pool, FALSE, TRUE);
 	g_async_queue_push(c->dcq, c);
 	g_thread_join(c->dc_thread);
 	cache_unref(c);
@@ -846,6 +923,12 @@ static int take_holder(struct o2lc_res *r, int mode)
 {
 	struct o2lc *c = r->c;
 	r->holders[mode]++;
+	/* it may cache anew: an invalidation running must run again, and a
+	   finished one is no longer enough */
+	if (r->inval_running)
+		r->admitted++;
+	else
+		r->inval_done = false;
 	c->stats.locks++;
 	int ret = 0;
 	if (r->need_refresh) {
@@ -896,8 +979,12 @@ int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)
 			}
 			/* cancelled to let another node go first: look again */
 		}
+		if ((flags & O2LC_NOPR) && mode == O2LT_EX)
+			r->no_pr = true;
 		bool may_go = r->blocked == NONE || compatible(mode, r->blocked);
-		if (may_go && !r->dc_running && r->down_to == NONE && r->granted != NONE &&
+		/* a user the running invalidation may wait for goes in the mode held */
+		bool admit = (flags & O2LC_ADMIT) && r->inval_running;
+		if ((may_go || admit) && !r->dc_running && r->down_to == NONE && r->granted != NONE &&
 		    r->granted >= mode) {
 			if (r->refreshing || r->finishing)
 				goto wait;

@@ -55,6 +55,20 @@
 
 /* o2lc_lock flags */
 #define O2LC_NOQUEUE 0x1u /* -EAGAIN rather than wait for another node */
+/*
+ * The caller may hold what the resource's invalidate callback waits for
+ * (a FUSE request that holds a page lock): while that callback runs it
+ * takes the lock in the mode the cache still holds, even though another
+ * node waits (see o2lc_res_ops.invalidate).
+ */
+#define O2LC_ADMIT 0x2u
+/*
+ * With O2LT_EX: when another node wants PR, lower this lock to NL rather
+ * than PR, until it next goes to NL.  For a node that may write the
+ * resource's data, so that it never waits to convert from PR to EX while
+ * holding a page lock that an invalidation of its own would wait for.
+ */
+#define O2LC_NOPR 0x4u
 
 /* o2lc_lock's answer when the caller must refresh (see above) */
 #define O2LC_REFRESH 1
@@ -87,6 +101,20 @@ struct o2lc_res_ops {
 	 * May be NULL (nothing to write back; the value block is kept).
 	 */
 	int (*downconvert)(struct o2lc_res *r, int from, int to, uint8_t *lvb, void *data);
+	/*
+	 * Before the lock goes lower for another node, or is dropped (held
+	 * in PR or EX and refreshed): make what the caller caches under it
+	 * outside the cache's control go - the kernel's page cache, whose
+	 * invalidation waits for page locks that requests in flight hold
+	 * while they wait for this lock.  It runs on a thread of its own (a
+	 * pool: never the downconvert thread, so other resources' downconverts
+	 * go on), with no cache lock held, before local users are drained;
+	 * meanwhile local users that pass O2LC_ADMIT take the lock in the mode
+	 * still held, and if any did (or any other local user took it), it is
+	 * run again, up to four times, since they may have cached anew.
+	 * May be NULL.
+	 */
+	void (*invalidate)(struct o2lc_res *r, void *data);
 };
 
 /*

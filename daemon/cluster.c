@@ -718,7 +718,21 @@ static int inode_downconvert(struct o2lc_res *r, int from, int to, uint8_t *lvb,
 	return rc;
 }
 
-static const struct o2lc_res_ops inode_res_ops = { inode_downconvert };
+/* The kernel's pages of the inode go before its lock does. */
+static void inode_invalidate(struct o2lc_res *r, void *data)
+{
+	struct cluster *c = data;
+	size_t len;
+	const uint8_t *name = o2lc_res_name(r, &len);
+	uint64_t blkno;
+	uint32_t gen;
+	char type;
+
+	if (c->fs_ops && c->fs_ops->invalidate && o2_lockname_parse(name, len, &type, &blkno, &gen) == 0)
+		c->fs_ops->invalidate(c->fs_arg, blkno);
+}
+
+static const struct o2lc_res_ops inode_res_ops = { inode_downconvert, inode_invalidate };
 
 static struct o2lc_res *inode_res(struct cluster *c, uint64_t blkno, uint32_t gen)
 {
@@ -734,13 +748,13 @@ static struct o2lc_res *inode_res(struct cluster *c, uint64_t blkno, uint32_t ge
  * lock goes when h lets it go, rather than staying cached.
  */
 static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int mode, bool drop,
-		    struct cluster_hold *h)
+		    unsigned lcflags, struct cluster_hold *h)
 {
 	int rc;
 
 	if (!r)
 		return -EINVAL;
-	rc = o2lc_lock(r, mode, 0);
+	rc = o2lc_lock(r, mode, lcflags);
 	if (rc == O2LC_REFRESH) {
 		if (blkno && c->fs_ops)
 			c->fs_ops->refresh(c->fs_arg, blkno);
@@ -763,7 +777,16 @@ static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int m
 int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
 		       struct cluster_hold *h)
 {
-	return hold_res(c, inode_res(c, blkno, gen), blkno, mode, false, h);
+	return hold_res(c, inode_res(c, blkno, gen), blkno, mode, false, 0, h);
+}
+
+int cluster_lock_inode_flags(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
+			     unsigned flags, struct cluster_hold *h)
+{
+	unsigned lcflags = (flags & CLUSTER_ADMIT ? O2LC_ADMIT : 0) |
+			   (flags & CLUSTER_WRITER ? O2LC_NOPR : 0);
+
+	return hold_res(c, inode_res(c, blkno, gen), blkno, mode, false, lcflags, h);
 }
 
 /* The global bitmap's M lock EX into c->bitmap (its inode read from fs). */
@@ -799,7 +822,7 @@ int cluster_lock_rename(struct cluster *c, struct cluster_hold *h)
 	char lname[O2_LOCKNAME_LEN + 1];
 	size_t len = o2_lockname(O2_LOCK_RENAME, 0, 0, lname);
 
-	return hold_res(c, o2lc_res_get(c->lc, lname, len, NULL, NULL), 0, O2LT_EX, false, h);
+	return hold_res(c, o2lc_res_get(c->lc, lname, len, NULL, NULL), 0, O2LT_EX, false, 0, h);
 }
 
 /*
@@ -819,7 +842,7 @@ static struct o2lc_res *open_res(struct cluster *c, uint64_t blkno, uint32_t gen
 
 int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cluster_hold *h)
 {
-	return hold_res(c, open_res(c, blkno, gen), 0, O2LT_PR, true, h);
+	return hold_res(c, open_res(c, blkno, gen), 0, O2LT_PR, true, 0, h);
 }
 
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)

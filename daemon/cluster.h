@@ -96,7 +96,12 @@ const char *cluster_group(const struct cluster *c);
  *   lost: inode blkno's lock goes to NL: whatever is cached may go stale
  *     (blocks, and what the kernel caches of the inode);
  *   refresh: an inode lock is regained: its block, read without the lock
- *     (by a lookup in its directory), may be stale.
+ *     (by a lookup in its directory), may be stale;
+ *   invalidate: inode blkno's lock is about to go lower (or be dropped):
+ *     the kernel's pages of it go (dirty ones written back first).  It
+ *     runs before local users are drained, on a thread of its own, and
+ *     requests taking the lock with CLUSTER_ADMIT pass meanwhile (the
+ *     kernel holds page locks for them, which the invalidation waits for).
  * They run with no cluster lock held by the calling thread and may take
  * the volume mutex.  Set before the first inode lock is taken.
  */
@@ -104,6 +109,7 @@ struct cluster_fs_ops {
 	int (*writeback)(void *arg);
 	void (*lost)(void *arg, uint64_t blkno);
 	void (*refresh)(void *arg, uint64_t blkno);
+	void (*invalidate)(void *arg, uint64_t blkno);
 };
 void cluster_set_fs(struct cluster *c, const struct cluster_fs_ops *ops, void *arg);
 
@@ -120,6 +126,17 @@ struct cluster_hold {
  */
 int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
 		       struct cluster_hold *h);
+/*
+ * The same with flags: CLUSTER_ADMIT, a request the kernel sends holding
+ * page locks of the inode (read, write), which passes while the inode's
+ * pages are being invalidated; CLUSTER_WRITER (EX), a node that may write
+ * the inode's data lowers the lock from EX to NL, never to PR (so it never
+ * waits to convert PR to EX while holding a page lock).
+ */
+#define CLUSTER_ADMIT 0x1u
+#define CLUSTER_WRITER 0x2u
+int cluster_lock_inode_flags(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
+			     unsigned flags, struct cluster_hold *h);
 /* Let go of what h holds (nothing if it holds nothing). */
 void cluster_unlock(struct cluster_hold *h);
 /*

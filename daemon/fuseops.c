@@ -90,23 +90,24 @@ static int note(struct volume *v, const char *op, int r)
 
 /* ---- lookup counts (under the lock) ---- */
 
-static int node_ref(struct volume *v, uint64_t blk, uint32_t gen)
+static int node_ref(struct volume *v, uint64_t blk, uint32_t gen, bool dir)
 {
 	uint64_t *n = g_hash_table_lookup(v->nodes, &blk);
 
 	if (n) {
 		n[1]++;
-		n[2] = gen;
+		n[2] = gen | (dir ? NODE_DIR : 0);
 		return 0;
 	}
 	int r = o2_inode_open_ref(v->fs, blk);
 
 	if (r < 0)
 		return r;
-	n = g_new(uint64_t, 3);
+	n = g_new(uint64_t, 4);
 	n[0] = blk;
 	n[1] = 1;
-	n[2] = gen;
+	n[2] = gen | (dir ? NODE_DIR : 0);
+	n[3] = 0;
 	g_hash_table_insert(v->nodes, n, n);
 	return 0;
 }
@@ -174,6 +175,8 @@ struct held {
 	struct cluster_hold h[HELD_MAX];
 	uint64_t blk[HELD_MAX];
 	unsigned n;
+	/* a read or write: the kernel holds page locks of the inode for it */
+	bool admit;
 };
 
 /* A change takes EX; a read-only mount only ever reads. */
@@ -207,14 +210,38 @@ static uint32_t node_gen(struct volume *v, uint64_t blk)
 	return gen;
 }
 
+/*
+ * Pages.  The kernel keeps a file's pages while this node holds its lock
+ * (fs_invalidate makes it drop them before the lock goes lower); the
+ * invalidation waits for page locks that reads and writes in flight hold,
+ * so those take the lock with CLUSTER_ADMIT and pass while it runs.  A
+ * write in flight also holds page locks while it waits for EX, and an
+ * invalidation of a PR lock could not let it pass: so a node that has a
+ * file open for writing takes its lock EX for everything (even a read or
+ * a stat), and lowers it from EX straight to NL (CLUSTER_WRITER) - it
+ * never sits at PR while a write may come.  Directories have no pages.
+ */
 static int hold_gen(struct volume *v, struct held *hd, uint64_t blk, uint32_t gen, int mode)
 {
+	unsigned flags = hd->admit ? CLUSTER_ADMIT : 0;
+
+	if (blk != v->bitmap && blk != v->root) {
+		lock(v);
+		const uint64_t *n = g_hash_table_lookup(v->nodes, &blk);
+		bool dir = n && (n[2] & NODE_DIR), writing = n && n[3];
+
+		unlock(v);
+		if (!dir && writing && mode == O2LT_PR && !v->opts.ro)
+			mode = O2LT_EX;
+		if (!dir && mode == O2LT_EX)
+			flags |= CLUSTER_WRITER;
+	}
 	for (unsigned i = 0; i < hd->n; i++)
 		if (hd->blk[i] == blk && hd->h[i].mode >= mode)
 			return 0;
 	if (hd->n == HELD_MAX)
 		return -EINVAL;
-	int r = cluster_lock_inode(v->cluster, blk, gen, mode, &hd->h[hd->n]);
+	int r = cluster_lock_inode_flags(v->cluster, blk, gen, mode, flags, &hd->h[hd->n]);
 
 	if (r == 0)
 		hd->blk[hd->n++] = blk;
@@ -441,7 +468,7 @@ static int make_entry(struct volume *v, uint64_t blk, struct fuse_entry_param *e
 	memset(e, 0, sizeof(*e));
 	r = get_stat(v, blk, &e->attr, &gen);
 	if (r == 0)
-		r = node_ref(v, blk, gen);
+		r = node_ref(v, blk, gen, S_ISDIR(e->attr.st_mode));
 	if (r < 0)
 		return r;
 	e->ino = to_fuse(v, blk);
@@ -1086,12 +1113,57 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
  */
 static void open_caching(const struct volume *v, struct fuse_file_info *fi)
 {
-	if (v->cluster) {
+	/*
+	 * Clustered, the pages stay while this node holds the inode's lock
+	 * (see "Pages" above), except for O_APPEND: the kernel would put the
+	 * data in its pages at the end it knows, which another node may have
+	 * moved (op_write writes at the real end), and O_DIRECT.
+	 */
+	if (v->cluster && (fi->flags & (O_APPEND | O_DIRECT))) {
 		fi->direct_io = 1;
 		fi->keep_cache = 0;
 	} else {
 		fi->keep_cache = 1;
 	}
+}
+
+/*
+ * A clustered file opened for writing: counted on its node (hold_gen then
+ * takes its lock EX for everything), and its lock taken EX now, before
+ * any write holds a page lock, so that no write waits to convert it from
+ * PR.  release_writer undoes the count.
+ */
+static int open_writer(struct volume *v, uint64_t blk, const struct fuse_file_info *fi)
+{
+	struct held hd = { .n = 0 };
+	uint64_t *n;
+	uint32_t gen;
+	int r;
+
+	if (!v->cluster || (fi->flags & O_ACCMODE) == O_RDONLY)
+		return 0;
+	lock(v);
+	n = g_hash_table_lookup(v->nodes, &blk);
+	if (n)
+		n[3]++;
+	gen = node_gen(v, blk);
+	unlock(v);
+	r = hold_gen(v, &hd, blk, gen, O2LT_EX);
+	release(&hd);
+	return r;
+}
+
+static void release_writer(struct volume *v, uint64_t blk, const struct fuse_file_info *fi)
+{
+	uint64_t *n;
+
+	if (!v->cluster || (fi->flags & O_ACCMODE) == O_RDONLY)
+		return;
+	lock(v);
+	n = g_hash_table_lookup(v->nodes, &blk);
+	if (n && n[3])
+		n[3]--;
+	unlock(v);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1126,6 +1198,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			release(&hd);
 		}
 	}
+	if (r == 0) {
+		r = open_writer(v, blk, fi);
+		if (r < 0)
+			release_writer(v, blk, fi);
+	}
 	if (r < 0) {
 		release_open(open);
 		fuse_reply_err(req, -note(v, "open", r));
@@ -1133,8 +1210,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	open_caching(v, fi);
 	fi->fh = (uint64_t)(uintptr_t)open;
-	if (fuse_reply_open(req, fi) != 0)
+	if (fuse_reply_open(req, fi) != 0) {
+		release_writer(v, blk, fi);
 		release_open(open);
+	}
 }
 
 /*
@@ -1220,6 +1299,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		r = open_made_elsewhere(req, parent, name, fi, &e);
 	if (r == 0) {
 		r = hold_open(v, to_blk(v, e.ino), &open);
+		if (r == 0) {
+			r = open_writer(v, to_blk(v, e.ino), fi);
+			if (r < 0) {
+				release_writer(v, to_blk(v, e.ino), fi);
+				release_open(open);
+			}
+		}
 		if (r < 0) {
 			lock(v);
 			node_unref(v, to_blk(v, e.ino), 1);
@@ -1234,6 +1320,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	fi->fh = (uint64_t)(uintptr_t)open;
 	if (fuse_reply_create(req, &e, fi) != 0) {
 		/* the kernel did not take it: give its lookup back */
+		release_writer(v, to_blk(v, e.ino), fi);
 		release_open(open);
 		lock(v);
 		node_unref(v, to_blk(v, e.ino), 1);
@@ -1281,7 +1368,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	struct held hd = { .n = 0 };
+	struct held hd = { .n = 0, .admit = true };
 
 	n = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
 	if (n == 0) {
@@ -1311,7 +1398,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
-	struct held hd = { .n = 0 };
+	struct held hd = { .n = 0, .admit = true };
 
 	n = hold(v, &hd, change_mode(v), to_blk(v, ino), 0);
 	if (n < 0) {
@@ -1338,6 +1425,14 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	/* before the reply, so the writer's next stat(2) asks again */
 	if (killed)
 		fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);
+	/*
+	 * Written past the page cache (a direct_io open, open_caching): what
+	 * other opens on this node keep of that range is stale, the page
+	 * holding the old end above all.  No cluster lock is held here, so
+	 * the reads this waits for (page locks) can take theirs.
+	 */
+	if (n > 0 && v->cluster && (fi->flags & (O_APPEND | O_DIRECT)))
+		fuse_lowlevel_notify_inval_inode(v->se, ino, off, (off_t)n);
 	if (n < 0)
 		fuse_reply_err(req, -note(v, "write", (int)n));
 	else
@@ -1348,6 +1443,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	if (fi->flock_release && vol_of(req)->flocks)
 		flocks_release(vol_of(req)->flocks, to_blk(vol_of(req), ino), fi->lock_owner);
+	release_writer(vol_of(req), to_blk(vol_of(req), ino), fi);
 	release_open((struct cluster_hold *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }

@@ -85,6 +85,7 @@ struct volume {
 	bool acl;		/* POSIX ACLs on: the kernel enforces them, we keep them */
 	bool use_uring;		/* serve through io_uring queues (uring.c) */
 	bool killpriv;		/* FUSE_HANDLE_KILLPRIV_V2 agreed: set-ID bits are ours to drop */
+	bool names_cached;	/* clustered: the kernel keeps names under directory locks */
 	/* the INIT request, seen by session_saw_request until its reply goes */
 	uint64_t init_unique, init_offered;
 	bool init_pending;
@@ -92,7 +93,7 @@ struct volume {
 	GMutex lock;		/* guards fs, nodes, ro_reported, flushing, kernel_gone, close_watch */
 	/* who watches the close (an Unmount's job), or NULL */
 	const struct volume_watch *close_watch;
-	GHashTable *nodes;	/* inode number -> {number, lookup count, generation} (uint64_t[3]) */
+	GHashTable *nodes;	/* inode number -> {number, lookup count, generation | NODE_DIR} (uint64_t[3]) */
 	bool ro_reported;	/* the turn to read-only is in the log */
 	/*
 	 * An fsync is flushing the device without the lock (fuseops.c,
@@ -101,6 +102,10 @@ struct volume {
 	 */
 	bool flushing;
 	GCond flush_cond;
+	/* kernel page invalidations in flight without the lock (fs_invalidate):
+	 * the session stays until they end (inval_cond, with lock) */
+	unsigned invalidating;
+	GCond inval_cond;
 
 	struct fuse_session *se;
 	bool kernel_gone;	/* the session ended: no notification may go to it */
@@ -201,6 +206,9 @@ uint32_t session_write_flags(void);
 void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret);
 /* Drop every lookup reference the kernel still holds (session end; v->lock held). */
 void fuseops_forget_all(struct volume *v);
+
+/* In the third word of a nodes entry: the inode is a directory. */
+#define NODE_DIR (UINT64_C(1) << 32)
 
 /*
  * The FUSE node id of inode blk as fuseops hands them out: the root

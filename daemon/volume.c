@@ -165,12 +165,34 @@ static int fs_writeback(void *arg)
 }
 
 /*
+ * FUSE_NOTIFY_INC_EPOCH (Linux 6.16, FUSE 7.44): every name the kernel
+ * caches was looked up in an older epoch and is asked for again before its
+ * next use.  It takes no lock in the kernel (a counter goes up), so it may
+ * be sent while a request in flight holds a directory's i_rwsem - which
+ * FUSE_NOTIFY_INVAL_ENTRY would wait for.  Older kernels answer EINVAL.
+ */
+#define NOTIFY_INC_EPOCH 8
+
+static int kernel_names_lost(struct volume *v)
+{
+	struct {
+		uint32_t len;
+		int32_t error;
+		uint64_t unique;
+	} h = { sizeof(h), NOTIFY_INC_EPOCH, 0 };
+
+	return write(fuse_session_fd(v->se), &h, sizeof(h)) == (ssize_t)sizeof(h) ? 0 : -errno;
+}
+
+/*
  * A lock lost: every clean block goes, and the kernel forgets the inode's
- * attributes, which it caches only while this node holds the lock.  That
- * notification waits for nothing a request holds (attributes only: no page
- * lock, no directory lock), so it is made here, before the lock goes; a
- * reply built before it and delivered after is one the kernel then
- * ignores (FUSE's attribute versions).
+ * attributes, which it caches only while this node holds the lock, and -
+ * a directory's - the names it looked up in it.  Neither notification
+ * waits for anything a request holds (attributes: no page lock, no
+ * directory lock; names: a new epoch), so they are made here, before the
+ * lock goes; a reply built before them and delivered after is one the
+ * kernel then ignores (FUSE's attribute versions; a name's epoch is read
+ * before its lookup is sent).
  */
 static void fs_lost(void *arg, uint64_t blkno)
 {
@@ -179,8 +201,42 @@ static void fs_lost(void *arg, uint64_t blkno)
 	g_mutex_lock(&v->lock);
 	if (v->fs)
 		o2_fs_drop_cached(v->fs, 0);
-	if (blkno && v->se && !v->kernel_gone)
+	if (blkno && v->se && !v->kernel_gone) {
+		const uint64_t *n = g_hash_table_lookup(v->nodes, &blkno);
+
 		fuse_lowlevel_notify_inval_inode(v->se, volume_node_id(v, blkno), -1, 0);
+		if (v->names_cached && (blkno == v->root || (n && (n[2] & NODE_DIR))))
+			kernel_names_lost(v);
+	}
+	g_mutex_unlock(&v->lock);
+}
+
+/*
+ * Before inode blkno's lock goes lower: the kernel drops its pages of the
+ * inode, writing dirty ones (shared mappings) back first, through write
+ * requests served under the lock still held.  It waits for page locks
+ * that reads and writes in flight hold, so it runs without the volume
+ * mutex, and those requests pass the lock meanwhile (CLUSTER_ADMIT).
+ * Directories and inodes the kernel does not know have no pages.
+ */
+static void fs_invalidate(void *arg, uint64_t blkno)
+{
+	struct volume *v = arg;
+	const uint64_t *n;
+	bool go;
+
+	g_mutex_lock(&v->lock);
+	n = g_hash_table_lookup(v->nodes, &blkno);
+	go = n && !(n[2] & NODE_DIR) && v->se && !v->kernel_gone;
+	if (go)
+		v->invalidating++;
+	g_mutex_unlock(&v->lock);
+	if (!go)
+		return;
+	fuse_lowlevel_notify_inval_inode(v->se, volume_node_id(v, blkno), 0, 0);
+	g_mutex_lock(&v->lock);
+	if (!--v->invalidating)
+		g_cond_broadcast(&v->inval_cond);
 	g_mutex_unlock(&v->lock);
 }
 
@@ -194,7 +250,8 @@ static void fs_refresh(void *arg, uint64_t blkno)
 	g_mutex_unlock(&v->lock);
 }
 
-static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh };
+static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh,
+						       fs_invalidate };
 
 /*
  * A clustered volume: join its cluster and, under the super lock, claim a
@@ -494,8 +551,10 @@ static bool open_fs(struct volume *v, const struct volume_watch *watch, GError *
 		 * kernel keeps an inode's attributes for as long as this node
 		 * holds its lock (fs_lost makes it forget them when the lock
 		 * goes; what it is told of an inode not under its lock comes
-		 * with a timeout of 0), so the timeout is only a bound; names
-		 * it asks for again each time (forgetting them at once would
+		 * with a timeout of 0), so the timeout is only a bound.  Names
+		 * likewise under their directory's lock, once the kernel is
+		 * known to take a new epoch (volume_mount); until then it asks
+		 * for them again each time (forgetting one name at once would
 		 * need the directory's i_rwsem, which a request waiting for
 		 * the lock may hold).
 		 */
@@ -755,6 +814,8 @@ static gpointer fuse_main(gpointer arg)
 	/* the kernel side is gone (or going): no request can reach us now */
 	g_mutex_lock(&v->lock);
 	v->kernel_gone = true;
+	while (v->invalidating)
+		g_cond_wait(&v->inval_cond, &v->lock);
 	g_mutex_unlock(&v->lock);
 	fuse_session_unmount(v->se);
 	stop_ticker(v);
@@ -776,6 +837,7 @@ static void volume_release(struct volume *v)
 		g_hash_table_destroy(v->nodes);
 	g_mutex_clear(&v->lock);
 	g_cond_clear(&v->flush_cond);
+	g_cond_clear(&v->inval_cond);
 	g_mutex_clear(&v->tick_mu);
 	g_cond_clear(&v->tick_cond);
 	g_free(v->device);
@@ -844,6 +906,7 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 
 	g_mutex_init(&v->lock);
 	g_cond_init(&v->flush_cond);
+	g_cond_init(&v->inval_cond);
 	g_mutex_init(&v->tick_mu);
 	g_cond_init(&v->tick_cond);
 	char *absdev = realpath(device, NULL);
@@ -888,6 +951,20 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 			    "%s: cannot hook the FUSE session: %s", v->device, g_strerror(-r));
 		fuse_session_unmount(v->se);
 		goto fail;
+	}
+	/*
+	 * Names cached under directory locks need a kernel that can forget
+	 * them all without a lock (kernel_names_lost): ask it once now, before
+	 * any request is served.
+	 */
+	if (v->cluster) {
+		r = kernel_names_lost(v);
+		v->names_cached = r == 0;
+		if (v->names_cached)
+			v->opts.entry_timeout = CLUSTER_ATTR_TIMEOUT_S;
+		else
+			g_message("%s: the kernel cannot drop FUSE names by epoch (%s; Linux 6.16 "
+				  "can): every name is looked up each time", v->device, g_strerror(-r));
 	}
 	v->conn_id = connection_id(v->mountpoint);
 	v->tick_thread = v->opts.ro ? NULL : g_thread_new("ocfs2d-tick", tick_main, v);

@@ -15,8 +15,11 @@ locks OCFS2 takes.
      two that must equal the writer's: data, size, mtime, mode, owner,
      xattrs, directory entries, renames across directories, unlinks, hard
      links, symlinks.
-  3. The stale-cache trap: n2 reads a file and lists its directory; n1
-     truncates it, rewrites it and renames it; n2 reads the new state.
+  3. The stale-cache trap: n2 reads a file, lists its directory, looks up
+     the file and a name that does not exist; n1 truncates the file,
+     rewrites it, renames it and makes the missing name; n2 reads the new
+     state: the old name gone, the new ones there (the kernel caches
+     names, and missing names, under the directory's lock).
      The kernel keeps attributes while the node holds the inode's lock:
      n2 fstat()s an open file and its directory (no lookup), n1 changes
      both, and n2's next fstat shows it.
@@ -323,11 +326,13 @@ def run(ctl, img, mnt, n1, n2, n3):
           f"once by the other two ({len(tree)} names at the end)")
     readers = (n2, n3)
 
-    n2.sh(f"cat {mnt}/a > /dev/null && ls -l {mnt}/d1 > /dev/null && stat {mnt}/d1/g-link >/dev/null")
+    n2.sh(f"cat {mnt}/a > /dev/null && ls -l {mnt}/d1 > /dev/null && stat {mnt}/d1/g-link >/dev/null"
+          f" && ! stat {mnt}/d1/later 2>/dev/null")
     n1.sh(f"truncate -s 0 {mnt}/d1/g-link && printf 'rewritten' >> {mnt}/d1/g-link && "
-          f"mv {mnt}/d1/g-link {mnt}/d1/renamed")
-    got = n2.sh(f"cat {mnt}/d1/renamed; ls {mnt}/d1")
-    if got != "rewrittenrenamed\nsym\n":
+          f"mv {mnt}/d1/g-link {mnt}/d1/renamed && echo new > {mnt}/d1/later")
+    got = n2.sh(f"cat {mnt}/d1/renamed; ls {mnt}/d1; cat {mnt}/d1/later; "
+                f"stat {mnt}/d1/g-link 2>/dev/null || echo gone")
+    if got != "rewrittenlater\nrenamed\nsym\nnew\ngone\n":
         fail(f"the stale-cache trap: n2 reads {got!r}")
     same_everywhere(n1, readers, "after the trap")
     attrs_follow(n1, n2)

@@ -23,6 +23,7 @@
 #include <check.h>
 #include <errno.h>
 #include <glib.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1055,6 +1056,149 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
+/* r's mode once its cache has seen the service's answer (delivered after
+   the other member's grant, maybe). */
+static int mode_after(struct o2lc_res *r, int want)
+{
+	int m = o2lc_res_mode(r);
+	for (int k = 0; k < WAIT_S * 200 && m != want; k++) {
+		g_usleep(5000);
+		m = o2lc_res_mode(r);
+	}
+	return m;
+}
+
+/*
+ * Pages: a resource whose invalidate callback, like the kernel's page
+ * cache invalidation, waits for a "page lock" that a reader in flight
+ * holds while it waits for the same cluster lock.
+ */
+static struct {
+	GMutex mu;
+	GCond cond;
+	bool page_locked;     /* the reader's page lock */
+	bool inval_started;
+	unsigned inval_runs;
+	bool inval_timed_out; /* the callback gave up waiting: a deadlock */
+} pg;
+
+static void paged_invalidate(struct o2lc_res *r, void *data)
+{
+	(void)r;
+	(void)data;
+	gint64 until = g_get_monotonic_time() + 5 * G_TIME_SPAN_SECOND;
+	g_mutex_lock(&pg.mu);
+	pg.inval_started = true;
+	pg.inval_runs++;
+	g_cond_broadcast(&pg.cond);
+	while (pg.page_locked)
+		if (!g_cond_wait_until(&pg.cond, &pg.mu, until)) {
+			pg.inval_timed_out = true;
+			break;
+		}
+	g_mutex_unlock(&pg.mu);
+}
+
+static const struct o2lc_res_ops paged_ops = { .invalidate = paged_invalidate };
+
+static struct o2lc_res *paged(int i)
+{
+	struct o2lc_res *r = o2lc_res_get(mem[i].c, "paged", 5, &paged_ops, &mem[i]);
+	ck_assert_ptr_nonnull(r);
+	return r;
+}
+
+static int take_paged(int i, int mode, unsigned flags)
+{
+	int rc = o2lc_lock(paged(i), mode, flags);
+	if (rc == O2LC_REFRESH) {
+		o2lc_refresh_done(paged(i), true);
+		rc = 0;
+	}
+	return rc;
+}
+
+struct reader {
+	unsigned flags;
+	int rc;
+	bool took_during_inval;
+};
+
+/* A read in flight: holds its page lock, then asks for the cluster lock
+   once another node's request has started the invalidation. */
+static gpointer reader_main(gpointer p)
+{
+	struct reader *rd = p;
+	g_mutex_lock(&pg.mu);
+	while (!pg.inval_started)
+		g_cond_wait(&pg.cond, &pg.mu);
+	g_mutex_unlock(&pg.mu);
+	rd->rc = take_paged(0, O2LT_PR, rd->flags);
+	g_mutex_lock(&pg.mu);
+	rd->took_during_inval = rd->rc == 0 && !pg.inval_timed_out;
+	pg.page_locked = false; /* the read is answered: its page unlocks */
+	g_cond_broadcast(&pg.cond);
+	g_mutex_unlock(&pg.mu);
+	if (rd->rc == 0)
+		o2lc_unlock(paged(0), O2LT_PR);
+	return NULL;
+}
+
+static void paged_round(unsigned reader_flags, struct reader *rd)
+{
+	memset(&pg.inval_started, 0, sizeof(pg) - offsetof(__typeof__(pg), inval_started));
+	ck_assert_int_eq(take_paged(0, O2LT_PR, 0), 0); /* member 0 caches pages */
+	o2lc_unlock(paged(0), O2LT_PR);
+	pg.page_locked = true;
+	*rd = (struct reader){ .flags = reader_flags };
+	GThread *t = g_thread_new("reader", reader_main, rd);
+	/* member 1 wants EX: member 0 must drop its pages first */
+	ck_assert_int_eq(take_paged(1, O2LT_EX, 0), 0);
+	o2lc_unlock(paged(1), O2LT_EX);
+	g_thread_join(t);
+}
+
+/* A read holding a page lock passes while the invalidation waits for it. */
+START_TEST(test_invalidate_admits)
+{
+	struct reader rd;
+	paged_round(O2LC_ADMIT, &rd);
+	ck_assert_int_eq(rd.rc, 0);
+	ck_assert(rd.took_during_inval);
+	ck_assert(!pg.inval_timed_out);
+	/* the reader may have cached a page the run had passed: it ran again */
+	ck_assert_uint_ge(pg.inval_runs, 2);
+	ck_assert_int_eq(mode_after(paged(0), O2LT_NL), O2LT_NL);
+}
+END_TEST
+
+/* Without O2LC_ADMIT the same read waits, and the invalidation with it. */
+START_TEST(test_invalidate_without_admit_waits)
+{
+	struct reader rd;
+	paged_round(0, &rd);
+	ck_assert(pg.inval_timed_out);
+	ck_assert_int_eq(rd.rc, 0); /* it got the lock only after member 1 */
+}
+END_TEST
+
+/* A writer's EX goes straight to NL when another node wants PR. */
+START_TEST(test_nopr_lowers_to_nl)
+{
+	ck_assert_int_eq(take(0, O2LT_EX, O2LC_NOPR), 0);
+	o2lc_unlock(counter(0), O2LT_EX);
+	ck_assert_int_eq(take(1, O2LT_PR, 0), 0);
+	o2lc_unlock(counter(1), O2LT_PR);
+	ck_assert_int_eq(mode_after(counter(0), O2LT_NL), O2LT_NL);
+	/* without it, EX goes to PR */
+	ck_assert_int_eq(take(2, O2LT_EX, 0), 0);
+	o2lc_unlock(counter(2), O2LT_EX);
+	ck_assert_int_eq(take(0, O2LT_PR, 0), 0);
+	o2lc_unlock(counter(0), O2LT_PR);
+	ck_assert_int_eq(mode_after(counter(2), O2LT_PR), O2LT_PR);
+}
+END_TEST
+
 static Suite *lockcache_suite(void)
 {
 	Suite *s = suite_create("lockcache");
@@ -1079,6 +1223,9 @@ static Suite *lockcache_suite(void)
 	tcase_add_test(tc, test_drops_no_lost_update);
 	tcase_add_test(tc, test_drop_then_new_user);
 	tcase_add_test(tc, test_drop_gives_way);
+	tcase_add_test(tc, test_invalidate_admits);
+	tcase_add_test(tc, test_invalidate_without_admit_waits);
+	tcase_add_test(tc, test_nopr_lowers_to_nl);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -329,8 +329,8 @@ def daemons_in(node, daemon):
 
 # ---- a volume shared by the nodes (one loop device each over one image) ----
 
-def host(cmd, check=True):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+def host(cmd, check=True, timeout=120):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and r.returncode != 0:
         fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stdout}{r.stderr}")
     return r
@@ -343,7 +343,10 @@ def slot_map(ctl, img):
 
 
 def fsck_clean(img, when):
-    r = host(["fsck.ocfs2", "-fn", img], check=False)
+    # fsck.ocfs2 mlock()s caches of hundreds of megabytes first (as much as
+    # the machine's free memory allows): seconds when idle, minutes on a
+    # machine busy with other tests
+    r = host(["fsck.ocfs2", "-fn", img], check=False, timeout=900)
     if r.returncode != 0 or "All passes succeeded." not in r.stdout:
         fail(f"fsck.ocfs2 -fn {when}: exit {r.returncode}\n{r.stdout[-3000:]}")
 

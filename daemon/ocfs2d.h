@@ -101,6 +101,11 @@ struct volume {
 	 */
 	bool flushing;
 	GCond flush_cond;
+	/*
+	 * Threads fsyncs run on when one thread serves the session (fuseops.c,
+	 * fsync_blk), or NULL: made before serving, emptied before the close.
+	 */
+	GThreadPool *sync_pool;
 
 	struct fuse_session *se;
 	bool kernel_gone;	/* the session ended: no notification may go to it */
@@ -201,6 +206,8 @@ uint32_t session_write_flags(void);
 void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret);
 /* Drop every lookup reference the kernel still holds (session end; v->lock held). */
 void fuseops_forget_all(struct volume *v);
+/* The sync_pool's function: runs one fsync handed to it, and replies. */
+void fuseops_sync_job(gpointer data, gpointer user_data);
 
 /*
  * The FUSE node id of inode blk as fuseops hands them out: the root

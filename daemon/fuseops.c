@@ -1269,14 +1269,33 @@ static char *read_buf(size_t size)
 	return b->data;
 }
 
+/*
+ * O_DIRECT as Linux's block filesystems take it (ext4, XFS, kernel OCFS2):
+ * the offset and the length in whole sectors of the device, or EINVAL.
+ * FUSE passes the file's flags with each read and write but checks no
+ * alignment itself; the caller's buffer address it does not pass, so that
+ * one check is left out.
+ */
+#define DIRECT_ALIGN 512u
+
+static bool direct_misaligned(const struct fuse_file_info *fi, off_t off, size_t size)
+{
+	return (fi->flags & O_DIRECT) && (((uint64_t)off | size) & (DIRECT_ALIGN - 1));
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct volume *v = vol_of(req);
 	struct o2_inode *in;
-	char *buf = read_buf(size);
+	char *buf;
 	ssize_t n;
 
+	if (direct_misaligned(fi, off, size)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	buf = read_buf(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -1307,7 +1326,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	bool killed = false;
 	ssize_t n;
 
-	if (off < 0) {
+	if (off < 0 || direct_misaligned(fi, off, size)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}

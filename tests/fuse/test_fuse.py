@@ -494,6 +494,18 @@ def case_data(env, chk):
     back = mmap.mmap(-1, 3 * cs)
     chk.eq(os.preadv(fd, [back], 0), 3 * cs, "O_DIRECT read")
     chk.eq(back[:], bytes(cs) + blob, "O_DIRECT content")
+    # unaligned O_DIRECT: EINVAL, as ext4, XFS and kernel OCFS2 answer
+    # (offsets and lengths in 512-byte sectors; the buffers stay aligned)
+    mv = memoryview(buf)
+    chk.err(lambda: os.pwrite(fd, mv[:cs], 100), errno.EINVAL, "O_DIRECT write at an unaligned offset")
+    chk.err(lambda: os.pwrite(fd, mv[:1000], cs), errno.EINVAL, "O_DIRECT write of an unaligned length")
+    chk.err(lambda: os.preadv(fd, [memoryview(back)[:cs]], 700), errno.EINVAL,
+            "O_DIRECT read at an unaligned offset")
+    chk.err(lambda: os.preadv(fd, [memoryview(back)[:1536 + 100]], 0), errno.EINVAL,
+            "O_DIRECT read of an unaligned length")
+    chk.eq(os.pwrite(fd, mv[:1536], cs + 512), 1536, "O_DIRECT write of whole sectors inside a cluster")
+    chk.eq(os.preadv(fd, [back], 0), 3 * cs, "O_DIRECT read after it")
+    chk.eq(back[:], bytes(cs) + blob[:512] + blob[:1536] + blob[2048:], "O_DIRECT content after it")
     os.close(fd)
     maxoff = (0xffffffff << (cs.bit_length() - 1))  # the first cluster past the largest file
     fd = os.open(P("huge"), os.O_RDWR | os.O_CREAT, 0o644)

@@ -1356,14 +1356,33 @@ static char *read_buf(size_t size)
 	return b->data;
 }
 
+/*
+ * O_DIRECT as Linux's block filesystems take it (ext4, XFS, kernel OCFS2):
+ * the offset and the length in whole sectors of the device, or EINVAL.
+ * FUSE passes the file's flags with each read and write but checks no
+ * alignment itself; the caller's buffer address it does not pass, so that
+ * one check is left out.
+ */
+#define DIRECT_ALIGN 512u
+
+static bool direct_misaligned(const struct fuse_file_info *fi, off_t off, size_t size)
+{
+	return (fi->flags & O_DIRECT) && (((uint64_t)off | size) & (DIRECT_ALIGN - 1));
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
 	struct volume *v = vol_of(req);
 	struct o2_inode *in;
-	char *buf = read_buf(size);
+	char *buf;
 	ssize_t n;
 
+	if (direct_misaligned(fi, off, size)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	buf = read_buf(size);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -1394,7 +1413,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	bool killed = false;
 	ssize_t n;
 
-	if (off < 0) {
+	if (off < 0 || direct_misaligned(fi, off, size)) {
 		fuse_reply_err(req, EINVAL);
 		return;
 	}
@@ -1459,7 +1478,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
  * transaction it commits).  fscore finishes a commit left in flight
  * itself, under the lock, if another call needs it first.
  */
-static void fsync_blk(fuse_req_t req, uint64_t blk, int datasync)
+static void fsync_now(fuse_req_t req, uint64_t blk, int datasync)
 {
 	struct volume *v = vol_of(req);
 	struct o2_fsync s;
@@ -1489,6 +1508,44 @@ static void fsync_blk(fuse_req_t req, uint64_t blk, int datasync)
 	}
 	unlock(v);
 	fuse_reply_err(req, -note(v, "fsync", r));
+}
+
+/* An fsync handed to the volume's sync threads (volume.c, sync_pool). */
+struct fsync_job {
+	fuse_req_t req;
+	uint64_t blk;
+	int datasync;
+};
+
+void fuseops_sync_job(gpointer data, gpointer user_data)
+{
+	struct fsync_job *j = data;
+
+	fsync_now(j->req, j->blk, j->datasync);
+	g_free(j);
+}
+
+/*
+ * A volume served by one thread (the polling loop, the default) gives its
+ * fsyncs to threads of their own: the serving thread goes on with other
+ * requests - the writes of the files that will fsync next - while the
+ * device flushes, and fsyncs from many callers meet on the flushes and
+ * commits they share (group commit).  Served on many threads (libfuse's
+ * workers) or through io_uring (whose replies go inside the request), the
+ * fsync runs where it arrived.
+ */
+static void fsync_blk(fuse_req_t req, uint64_t blk, int datasync)
+{
+	struct volume *v = vol_of(req);
+
+	if (v->sync_pool) {
+		struct fsync_job *j = g_new(struct fsync_job, 1);
+
+		*j = (struct fsync_job){ .req = req, .blk = blk, .datasync = datasync };
+		g_thread_pool_push(v->sync_pool, j, NULL);
+		return;
+	}
+	fsync_now(req, blk, datasync);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -106,6 +106,11 @@ struct volume {
 	 * the session stays until they end (inval_cond, with lock) */
 	unsigned invalidating;
 	GCond inval_cond;
+	/*
+	 * Threads fsyncs run on when one thread serves the session (fuseops.c,
+	 * fsync_blk), or NULL: made before serving, emptied before the close.
+	 */
+	GThreadPool *sync_pool;
 
 	struct fuse_session *se;
 	bool kernel_gone;	/* the session ended: no notification may go to it */
@@ -206,6 +211,8 @@ uint32_t session_write_flags(void);
 void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret);
 /* Drop every lookup reference the kernel still holds (session end; v->lock held). */
 void fuseops_forget_all(struct volume *v);
+/* The sync_pool's function: runs one fsync handed to it, and replies. */
+void fuseops_sync_job(gpointer data, gpointer user_data);
 
 /* In the third word of a nodes entry: the inode is a directory. */
 #define NODE_DIR (UINT64_C(1) << 32)

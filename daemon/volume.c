@@ -794,9 +794,15 @@ static gpointer fuse_main(gpointer arg)
 	struct volume *v = arg;
 	int r;
 
+	bool polling = !v->use_uring && v->opts.poll_us && !v->cluster;
+
+	/* one thread serves: fsyncs get threads of their own (fuseops.c, fsync_blk) */
+	if (!v->use_uring && (polling || v->opts.threads <= 1))
+		v->sync_pool = g_thread_pool_new(fuseops_sync_job, NULL, (gint)MAX(v->opts.threads, 2u),
+						 FALSE, NULL);
 	if (v->use_uring) {
 		r = uring_serve(v);
-	} else if (v->opts.poll_us && !v->cluster) {
+	} else if (polling) {
 		r = polling_loop(v);
 	} else if (v->opts.threads > 1) {
 		struct fuse_loop_config *cfg = fuse_loop_cfg_create();
@@ -808,6 +814,11 @@ static gpointer fuse_main(gpointer arg)
 		fuse_loop_cfg_destroy(cfg);
 	} else {
 		r = fuse_session_loop(v->se);
+	}
+	/* fsyncs still running reply while the session can take replies */
+	if (v->sync_pool) {
+		g_thread_pool_free(v->sync_pool, FALSE, TRUE);
+		v->sync_pool = NULL;
 	}
 	if (r < 0 && r != -ENODEV && r != -ECONNABORTED)
 		g_warning("%s: FUSE session ended: %s", v->mountpoint, g_strerror(-r));

@@ -39,11 +39,22 @@
  * fscore can drop it while the device flushes (o2_journal_sync_step): the
  * copies are written and the transaction counts as committed in memory (a
  * new one runs), but it is "in flight" until a flush covers the copies,
- * its commit block is written and a second flush covers that.  Whatever
- * needs it durable - another commit, a checkpoint (nothing may go home
- * before its transaction is durable), o2_fs_sync - finishes it first, with
- * flushes of its own.  Flushes are known by the device's write count when
- * they started: a flush covers every write completed before it.
+ * its commit block is written ("sealed") and a second flush covers that.
+ * Whatever needs it durable - a checkpoint (nothing may go home before its
+ * transaction is durable), o2_fs_sync - finishes it first, with flushes of
+ * its own.  Flushes are known by the device's write count when they
+ * started: a flush covers every write completed before it.
+ *
+ * Batching.  fsck.ocfs2 (1.8.7) knows neither JBD2's checksums nor its
+ * async commit (it refuses the feature bits, and replays any commit block
+ * it finds without looking at a checksum), so a commit block may only be
+ * written once a flush made its transaction's log durable, and each commit
+ * needs two flushes from start to durable.  They can be shared: the next
+ * commit's log may go out while the previous commit block waits for its
+ * flush, so one flush makes the older transaction durable and the newer
+ * one's log with it.  Under concurrent fsyncs a commit then costs one flush
+ * of its own.  A crash before that flush loses both, neither having been
+ * acknowledged: replay stops at the older commit block's place.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,10 +89,12 @@ struct o2_journal {
 	/* durability (see "fsync" above) */
 	uint32_t durable_tid;	 /* every transaction before this one is durable */
 	uint64_t durable_writes; /* device writes a completed flush covered */
-	bool inflight;		 /* a commit is written but not yet durable */
-	bool inflight_sealed;	 /* ... and its commit block is written */
+	bool inflight;		 /* a commit's log is written, its commit block not yet */
 	uint32_t inflight_tid;
 	uint64_t inflight_writes; /* the flush it waits for must cover these */
+	bool sealed;		 /* a commit block is written but not yet durable */
+	uint32_t sealed_tid;
+	uint64_t sealed_writes;	 /* ... durable once a flush covers these */
 	/* inodes changed by transactions not yet durable: open addressing */
 	struct o2_itid *itab;
 	unsigned itab_cap, itab_n;
@@ -309,6 +322,8 @@ bool o2_journal_newest_tid(const struct o2_fs *fs, uint32_t *ret_tid)
 		*ret_tid = j->next_tid;
 	else if (j->inflight)
 		*ret_tid = j->inflight_tid;
+	else if (j->sealed)
+		*ret_tid = j->sealed_tid;
 	else
 		return false;
 	return true;
@@ -588,42 +603,53 @@ static int write_commit_block(struct o2_fs *fs, struct o2_journal *j, uint32_t t
 }
 
 /*
- * Advance the commit in flight as far as the flushes done so far allow:
- * once a flush covers its copies (and the ordered data written before
- * them), write its commit block; once a flush covers that, it is durable.
- * 0 when nothing is in flight any more, 1 when it waits for a flush that
- * covers j->inflight_writes.
+ * Advance the commits in flight as far as the flushes done so far allow:
+ * a sealed commit whose commit block a flush covers is durable; once a
+ * flush covers a commit's copies (and the ordered data written before
+ * them), its commit block is written.  The sealed one is always the older:
+ * the newer's copies were written after its commit block, so the flush
+ * that lets the newer be sealed has made the older durable first.  0 when
+ * nothing is in flight any more, 1 when a flush is still needed
+ * (*ret_writes: the writes it must cover).
  */
-static int inflight_advance(struct o2_fs *fs, struct o2_journal *j)
+static int inflight_advance(struct o2_fs *fs, struct o2_journal *j, uint64_t *ret_writes)
 {
 	int r;
 
-	if (!j->inflight)
+	if (!j->inflight && !j->sealed)
 		return 0;
 	if (fs->ro_reason)
 		return -EROFS;
-	if (j->durable_writes < j->inflight_writes)
-		return 1;
-	if (!j->inflight_sealed) {
+	if (j->sealed && j->durable_writes >= j->sealed_writes) {
+		j->sealed = false;
+		j->durable_tid = j->sealed_tid + 1;
+		itab_prune(j);
+	}
+	if (j->inflight && j->durable_writes >= j->inflight_writes && !j->sealed) {
 		r = write_commit_block(fs, j, j->inflight_tid);
 		if (r < 0)
 			return o2_fs_abort(fs, r, "committing a transaction");
-		j->inflight_sealed = true;
-		j->inflight_writes = fs->dev->writes;
-		return 1;
+		j->inflight = false;
+		j->sealed = true;
+		j->sealed_tid = j->inflight_tid;
+		j->sealed_writes = fs->dev->writes;
 	}
-	j->inflight = false;
-	j->durable_tid = j->inflight_tid + 1;
-	itab_prune(j);
-	return 0;
+	if (j->inflight)
+		*ret_writes = j->inflight_writes;
+	else if (j->sealed)
+		*ret_writes = j->sealed_writes;
+	else
+		return 0;
+	return 1;
 }
 
-/* Make the commit in flight durable now, flushing here. */
+/* Make the commits in flight durable now, flushing here. */
 static int inflight_finish(struct o2_fs *fs, struct o2_journal *j)
 {
+	uint64_t need;
 	int r;
 
-	while ((r = inflight_advance(fs, j)) == 1) {
+	while ((r = inflight_advance(fs, j, &need)) == 1) {
 		r = dev_flush(fs);
 		if (r < 0)
 			return o2_fs_abort(fs, r, "committing a transaction");
@@ -634,7 +660,9 @@ static int inflight_finish(struct o2_fs *fs, struct o2_journal *j)
 /*
  * Write the running transaction to the log and count it committed in
  * memory (a new one runs); it is in flight until inflight_advance has
- * made it durable.  Only one commit is in flight at a time.
+ * made it durable.  At most one commit waits for its copies to be flushed
+ * (inflight) and one, older, for its commit block (sealed): see
+ * "Batching" above.
  */
 static int commit_start(struct o2_fs *fs)
 {
@@ -683,7 +711,6 @@ static int commit_start(struct o2_fs *fs)
 	j->nrevokes = 0;
 	j->credits = 0;
 	j->inflight = true;
-	j->inflight_sealed = false;
 	j->inflight_tid = j->next_tid;
 	j->inflight_writes = fs->dev->writes;
 	j->next_tid++;
@@ -702,10 +729,18 @@ int o2_journal_commit(struct o2_fs *fs)
 		return -EROFS;
 	if (j->handles)
 		return o2_fail(fs, -EBUSY, "cannot commit while a transaction handle is open");
-	/* commits become durable in order: one in flight goes first */
-	r = inflight_finish(fs, j);
-	if (r < 0 || (!j->nrunning && !j->nrevokes))
-		return r;
+	/*
+	 * Commits become durable in order: one whose copies wait for a flush
+	 * goes first; one waiting only for its commit block's flush shares
+	 * the flush that covers this one's copies.
+	 */
+	if (j->inflight) {
+		r = inflight_finish(fs, j);
+		if (r < 0)
+			return r;
+	}
+	if (!j->nrunning && !j->nrevokes)
+		return inflight_finish(fs, j);
 	r = commit_start(fs);
 	return r < 0 ? r : inflight_finish(fs, j);
 }
@@ -722,13 +757,17 @@ int o2_journal_sync_step(struct o2_fs *fs, uint32_t tid, uint64_t *ret_writes)
 			return -EROFS;
 		if (tid_durable(j, tid))
 			return 0;
-		if (j->inflight) {
-			r = inflight_advance(fs, j);
-			if (r == 1)
-				*ret_writes = j->inflight_writes;
-			if (r != 0)
-				return r;
-			continue;
+		r = inflight_advance(fs, j, ret_writes);
+		if (r < 0)
+			return r;
+		if (tid_durable(j, tid))
+			return 0;
+		if (tid != j->next_tid || j->inflight) {
+			/* tid is in flight, or the running one must wait to start */
+			if (r == 0)
+				return o2_fail(fs, -EIO, "transaction %u is neither durable nor "
+					       "in flight", tid);
+			return 1;
 		}
 		/*
 		 * tid is the running transaction.  Empty, it has nothing to
@@ -738,6 +777,7 @@ int o2_journal_sync_step(struct o2_fs *fs, uint32_t tid, uint64_t *ret_writes)
 			return 0;
 		if (j->handles)
 			return o2_fail(fs, -EBUSY, "cannot commit while a transaction handle is open");
+		/* its copies may go out while an older commit block waits */
 		r = commit_start(fs);
 		if (r < 0)
 			return r;
@@ -748,7 +788,7 @@ bool o2_journal_unsynced(const struct o2_fs *fs)
 {
 	const struct o2_journal *j = fs->journal;
 
-	return j && (j->nrunning || j->nrevokes || j->inflight);
+	return j && (j->nrunning || j->nrevokes || j->inflight || j->sealed);
 }
 
 static int cmp_blkno(const void *a, const void *b)

@@ -20,7 +20,8 @@
  * constructed exactly), a revoke still running when the log is
  * checkpointed under an open handle, and a torn descriptor of the last,
  * uncommitted transaction.  And fdatasync of data written in place, which
- * only flushes the device: a crash at each of its writes and its flush.
+ * only flushes the device: a crash at each of its writes and its flush;
+ * and two commits batched on one flush.
  */
 #include <check.h>
 #include <fcntl.h>
@@ -569,11 +570,25 @@ static void fds_read(struct o2_fs *fs, uint64_t ino, uint64_t *size, uint8_t *bu
 	o2_inode_unref(in);
 }
 
+/* As fds_read, for a file the crash may have lost: false if ino is no inode. */
+static bool fds_try_read(struct o2_fs *fs, uint64_t ino, uint64_t *size, uint8_t *buf)
+{
+	struct o2_inode *in;
+
+	if (o2_inode_get(fs, ino, &in) < 0)
+		return false;
+	o2_inode_unref(in);
+	fds_read(fs, ino, size, buf);
+	return true;
+}
+
 /*
  * fsck.ocfs2 replays a copy of dev (the disk as the crash left it); the
- * file's size and content as that replay leaves them.
+ * sizes and contents of n files as that replay leaves them (size
+ * UINT64_MAX: no such inode).
  */
-static void fds_fsck_replay(struct o2_blockdev *dev, uint64_t ino, uint64_t *size, uint8_t *buf)
+static void fds_fsck_replay_n(struct o2_blockdev *dev, unsigned nfiles, const uint64_t *ino,
+			      uint64_t *size, uint8_t **buf)
 {
 	char dir[256], path[300], cmd[700];
 	uint8_t *block = malloc(1u << 20);
@@ -606,13 +621,22 @@ static void fds_fsck_replay(struct o2_blockdev *dev, uint64_t ino, uint64_t *siz
 	ck_assert_msg(WIFEXITED(st), "fsck.ocfs2 -fy: status %d", st);
 	ck_assert_int_eq(o2_blockdev_open_file(path, O2_DEV_RDONLY, &fdev), 0);
 	ck_assert_msg(o2_fs_open(fdev, O2_OPEN_RDONLY, &fs, err, sizeof(err)) == 0, "%s", err);
-	fds_read(fs, ino, size, buf);
+	for (unsigned i = 0; i < nfiles; i++)
+		if (!fds_try_read(fs, ino[i], &size[i], buf[i]))
+			size[i] = UINT64_MAX;
 	o2_fs_close(fs);
 	o2_blockdev_free(fdev);
 	snprintf(cmd, sizeof(cmd), "%s.out", path);
 	unlink(cmd);
 	unlink(path);
 	rmdir(dir);
+}
+
+static void fds_fsck_replay(struct o2_blockdev *dev, uint64_t ino, uint64_t *size, uint8_t *buf)
+{
+	fds_fsck_replay_n(dev, 1, &ino, size, &buf);
+	ck_assert_msg(*size != UINT64_MAX, "fsck.ocfs2's replay lost inode %llu",
+		      (unsigned long long)ino);
 }
 
 /*
@@ -877,6 +901,145 @@ START_TEST(crash_fsync_in_flight)
 }
 END_TEST
 
+/*
+ * Batched commits: the next commit's log goes out while the previous
+ * commit block waits for its flush, so that one flush serves both (see
+ * journal.c, "Batching").  g is fsync'ed in steps up to its commit block;
+ * before that block's flush, h is created, written and fsync'ed: its
+ * copies join the flush.  Two commits, three flushes.  A crash at every
+ * write and flush of both (and a few seeds for the unflushed writes): the
+ * volume replays, g and h hold their data once their fsyncs returned and
+ * are whole or absent before, fsck.ocfs2 -fn is clean, and fsck.ocfs2's
+ * replay leaves g and h as ours does.
+ */
+START_TEST(crash_commit_batched)
+{
+	const struct vol_image *v = &vols[VOL_4K];
+	struct o2_blockdev *mem = vol_image_dev(v), *crash;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	uint64_t root, f, ino[2], size[2], fsize[2], w;
+	uint8_t *a = malloc(FDS_SIZE), *b = malloc(FDS_SIZE), *c = malloc(FDS_SIZE),
+		*got[2] = { malloc(FDS_SIZE), malloc(FDS_SIZE) },
+		*theirs[2] = { malloc(FDS_SIZE), malloc(FDS_SIZE) };
+	struct o2_fs_stats st0, st1;
+	struct o2_fsync sg, sh;
+	struct o2_fs *fs;
+	char err[256];
+	size_t first, done[2], end, judged = 0;
+	bool fsck = have_fsck();
+
+	ck_assert(a && b && c && got[0] && got[1] && theirs[0] && theirs[1]);
+	fds_pattern(a, FDS_SIZE, 5);
+	fds_pattern(b, FDS_SIZE, 6);
+	fds_pattern(c, FDS_SIZE, 7);
+	ck_assert_int_eq(o2_crashdev_new(mem, &crash), 0);
+	ck_assert_int_eq(open_rw(crash, &clk, &fs, err, sizeof(err)), 0);
+	root = o2_fs_super(fs)->root_blkno;
+	ck_assert_int_eq(o2_create(fs, root, "f", 1, &ni, &f), 0);
+	ck_assert_int_eq(o2_write(fs, f, 0, a, FDS_SIZE), (ssize_t)FDS_SIZE);
+	ck_assert_int_eq(o2_fs_fsync(fs, f, false), 0);
+	first = o2_crashdev_nops(crash);
+
+	o2_fs_stats(fs, &st0);
+	ck_assert_int_eq(o2_create(fs, root, "g", 1, &ni, &ino[0]), 0);
+	ck_assert_int_eq(o2_write(fs, ino[0], 0, b, 8192), 8192);
+	o2_fsync_begin(fs, ino[0], true, &sg);
+	ck_assert_int_eq(o2_fsync_step(fs, &sg), O2_FSYNC_FLUSH);
+	w = o2_fs_device_writes(fs);
+	ck_assert_int_eq(o2_fs_flushed(fs, w, o2_blockdev_flush(crash)), 0);
+	/* g's copies are durable: its commit block is written, not yet flushed */
+	ck_assert_int_eq(o2_fsync_step(fs, &sg), O2_FSYNC_FLUSH);
+
+	/* meanwhile h is made and fsync'ed: its copies go out now */
+	clk.ns += 1000000000ull;
+	ck_assert_int_eq(o2_create(fs, root, "h", 1, &ni, &ino[1]), 0);
+	ck_assert_int_eq(o2_write(fs, ino[1], 0, c, FDS_SIZE), (ssize_t)FDS_SIZE);
+	o2_fsync_begin(fs, ino[1], true, &sh);
+	ck_assert_int_eq(o2_fsync_step(fs, &sh), O2_FSYNC_FLUSH);
+	o2_fs_stats(fs, &st1);
+	ck_assert_uint_eq(st1.journal_commits, st0.journal_commits + 2);
+
+	/* one flush: g durable, h's copies too */
+	w = o2_fs_device_writes(fs);
+	ck_assert_int_eq(o2_fs_flushed(fs, w, o2_blockdev_flush(crash)), 0);
+	ck_assert_int_eq(o2_fsync_step(fs, &sg), 0);
+	done[0] = o2_crashdev_nops(crash);
+	/* h's commit block, and its flush */
+	ck_assert_int_eq(o2_fsync_step(fs, &sh), O2_FSYNC_FLUSH);
+	w = o2_fs_device_writes(fs);
+	ck_assert_int_eq(o2_fs_flushed(fs, w, o2_blockdev_flush(crash)), 0);
+	ck_assert_int_eq(o2_fsync_step(fs, &sh), 0);
+	done[1] = o2_crashdev_nops(crash);
+	o2_fs_stats(fs, &st1);
+	ck_assert_uint_eq(st1.journal_commits, st0.journal_commits + 2);
+	ck_assert_uint_eq(st1.device_flushes, st0.device_flushes + 3);
+	end = done[1];
+	o2_fs_abandon(fs);
+
+	for (size_t p = first; p <= end; p++) {
+		for (unsigned k = 0; k < 3; k++) {
+			uint64_t seed = k ? crash_seed(p * 11 + k) : 0;
+			const uint8_t *want[2] = { b, c };
+			const uint64_t wsize[2] = { 8192, FDS_SIZE };
+			struct o2_blockdev *dev;
+			bool here[2];
+			char what[96];
+
+			snprintf(what, sizeof(what), "batched commits, crash point %zu seed %llu", p,
+				 (unsigned long long)seed);
+			ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
+			ck_assert_msg(open_rw(dev, &clk, &fs, err, sizeof(err)) == 0, "%s: open: %s",
+				      what, err);
+			for (unsigned i = 0; i < 2; i++) {
+				here[i] = fds_try_read(fs, ino[i], &size[i], got[i]);
+				ck_assert_msg(here[i] || p < done[i], "%s: %c is gone after its fsync",
+					      what, "gh"[i]);
+				if (!here[i])
+					size[i] = UINT64_MAX;
+				else
+					ck_assert_msg(size[i] == 0 || (size[i] == wsize[i] &&
+						      !memcmp(got[i], want[i], wsize[i])),
+						      "%s: %c holds %llu bytes, not its data", what,
+						      "gh"[i], (unsigned long long)size[i]);
+				ck_assert_msg(p < done[i] || size[i] == wsize[i], "%s: %c lost its data",
+					      what, "gh"[i]);
+			}
+			/* h committed after g: never h without g */
+			ck_assert_msg(!here[1] || here[0], "%s: h survived without g", what);
+			ck_assert_int_eq(o2_fs_close(fs), 0);
+			if (fsck && k < 2) {
+				struct o2_blockdev *raw;
+
+				judge_fsck(what, dev);
+				ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &raw), 0);
+				fds_fsck_replay_n(raw, 2, ino, fsize, theirs);
+				for (unsigned i = 0; i < 2; i++)
+					ck_assert_msg(fsize[i] == size[i] &&
+						      (size[i] == UINT64_MAX ||
+						       !memcmp(theirs[i], got[i], FDS_SIZE)),
+						      "%s: fsck.ocfs2's replay leaves %c otherwise", what,
+						      "gh"[i]);
+				o2_blockdev_free(raw);
+			}
+			o2_blockdev_free(dev);
+			judged++;
+		}
+	}
+	printf("batched commits: ops %zu..%zu (g durable at %zu, h at %zu), crash points "
+	       "checked: %zu\n", first, end, done[0], done[1], judged);
+	free(a);
+	free(b);
+	free(c);
+	for (unsigned i = 0; i < 2; i++) {
+		free(got[i]);
+		free(theirs[i]);
+	}
+	o2_blockdev_free(crash);
+	o2_blockdev_free(mem);
+}
+END_TEST
+
 static struct wl_params params(uint64_t seed, unsigned handles, unsigned big_max)
 {
 	return (struct wl_params){
@@ -946,6 +1109,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, crash_checkpoint_reuse);
 	tcase_add_test(tc, crash_fdatasync);
 	tcase_add_test(tc, crash_fsync_in_flight);
+	tcase_add_test(tc, crash_commit_batched);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -494,6 +494,18 @@ def case_data(env, chk):
     back = mmap.mmap(-1, 3 * cs)
     chk.eq(os.preadv(fd, [back], 0), 3 * cs, "O_DIRECT read")
     chk.eq(back[:], bytes(cs) + blob, "O_DIRECT content")
+    # unaligned O_DIRECT: EINVAL, as ext4, XFS and kernel OCFS2 answer
+    # (offsets and lengths in 512-byte sectors; the buffers stay aligned)
+    mv = memoryview(buf)
+    chk.err(lambda: os.pwrite(fd, mv[:cs], 100), errno.EINVAL, "O_DIRECT write at an unaligned offset")
+    chk.err(lambda: os.pwrite(fd, mv[:1000], cs), errno.EINVAL, "O_DIRECT write of an unaligned length")
+    chk.err(lambda: os.preadv(fd, [memoryview(back)[:cs]], 700), errno.EINVAL,
+            "O_DIRECT read at an unaligned offset")
+    chk.err(lambda: os.preadv(fd, [memoryview(back)[:1536 + 100]], 0), errno.EINVAL,
+            "O_DIRECT read of an unaligned length")
+    chk.eq(os.pwrite(fd, mv[:1536], cs + 512), 1536, "O_DIRECT write of whole sectors inside a cluster")
+    chk.eq(os.preadv(fd, [back], 0), 3 * cs, "O_DIRECT read after it")
+    chk.eq(back[:], bytes(cs) + blob[:512] + blob[:1536] + blob[2048:], "O_DIRECT content after it")
     os.close(fd)
     maxoff = (0xffffffff << (cs.bit_length() - 1))  # the first cluster past the largest file
     fd = os.open(P("huge"), os.O_RDWR | os.O_CREAT, 0o644)
@@ -2487,7 +2499,8 @@ def case_fsync(env, chk):
     daemon's Statistics count it: fdatasync after a write inside a file
     flushes the device once and commits nothing; after an extending write
     it commits once; fsync commits the file's times; threads fsync'ing at
-    once (the daemon serving on several threads) share commits."""
+    once share commits, whether the daemon serves on several threads or on
+    its default single polling thread (fsyncs then run in its sync pool)."""
     import threading
     control = os.path.join(env.tmp, "control", "sock")
     cenv = dict(os.environ, OCFS2D_CONTROL=control, OCFS2D=env.daemon)
@@ -2563,46 +2576,62 @@ def case_fsync(env, chk):
     finally:
         os.close(fd)
 
-    # N threads, each appending to a file of its own and fsync'ing each time
-    nthreads, rounds = 8, 25
-    errors = []
-    start = threading.Barrier(nthreads)
+    def concurrent(how, tag):
+        """N threads, each appending to a file of its own and fsync'ing each time."""
+        nthreads, rounds = 8, 25
+        errors = []
+        start = threading.Barrier(nthreads)
 
-    def worker(i):
-        try:
-            wfd = os.open(os.path.join(vol.mnt, "t%d" % i), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        def worker(i):
             try:
-                start.wait()
-                for r in range(rounds):
-                    os.write(wfd, bytes([i + 1]) * 4096)
-                    os.fsync(wfd)
-            finally:
-                os.close(wfd)
-        except Exception as e:  # reported below
-            errors.append("thread %d: %r" % (i, e))
+                wfd = os.open(os.path.join(vol.mnt, "%s%d" % (tag, i)),
+                              os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                try:
+                    start.wait()
+                    for r in range(rounds):
+                        os.write(wfd, bytes([i + 1]) * 4096)
+                        os.fsync(wfd)
+                finally:
+                    os.close(wfd)
+            except Exception as e:  # reported below
+                errors.append("thread %d: %r" % (i, e))
 
-    s0 = stats()
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(nthreads)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    d = delta(s0, stats())
-    log("%d threads x %d appends and fsyncs: %r" % (nthreads, rounds, d))
-    chk.ok(not errors, "the fsync'ing threads: %s" % errors)
-    fsyncs = nthreads * rounds
-    chk.eq(d.get("fsyncs"), fsyncs, "every fsync counted: %r" % d)
-    # one at a time, each fsync would commit (its append changed the size)
-    # and flush twice; 8 at once share: 55-90 commits and 110-220 flushes
-    # here, depending on how busy the machine is (more sharing when it is)
-    chk.ok(0 < d.get("journal_commits", 0) < fsyncs * 3 // 4,
-           "concurrent fsyncs share commits: %r commits for %d fsyncs" % (d.get("journal_commits"), fsyncs))
-    chk.ok(d.get("device_flushes", 0) < 2 * fsyncs,
-           "... and flushes, fewer than two per fsync: %r for %d fsyncs" % (d.get("device_flushes"), fsyncs))
-    for i in range(nthreads):
-        with open(os.path.join(vol.mnt, "t%d" % i), "rb") as f:
-            chk.ok(f.read() == bytes([i + 1]) * 4096 * rounds, "t%d holds every append" % i)
+        s0 = stats()
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(nthreads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        d = delta(s0, stats())
+        log("%s: %d threads x %d appends and fsyncs: %r" % (how, nthreads, rounds, d))
+        chk.ok(not errors, "%s: the fsync'ing threads: %s" % (how, errors))
+        fsyncs = nthreads * rounds
+        chk.eq(d.get("fsyncs"), fsyncs, "%s: every fsync counted: %r" % (how, d))
+        # one at a time, each fsync would commit (its append changed the size)
+        # and flush twice; 8 at once share: 55-90 commits and 110-220 flushes
+        # here, depending on how busy the machine is (more sharing when it is)
+        chk.ok(0 < d.get("journal_commits", 0) < fsyncs * 3 // 4,
+               "%s: concurrent fsyncs share commits: %r commits for %d fsyncs"
+               % (how, d.get("journal_commits"), fsyncs))
+        chk.ok(d.get("device_flushes", 0) < 2 * fsyncs,
+               "%s: ... and flushes, fewer than two per fsync: %r for %d fsyncs"
+               % (how, d.get("device_flushes"), fsyncs))
+        for i in range(nthreads):
+            with open(os.path.join(vol.mnt, "%s%d" % (tag, i)), "rb") as f:
+                chk.ok(f.read() == bytes([i + 1]) * 4096 * rounds, "%s: %s%d holds every append" % (how, tag, i))
 
+    concurrent("served on 8 threads", "t")
+    rc, out = ctl("umount", vol.mnt)
+    if not chk.eq(rc, 0, "ocfs2ctl umount: %s" % out):
+        return
+    vol.fsck(chk, "after the fsyncs on 8 threads")
+
+    # the default mount: one polling thread serves, fsyncs run on threads of
+    # their own (the sync pool) and reply from there
+    rc, out = ctl("mount", "-o", "commit=600", vol.img, vol.mnt)
+    if not chk.eq(rc, 0, "ocfs2ctl mount (default threads): %s" % out):
+        return
+    concurrent("default mount", "d")
     rc, out = ctl("umount", vol.mnt)
     chk.eq(rc, 0, "ocfs2ctl umount: %s" % out)
     vol.fsck(chk, "after the fsyncs")

@@ -122,7 +122,7 @@ def main():
         with shared_volume(ctl, "o2join-", 1 << 30, ["-b", "1K", "-J", "size=8M"],
                            nodes=4) as (img, mnt, ms):
             n1, n2, n3, n4 = ms
-            host([ctl, "put", "-r", img, src, "/t"])
+            host([ctl, "put", "-r", img, src, "/t"], timeout=600)
             print(f"1. {per * DIRS} files in {DIRS} directories put offline in "
                   f"{time.monotonic() - t0:.1f} s")
 
@@ -214,11 +214,15 @@ def main():
                 time.sleep(0.2)
             print("   the orphan was freed once n3 closed it")
 
+            t0 = time.monotonic()
             for m in ms:
-                m.umount()
+                # each of n1-n3 gives back 33,000 locks, a message each
+                m.umount(timeout=300)
+            print(f"   four unmounts took {time.monotonic() - t0:.1f} s")
             if slot_map(ctl, img):
                 fail(f"slots still in use after every unmount: {slot_map(ctl, img)}")
-            fsck_clean(img, "after four nodes shared the volume")
+            # 100 MiB of inodes: 3 s on an idle machine, minutes on a busy disk
+            fsck_clean(img, "after four nodes shared the volume", timeout=600)
             print("7. all unmounted; slot map empty, fsck.ocfs2 -fn clean")
     finally:
         shutil.rmtree(src, ignore_errors=True)

@@ -138,10 +138,10 @@ class Node:
     def enter(self):
         return ["nsenter", "-t", str(self.pid), "-m", "-n", "-i", "-u", "--"]
 
-    def run(self, cmd, check=False):
+    def run(self, cmd, check=False, timeout=30):
         """cmd in the node's namespaces: its CompletedProcess (text).  check:
         fail() unless it exits 0."""
-        r = subprocess.run(self.enter() + cmd, capture_output=True, text=True, timeout=30)
+        r = subprocess.run(self.enter() + cmd, capture_output=True, text=True, timeout=timeout)
         if check and r.returncode != 0:
             fail(f"n{self.nodeid}: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()} {r.stdout.strip()}")
         return r
@@ -329,8 +329,8 @@ def daemons_in(node, daemon):
 
 # ---- a volume shared by the nodes (one loop device each over one image) ----
 
-def host(cmd, check=True):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+def host(cmd, check=True, timeout=120):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if check and r.returncode != 0:
         fail(f"{' '.join(cmd)} exited {r.returncode}: {r.stdout}{r.stderr}")
     return r
@@ -342,8 +342,8 @@ def slot_map(ctl, img):
     return {s["slot"]: s["node"] for s in json.loads(out)["slots"] if s["valid"]}
 
 
-def fsck_clean(img, when):
-    r = host(["fsck.ocfs2", "-fn", img], check=False)
+def fsck_clean(img, when, timeout=120):
+    r = host(["fsck.ocfs2", "-fn", img], check=False, timeout=timeout)
     if r.returncode != 0 or "All passes succeeded." not in r.stdout:
         fail(f"fsck.ocfs2 -fn {when}: exit {r.returncode}\n{r.stdout[-3000:]}")
 
@@ -479,8 +479,10 @@ class Mounter:
             fail(f"n{self.node.nodeid}: something is mounted after a refused mount")
         print(f"   n{self.node.nodeid} refused: {msg}")
 
-    def umount(self):
-        r = self.node.run([self.ctl, "umount", self.mnt])
+    def umount(self, timeout=30):
+        """timeout: for ocfs2ctl umount (a node caching many locks gives
+        each back with a message of its own)."""
+        r = self.node.run([self.ctl, "umount", self.mnt], timeout=timeout)
         if r.returncode != 0:
             fail(f"n{self.node.nodeid}: umount failed: {r.stderr.strip()}")
         deadline = time.time() + 30

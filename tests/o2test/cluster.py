@@ -367,7 +367,9 @@ print(json.dumps(snap, sort_keys=True))
 
 def snap(m):
     """The whole tree under Mounter m's mount point, as its node reads it."""
-    r = m.node.run(["env", f"PYTHONPATH={TESTS}", "python3", "-c", SNAPSHOT, m.mnt])
+    # a few hundred names, but on sanitized daemons of a machine at a load
+    # of 20 a snapshot has taken over 30 s
+    r = m.node.run(["env", f"PYTHONPATH={TESTS}", "python3", "-c", SNAPSHOT, m.mnt], timeout=120)
     if r.returncode != 0:
         fail(f"n{m.node.nodeid}: snapshot of {m.mnt}: {r.stderr.strip()[-2000:]}")
     return json.loads(r.stdout)

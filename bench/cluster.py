@@ -56,9 +56,12 @@ for line in sys.stdin:
         fd = os.open(a[0], os.O_RDWR | os.O_CREAT if a[1] == "w" else os.O_RDONLY, 0o644)
         out = {}
     elif cmd == "w":
-        os.pwrite(fd, a[0].encode().ljust(4096, b"."), 0); out = {}
+        t = time.monotonic()
+        os.pwrite(fd, a[0].encode().ljust(4096, b"."), 0); out = {"s": time.monotonic() - t}
     elif cmd == "r":
-        got = os.pread(fd, 4096, 0).split(b".")[0].decode(); out = {"got": got}
+        t = time.monotonic()
+        got = os.pread(fd, 4096, 0).split(b".")[0].decode()
+        out = {"got": got, "s": time.monotonic() - t}
     elif cmd == "create":
         d, n = a[0], int(a[1]); os.makedirs(d, exist_ok=True)
         def f():
@@ -113,6 +116,21 @@ def messages(m):
     return json.loads(out)["locks"]["messages"]
 
 
+COUNTERS = ("messages", "blocking", "waits", "wait_us", "writeback_us")
+IO = ("journal_commits", "journal_log_blocks", "device_flushes")
+
+
+def counters(m):
+    """m's lock counters (COUNTERS) and journal and device counters (IO)."""
+    locks = json.loads(m.node.run([m.ctl, "--json", "slots", m.mnt], check=True).stdout)["locks"]
+    io = json.loads(m.node.run([m.ctl, "--json", "stats", m.mnt], check=True).stdout)
+    return {k: locks.get(k, 0) for k in COUNTERS} | {k: io.get(k, 0) for k in IO}
+
+
+def per_round(before, after, rounds):
+    return {k: round((after[k] - before[k]) / rounds, 2) for k in before}
+
+
 def workload(w, d, n):
     """create, stat walk, read, unlink n files under d: {phase: seconds}."""
     res = {"create": w.ask(f"create {d} {n}")["s"], "stat": w.ask(f"stat {d}")["s"],
@@ -141,11 +159,31 @@ def workload_at_once(workers, dirs, n):
     return res
 
 
+def print_pingpong(res, alone=True):
+    """The round trip and the ping-pong with its breakdown (alone: and the JSON)."""
+    p = res["pingpong"]
+    print(f"lock message (CPG agreed round trip):  {res['rtt_us']:8.1f} us")
+    print(f"ping-pong, one block n1 -> n2 -> n1:   {p['us_per_transfer']:8.1f} us per transfer = "
+          f"{p['round_trips']} round trips (goal <= 4); {p['lock_messages_per_round']} lock "
+          f"messages per round")
+    print(f"  a round: n1's pwrite {p['write_us']:.0f} us, n2's pread {p['read_us']:.0f} us")
+    for who in ("writer", "reader"):
+        q = p[who]
+        print(f"  {who} per round: {q['messages']} messages sent, {q['blocking']} blocking asks, "
+              f"{q['waits']} lock waits ({q['wait_us']:.0f} us), writing back "
+              f"{q['writeback_us']:.0f} us; {q['journal_commits']} commits "
+              f"({q['journal_log_blocks']} log blocks), {q['device_flushes']} device flushes")
+    if alone:
+        print(json.dumps(res))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(TOP, "build"))
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=300)
+    ap.add_argument("--pingpong-only", action="store_true",
+                    help="measure the lock round trip and the ping-pong, nothing else")
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench/cluster.py: must run as root")
@@ -190,21 +228,30 @@ def main():
         for i in range(20):  # warm: locks and files known on both
             a.ask(f"w {i}")
             b.ask("r")
-        m0 = messages(n1) + messages(n2)
+        c0 = [counters(n1), counters(n2)]
         t0 = time.monotonic()
+        ws = rs = 0.0
         for i in range(args.rounds):
-            a.ask(f"w {i}")
-            got = b.ask("r")["got"]
-            if got != str(i):
-                raise SystemExit(f"pingpong: n2 read {got!r} after n1 wrote {i}")
+            ws += a.ask(f"w {i}")["s"]
+            got = b.ask("r")
+            rs += got["s"]
+            if got["got"] != str(i):
+                raise SystemExit(f"pingpong: n2 read {got['got']!r} after n1 wrote {i}")
         dt = time.monotonic() - t0
-        msgs = (messages(n1) + messages(n2) - m0) / args.rounds
+        c1 = [counters(n1), counters(n2)]
+        msgs = sum(c1[i]["messages"] - c0[i]["messages"] for i in (0, 1)) / args.rounds
         per = dt / (2 * args.rounds) * 1e6
         res["pingpong"] = {"us_per_transfer": round(per, 1), "round_trips": round(per / rtt, 1),
-                           "lock_messages_per_round": round(msgs, 1)}
+                           "lock_messages_per_round": round(msgs, 1),
+                           "write_us": round(ws / args.rounds * 1e6, 1),
+                           "read_us": round(rs / args.rounds * 1e6, 1),
+                           "writer": per_round(c0[0], c1[0], args.rounds),
+                           "reader": per_round(c0[1], c1[1], args.rounds)}
         a.close()
         b.close()
         n2.umount()
+        if args.pingpong_only:
+            return print_pingpong(res)
 
         # n1 and n2 at once in directories of their own: one volume, then two
         n2.must_mount()
@@ -256,11 +303,7 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
     c, lo, e = res["cluster_alone"], res["local"], res["ext4"]
-    print(f"lock message (CPG agreed round trip):  {rtt:8.1f} us")
-    p = res["pingpong"]
-    print(f"ping-pong, one block n1 -> n2 -> n1:   {p['us_per_transfer']:8.1f} us per transfer = "
-          f"{p['round_trips']} round trips (goal <= 4); {p['lock_messages_per_round']} lock "
-          f"messages per round")
+    print_pingpong(res, False)
     print(f"{'phase':8} {'cluster (s)':>12} {'local (s)':>10} {'ext4 (s)':>9}  "
           f"{'cluster/local speed':>20} {'cluster/ext4 speed':>19}")
     for ph in ("create", "stat", "stat2", "read", "unlink"):

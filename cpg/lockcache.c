@@ -533,8 +533,11 @@ static void drop_writeback(struct o2lc *c, struct o2lc_res *r)
 	else
 		memset(lvb, 0, sizeof(lvb));
 	g_mutex_unlock(&c->mu);
+	gint64 t0 = g_get_monotonic_time();
 	int rc = r->ops->downconvert(r, from, O2LT_NL, lvb, r->data);
+	gint64 spent = g_get_monotonic_time() - t0;
 	g_mutex_lock(&c->mu);
+	c->stats.writeback_us += (uint64_t)spent;
 	if (rc < 0) {
 		g_warning("lock %.*s: writing back before dropping it failed: %s; trying again",
 			  (int)r->namelen, (const char *)r->name, g_strerror(-rc));
@@ -588,10 +591,13 @@ static void downconvert(struct o2lc *c, struct o2lc_res *r)
 		memset(lvb, 0, sizeof(lvb));
 	g_mutex_unlock(&c->mu);
 
+	gint64 t0 = g_get_monotonic_time();
 	int rc = writeback && r->ops && r->ops->downconvert ?
 		 r->ops->downconvert(r, from, to, lvb, r->data) : 0;
+	gint64 spent = g_get_monotonic_time() - t0;
 
 	g_mutex_lock(&c->mu);
+	c->stats.writeback_us += (uint64_t)spent;
 	if (rc < 0) {
 		g_warning("lock %.*s: writing back before lowering it failed: %s; trying again",
 			  (int)r->namelen, (const char *)r->name, g_strerror(-rc));
@@ -939,10 +945,12 @@ static int take_holder(struct o2lc_res *r, int mode)
 	return ret;
 }
 
-int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)
+/*
+ * o2lc_lock's work; *waited: when it first had to wait (0: it did not).
+ * Returns with c->mu unlocked.
+ */
+static int lock_or_wait(struct o2lc_res *r, int mode, unsigned flags, gint64 *waited)
 {
-	if (mode != O2LT_PR && mode != O2LT_EX)
-		return -EINVAL;
 	struct o2lc *c = r->c;
 	unsigned mine = 0; /* the request this call sent, if any */
 	g_mutex_lock(&c->mu);
@@ -1008,8 +1016,26 @@ int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)
 			res_on_service_side(r, send_lock, s);
 		}
 wait:
+		if (!*waited)
+			*waited = g_get_monotonic_time();
 		g_cond_wait(&c->cond, &c->mu);
 	}
+}
+
+int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)
+{
+	if (mode != O2LT_PR && mode != O2LT_EX)
+		return -EINVAL;
+	gint64 waited = 0;
+	int rc = lock_or_wait(r, mode, flags, &waited);
+	if (waited) {
+		/* a relaxed add: a counter read now and then, by nobody who
+		   would take c->mu just for it */
+		__atomic_fetch_add(&r->c->stats.wait_us, (uint64_t)(g_get_monotonic_time() - waited),
+				   __ATOMIC_RELAXED);
+		__atomic_fetch_add(&r->c->stats.waits, 1, __ATOMIC_RELAXED);
+	}
+	return rc;
 }
 
 void o2lc_refresh_done(struct o2lc_res *r, bool ok)
@@ -1049,6 +1075,8 @@ void o2lc_stats(struct o2lc *c, struct o2lc_stats *st)
 {
 	g_mutex_lock(&c->mu);
 	*st = c->stats;
+	st->waits = __atomic_load_n(&c->stats.waits, __ATOMIC_RELAXED);
+	st->wait_us = __atomic_load_n(&c->stats.wait_us, __ATOMIC_RELAXED);
 	st->resources = g_hash_table_size(c->res);
 	st->unused = c->lru.length;
 	g_mutex_unlock(&c->mu);

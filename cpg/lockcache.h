@@ -229,6 +229,9 @@ struct o2lc_stats {
 	uint64_t drops;		/* unreferenced resources dropped and freed (forgotten or LRU) */
 	uint64_t resources;	/* now: resources in the cache */
 	uint64_t unused;	/* now: of those, unreferenced and not being dropped (the LRU) */
+	uint64_t waits;		/* o2lc_lock calls that had to wait (a message, a downconvert) */
+	uint64_t wait_us;	/* the time they waited, in all */
+	uint64_t writeback_us;	/* time in downconvert callbacks (writing back), in all */
 };
 void o2lc_stats(struct o2lc *c, struct o2lc_stats *st);
 

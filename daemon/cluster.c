@@ -71,6 +71,10 @@ struct cluster {
 	/* the filesystem's side of inode locks (cluster_set_fs) */
 	const struct cluster_fs_ops *fs_ops;
 	void *fs_arg;
+
+	/* orphans found open on another node: block number to struct
+	 * orphan_wait (cluster_orphans_due; its caller's thread only) */
+	GHashTable *orphan_waits;
 };
 
 /* ---- the service side ---- */
@@ -236,6 +240,8 @@ static void cluster_free(struct cluster *c)
 	}
 	g_main_loop_unref(c->loop);
 	g_main_context_unref(c->ctx);
+	if (c->orphan_waits)
+		g_hash_table_destroy(c->orphan_waits);
 	g_mutex_clear(&c->mu);
 	g_cond_clear(&c->cond);
 	g_free(c->why);
@@ -861,6 +867,79 @@ int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)
 		o2lc_unlock(r, O2LT_EX);
 	o2lc_res_forget(r);
 	return rc == 0 ? 0 : rc == -EAGAIN ? 1 : rc;
+}
+
+/*
+ * How long an orphan another node holds open is left alone: the first
+ * look waits one second, each look that finds it still open twice as
+ * long, up to a minute.  The node that closes it last frees it itself
+ * (o2_fs_orphans lists another slot's orphan whose last reference was
+ * there), so these looks only matter when that node went away without
+ * freeing it; a look each second would cost a message each second for
+ * as long as the file stays open.
+ */
+#define ORPHAN_WAIT_FIRST_US G_USEC_PER_SEC
+#define ORPHAN_WAIT_MAX_US (60 * G_USEC_PER_SEC)
+
+struct orphan_wait {
+	uint64_t blkno;
+	uint32_t gen;
+	gint64 next;	/* monotonic time of the next look */
+	gint64 wait;	/* how long the next finding "still open" waits */
+	bool seen;	/* in the current list (the rest are gone) */
+};
+
+size_t cluster_orphans_due(struct cluster *c, uint64_t *blknos, uint32_t *gens, size_t n)
+{
+	gint64 now = g_get_monotonic_time();
+	GHashTableIter it;
+	gpointer val;
+	size_t due = 0;
+
+	if (!c->orphan_waits)
+		c->orphan_waits = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, g_free);
+	g_hash_table_iter_init(&it, c->orphan_waits);
+	while (g_hash_table_iter_next(&it, NULL, &val))
+		((struct orphan_wait *)val)->seen = false;
+	for (size_t i = 0; i < n; i++) {
+		struct orphan_wait *w = g_hash_table_lookup(c->orphan_waits, &blknos[i]);
+		int r;
+
+		if (w && w->gen != gens[i]) {
+			/* another inode in the same block: its own waits */
+			g_hash_table_remove(c->orphan_waits, &blknos[i]);
+			w = NULL;
+		}
+		if (w && now < w->next) {
+			w->seen = true;
+			continue;
+		}
+		r = cluster_open_elsewhere(c, blknos[i], gens[i]);
+		if (r == 1) {
+			if (!w) {
+				w = g_new0(struct orphan_wait, 1);
+				w->blkno = blknos[i];
+				w->gen = gens[i];
+				w->wait = ORPHAN_WAIT_FIRST_US;
+				g_hash_table_insert(c->orphan_waits, &w->blkno, w);
+			}
+			w->next = now + w->wait;
+			w->wait = MIN(w->wait * 2, ORPHAN_WAIT_MAX_US);
+			w->seen = true;
+			continue;
+		}
+		/* free to lock (or the try failed: the locked pass says why) */
+		if (w)
+			g_hash_table_remove(c->orphan_waits, &blknos[i]);
+		blknos[due] = blknos[i];
+		gens[due] = gens[i];
+		due++;
+	}
+	g_hash_table_iter_init(&it, c->orphan_waits);
+	while (g_hash_table_iter_next(&it, NULL, &val))
+		if (!((struct orphan_wait *)val)->seen)
+			g_hash_table_iter_remove(&it);
+	return due;
 }
 
 void cluster_set_lock_cache(struct cluster *c, unsigned n)

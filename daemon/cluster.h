@@ -157,6 +157,16 @@ int cluster_lock_rename(struct cluster *c, struct cluster_hold *h);
 int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cluster_hold *h);
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen);
 
+/*
+ * Of the n orphans blknos (generations gens), the ones worth taking locks
+ * for now, moved to the front: their number.  Each is first tried with
+ * cluster_open_elsewhere, which costs one message and waits for no node;
+ * one another node holds open is left out, and looked at again after a
+ * wait that doubles each time it is still open (1 s to a minute).  Not
+ * with the volume mutex held; one caller thread at a time.
+ */
+size_t cluster_orphans_due(struct cluster *c, uint64_t *blknos, uint32_t *gens, size_t n);
+
 /* Keep at most n idle locks cached; the least recently used go first. */
 void cluster_set_lock_cache(struct cluster *c, unsigned n);
 

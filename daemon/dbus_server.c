@@ -796,6 +796,14 @@ static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv,
 	g_variant_builder_add(&lb, "{st}", "downconverts", (guint64)st.downconverts);
 	g_variant_builder_add(&lb, "{st}", "cancels", (guint64)st.cancels);
 	g_variant_builder_add(&lb, "{st}", "blocking", (guint64)st.blocking);
+	/* the bound lock_cache=N keeps: what the cache holds now, what it let go */
+	g_variant_builder_add(&lb, "{st}", "cached", (guint64)st.resources);
+	g_variant_builder_add(&lb, "{st}", "idle", (guint64)st.unused);
+	g_variant_builder_add(&lb, "{st}", "dropped", (guint64)st.drops);
+	/* where a transfer's time goes: waiting for locks, writing back */
+	g_variant_builder_add(&lb, "{st}", "waits", (guint64)st.waits);
+	g_variant_builder_add(&lb, "{st}", "wait_us", (guint64)st.wait_us);
+	g_variant_builder_add(&lb, "{st}", "writeback_us", (guint64)st.writeback_us);
 	g_variant_builder_add(&lb, "{st}", "messages",
 			      (guint64)(st.requests + st.downconverts + st.cancels));
 	g_variant_builder_add(&b, "{sv}", "locks", g_variant_builder_end(&lb));

@@ -582,8 +582,10 @@ static int cmp_u64(const void *a, const void *b)
  * (fscore's o2_fs_orphans).  Each orphan is freed under its inode lock EX
  * (another node may have written to it while it had it open, under that
  * lock) and all of it under the global bitmap's, taken in that order
- * before the volume lock, as every operation takes them.  Returns how many
- * orphans were left to another pass (0: none).
+ * before the volume lock, as every operation takes them; orphans another
+ * node has open are left out first, at the cost of a try of their open
+ * lock now and then (cluster_orphans_due).  Returns how many orphans were
+ * left to another pass (0: none).
  */
 static size_t global_work(struct volume *v, bool tick)
 {
@@ -613,6 +615,9 @@ static size_t global_work(struct volume *v, bool tick)
 		}
 	}
 	g_mutex_unlock(&v->lock);
+	/* one another node has open stays an orphan: try its open lock
+	 * first, rather than pass its inode lock to and fro each second */
+	n = cluster_orphans_due(v->cluster, inos, gens, n);
 	for (size_t i = 0; i < n; i++)
 		if (cluster_lock_inode(v->cluster, inos[i], gens[i], O2LT_EX, &held[i]) < 0)
 			held[i].res = NULL;

@@ -138,10 +138,10 @@ class Node:
     def enter(self):
         return ["nsenter", "-t", str(self.pid), "-m", "-n", "-i", "-u", "--"]
 
-    def run(self, cmd, check=False):
+    def run(self, cmd, check=False, timeout=30):
         """cmd in the node's namespaces: its CompletedProcess (text).  check:
         fail() unless it exits 0."""
-        r = subprocess.run(self.enter() + cmd, capture_output=True, text=True, timeout=30)
+        r = subprocess.run(self.enter() + cmd, capture_output=True, text=True, timeout=timeout)
         if check and r.returncode != 0:
             fail(f"n{self.nodeid}: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()} {r.stdout.strip()}")
         return r
@@ -342,11 +342,11 @@ def slot_map(ctl, img):
     return {s["slot"]: s["node"] for s in json.loads(out)["slots"] if s["valid"]}
 
 
-def fsck_clean(img, when):
+def fsck_clean(img, when, timeout=900):
     # fsck.ocfs2 mlock()s caches of hundreds of megabytes first (as much as
     # the machine's free memory allows): seconds when idle, minutes on a
     # machine busy with other tests
-    r = host(["fsck.ocfs2", "-fn", img], check=False, timeout=900)
+    r = host(["fsck.ocfs2", "-fn", img], check=False, timeout=timeout)
     if r.returncode != 0 or "All passes succeeded." not in r.stdout:
         fail(f"fsck.ocfs2 -fn {when}: exit {r.returncode}\n{r.stdout[-3000:]}")
 
@@ -370,7 +370,9 @@ print(json.dumps(snap, sort_keys=True))
 
 def snap(m):
     """The whole tree under Mounter m's mount point, as its node reads it."""
-    r = m.node.run(["env", f"PYTHONPATH={TESTS}", "python3", "-c", SNAPSHOT, m.mnt])
+    # a few hundred names, but on sanitized daemons of a machine at a load
+    # of 20 a snapshot has taken over 30 s
+    r = m.node.run(["env", f"PYTHONPATH={TESTS}", "python3", "-c", SNAPSHOT, m.mnt], timeout=120)
     if r.returncode != 0:
         fail(f"n{m.node.nodeid}: snapshot of {m.mnt}: {r.stderr.strip()[-2000:]}")
     return json.loads(r.stdout)
@@ -482,8 +484,10 @@ class Mounter:
             fail(f"n{self.node.nodeid}: something is mounted after a refused mount")
         print(f"   n{self.node.nodeid} refused: {msg}")
 
-    def umount(self):
-        r = self.node.run([self.ctl, "umount", self.mnt])
+    def umount(self, timeout=30):
+        """timeout: for ocfs2ctl umount (a node caching many locks gives
+        each back with a message of its own)."""
+        r = self.node.run([self.ctl, "umount", self.mnt], timeout=timeout)
         if r.returncode != 0:
             fail(f"n{self.node.nodeid}: umount failed: {r.stderr.strip()}")
         deadline = time.time() + 30

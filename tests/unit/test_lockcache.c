@@ -368,12 +368,16 @@ START_TEST(test_cached_after_last_user)
 	ck_assert_int_eq(o2lc_res_mode(counter(0)), O2LT_EX);
 	ck_assert_uint_eq(mem[0].cached, 500);
 	ck_assert_uint_eq(disk, 0); /* nobody asked: nothing written back yet */
+	ck_assert_uint_le(st.waits, 1); /* at most the first, for its grant */
+	ck_assert_uint_eq(st.writeback_us, 0);
 
 	/* another member reads: member 0 writes back and goes to PR */
 	ck_assert_int_eq(take(1, O2LT_PR, 0), 0);
 	ck_assert_uint_eq(mem[1].cached, 500);
 	ck_assert_uint_eq(disk, 500);
 	ck_assert_int_eq(o2lc_res_mode(counter(0)), O2LT_PR);
+	/* member 1 waited for the grant, behind member 0's write-back */
+	ck_assert_uint_ge(stats(1).waits, 1);
 	o2lc_unlock(counter(1), O2LT_PR);
 	/* both keep PR: reading again costs nothing on either */
 	ck_assert_int_eq(take(0, O2LT_PR, 0), 0);

@@ -201,6 +201,17 @@ uint32_t session_write_flags(void);
 void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret);
 /* Drop every lookup reference the kernel still holds (session end; v->lock held). */
 void fuseops_forget_all(struct volume *v);
+/*
+ * Clustered: r = fn(v->fs, arg) with v->lock held, run again while fscore
+ * stops it for a system file's lock (o2_open_opts.lock_held), which is
+ * taken into hd meanwhile with v->lock dropped; then the frees it left
+ * for other slots' allocators (o2_fs_run_deallocs).  The one retry loop
+ * of the daemon (fuseops.c's RETRY_LOCKED); hd holds, on return, what was
+ * taken.
+ */
+struct held;
+int fuseops_run_locked(struct volume *v, struct held *hd, int (*fn)(struct o2_fs *fs, void *arg),
+		       void *arg);
 
 /*
  * The FUSE node id of inode blk as fuseops hands them out: the root

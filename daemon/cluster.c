@@ -821,8 +821,9 @@ static int lock_slot_files(struct cluster *c, struct o2_fs *fs, unsigned slot, b
 	static const enum o2_sysfile kept[] = { O2_SYS_LOCAL_ALLOC, O2_SYS_TRUNCATE_LOG };
 	int r = sysfile(fs, O2_SYS_GLOBAL_BITMAP, 0, &c->bitmap_blkno, &c->bitmap_gen);
 
+	/* read-only too: a mount that replays its slot first opens it read-write */
 	c->nown = 0;
-	for (unsigned i = 0; rw && r == 0 && i < G_N_ELEMENTS(own); i++) {
+	for (unsigned i = 0; r == 0 && i < G_N_ELEMENTS(own); i++) {
 		unsigned j = c->nown++;
 
 		r = sysfile(fs, own[i], slot, &c->own_blk[j], &c->own_gen[j]);
@@ -844,7 +845,7 @@ static int lock_slot_files(struct cluster *c, struct o2_fs *fs, unsigned slot, b
 			r = hold_res(c, inode_res(c, blkno, gen), SYS_FILE, O2LT_EX, false,
 				     &c->slot_files[i]);
 	}
-	if (r == 0 && rw)
+	if (r == 0)
 		r = cluster_hold_own(c, &c->mount_held);
 	if (r == 0)
 		r = cluster_hold_sys(c, &c->mount_held, c->bitmap_blkno, c->bitmap_gen, O2LT_EX);

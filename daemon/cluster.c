@@ -62,11 +62,22 @@ struct cluster {
 
 	struct o2lc_res *super, *journal;
 	bool super_held, journal_held;
-	/* the global bitmap: its M lock, held from the slot decision until
-	 * the mount is done (a mount flushes what a crash left into it) */
+	/* the global bitmap (its M lock is the last system file's in the order) */
 	uint64_t bitmap_blkno;
 	uint32_t bitmap_gen;
-	struct cluster_hold bitmap;
+	/*
+	 * This slot's inode and extent allocators and orphan directory, in
+	 * block order: every change holds their locks (other nodes take them
+	 * only to free into them); its local-alloc window and truncate log,
+	 * whose locks are held for the mount; and what the mount holds until
+	 * it is done (the global bitmap's and the slot's locks: a mount
+	 * flushes into them what a crash left).
+	 */
+	uint64_t own_blk[3];
+	uint32_t own_gen[3];
+	unsigned nown;
+	struct cluster_hold slot_files[2];
+	struct held mount_held;
 
 	/* the filesystem's side of inode locks (cluster_set_fs) */
 	const struct cluster_fs_ops *fs_ops;
@@ -429,7 +440,7 @@ static int journal_res(struct cluster *c, struct o2_fs *fs, unsigned slot,
 	return *ret ? 0 : -EINVAL;
 }
 
-static int lock_bitmap(struct cluster *c, struct o2_fs *fs);
+static int lock_slot_files(struct cluster *c, struct o2_fs *fs, unsigned slot, bool rw);
 
 static bool fs_error(struct cluster *c, struct o2_fs *fs, int r, const char *what,
 		     unsigned slot, GError **err)
@@ -639,13 +650,17 @@ bool cluster_mount_slot(struct cluster *c, struct o2_fs *fs, const struct mount_
 		goto out;
 	/*
 	 * Opening the slot read-write flushes its truncate log and gives back
-	 * its window into the global bitmap, which the other writers change
-	 * under its lock; a read-only mount may replay its slot's journal.
+	 * its window and empty groups into the global bitmap, which the other
+	 * writers change under its lock; a read-only mount may replay its
+	 * slot's journal.
 	 */
-	r = lock_bitmap(c, fs);
+	r = lock_slot_files(c, fs, (unsigned)chosen, !opts->ro);
 	if (r < 0) {
+		cluster_release(&c->mount_held);
+		for (unsigned i = 0; i < G_N_ELEMENTS(c->slot_files); i++)
+			cluster_unlock(&c->slot_files[i]);
 		cluster_unlock_journal(c);
-		fs_error(c, fs, r, "locking the global bitmap", (unsigned)chosen, err);
+		fs_error(c, fs, r, "locking the slot's system files", (unsigned)chosen, err);
 		goto out;
 	}
 	*ret_slot = (unsigned)chosen;
@@ -659,7 +674,7 @@ out:
 
 void cluster_mount_done(struct cluster *c)
 {
-	cluster_unlock(&c->bitmap);
+	cluster_release(&c->mount_held);
 	super_unlock(c);
 }
 
@@ -678,7 +693,9 @@ void cluster_leave(struct cluster *c)
 {
 	if (!c)
 		return;
-	cluster_unlock(&c->bitmap);
+	cluster_release(&c->mount_held);
+	for (unsigned i = 0; i < G_N_ELEMENTS(c->slot_files); i++)
+		cluster_unlock(&c->slot_files[i]);
 	super_unlock(c);
 	cluster_unlock_journal(c);
 	/* the service loop ends: it drops what is cached and leaves cleanly */
@@ -748,10 +765,15 @@ static struct o2lc_res *inode_res(struct cluster *c, uint64_t blkno, uint32_t ge
 	return o2lc_res_get(c->lc, lname, len, &inode_res_ops, c);
 }
 
+/* hold_res's blkno for a system file: regained, every cached block goes. */
+#define SYS_FILE UINT64_MAX
+
 /*
  * Take r (just got) in mode into h.  An inode lock regained refreshes
- * inode blkno (its block may have been read without the lock); drop: the
- * lock goes when h lets it go, rather than staying cached.
+ * inode blkno (its block may have been read without the lock); a system
+ * file's (SYS_FILE) drops every cached block (its groups and directory
+ * blocks may have been read, unlocked, for an estimate); drop: the lock
+ * goes when h lets it go, rather than staying cached.
  */
 static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int mode, bool drop,
 		    unsigned lcflags, struct cluster_hold *h)
@@ -762,7 +784,9 @@ static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int m
 		return -EINVAL;
 	rc = o2lc_lock(r, mode, lcflags);
 	if (rc == O2LC_REFRESH) {
-		if (blkno && c->fs_ops)
+		if (blkno == SYS_FILE && c->fs_ops)
+			c->fs_ops->lost(c->fs_arg, 0);
+		else if (blkno && c->fs_ops)
 			c->fs_ops->refresh(c->fs_arg, blkno);
 		o2lc_refresh_done(r, true);
 		rc = 0;
@@ -795,19 +819,171 @@ int cluster_lock_inode_flags(struct cluster *c, uint64_t blkno, uint32_t gen, in
 	return hold_res(c, inode_res(c, blkno, gen), blkno, mode, false, lcflags, h);
 }
 
-/* The global bitmap's M lock EX into c->bitmap (its inode read from fs). */
-static int lock_bitmap(struct cluster *c, struct o2_fs *fs)
+/* ---- system files' locks ---- */
+
+/* The operation running on this thread: what fscore's lock_held asks about. */
+static __thread struct held *op_held;
+
+static int sysfile(struct o2_fs *fs, enum o2_sysfile type, unsigned slot, uint64_t *blkno,
+		   uint32_t *gen)
 {
 	struct o2_inode *ino;
-	int r = o2_sysfile_lookup(fs, O2_SYS_GLOBAL_BITMAP, 0, &c->bitmap_blkno);
+	int r = o2_sysfile_lookup(fs, type, slot, blkno);
 
 	if (r == 0)
-		r = o2_inode_get(fs, c->bitmap_blkno, &ino);
+		r = o2_inode_get(fs, *blkno, &ino);
 	if (r < 0)
 		return r;
-	c->bitmap_gen = o2_inode_info(ino)->generation;
+	*gen = o2_inode_info(ino)->generation;
 	o2_inode_unref(ino);
-	return cluster_lock_inode(c, c->bitmap_blkno, c->bitmap_gen, O2LT_EX, &c->bitmap);
+	return 0;
+}
+
+/*
+ * The slot's system files (rw: the slot is written) and the global
+ * bitmap, read from fs, and their locks as cluster_mount_slot says.
+ */
+static int lock_slot_files(struct cluster *c, struct o2_fs *fs, unsigned slot, bool rw)
+{
+	static const enum o2_sysfile own[] = { O2_SYS_INODE_ALLOC, O2_SYS_EXTENT_ALLOC,
+					       O2_SYS_ORPHAN_DIR };
+	static const enum o2_sysfile kept[] = { O2_SYS_LOCAL_ALLOC, O2_SYS_TRUNCATE_LOG };
+	int r = sysfile(fs, O2_SYS_GLOBAL_BITMAP, 0, &c->bitmap_blkno, &c->bitmap_gen);
+
+	/* read-only too: a mount that replays its slot first opens it read-write */
+	c->nown = 0;
+	for (unsigned i = 0; r == 0 && i < G_N_ELEMENTS(own); i++) {
+		unsigned j = c->nown++;
+
+		r = sysfile(fs, own[i], slot, &c->own_blk[j], &c->own_gen[j]);
+		/* block order */
+		for (; r == 0 && j && c->own_blk[j - 1] > c->own_blk[j]; j--) {
+			uint64_t b = c->own_blk[j];
+			uint32_t g = c->own_gen[j];
+
+			c->own_blk[j] = c->own_blk[j - 1], c->own_gen[j] = c->own_gen[j - 1];
+			c->own_blk[j - 1] = b, c->own_gen[j - 1] = g;
+		}
+	}
+	for (unsigned i = 0; rw && r == 0 && i < G_N_ELEMENTS(kept); i++) {
+		uint64_t blkno;
+		uint32_t gen;
+
+		r = sysfile(fs, kept[i], slot, &blkno, &gen);
+		if (r == 0)
+			r = hold_res(c, inode_res(c, blkno, gen), SYS_FILE, O2LT_EX, false, 0,
+				     &c->slot_files[i]);
+	}
+	if (r == 0)
+		r = cluster_hold_own(c, &c->mount_held);
+	if (r == 0)
+		r = cluster_hold_sys(c, &c->mount_held, c->bitmap_blkno, c->bitmap_gen, O2LT_EX);
+	return r;
+}
+
+/* Where a system file's lock comes in the order: block order, the global bitmap last. */
+static uint64_t sys_rank(const struct cluster *c, uint64_t blkno)
+{
+	return blkno == c->bitmap_blkno ? UINT64_MAX : blkno;
+}
+
+static int take_sys(struct cluster *c, struct held *hd, uint64_t blkno, uint32_t gen, int mode)
+{
+	unsigned i = hd->n;
+	int r;
+
+	if (i == HELD_MAX)
+		return -EINVAL;
+	r = hold_res(c, inode_res(c, blkno, gen), SYS_FILE, mode, false, 0, &hd->h[i]);
+	if (r < 0)
+		return r;
+	hd->blk[i] = blkno;
+	hd->gen[i] = gen;
+	hd->sys[i] = true;
+	hd->n++;
+	return 0;
+}
+
+int cluster_hold_sys(struct cluster *c, struct held *hd, uint64_t blkno, uint32_t gen, int mode)
+{
+	struct {
+		uint64_t blkno;
+		uint32_t gen;
+		int mode;
+	} later[HELD_MAX];
+	unsigned nl = 0;
+	int r;
+
+	op_held = hd;
+	for (unsigned i = 0; i < hd->n; i++)
+		if (hd->sys[i] && hd->blk[i] == blkno && hd->h[i].mode >= mode)
+			return 0;
+	/*
+	 * What comes after it in the order goes meanwhile, so that no two
+	 * nodes wait for each other's (a lock named in a weaker mode is taken
+	 * again in the stronger).
+	 */
+	while (hd->n && hd->sys[hd->n - 1] &&
+	       sys_rank(c, hd->blk[hd->n - 1]) >= sys_rank(c, blkno)) {
+		unsigned i = --hd->n;
+
+		if (hd->blk[i] == blkno) {
+			mode = MAX(mode, hd->h[i].mode);
+		} else {
+			later[nl].blkno = hd->blk[i];
+			later[nl].gen = hd->gen[i];
+			later[nl++].mode = hd->h[i].mode;
+		}
+		cluster_unlock(&hd->h[i]);
+	}
+	r = take_sys(c, hd, blkno, gen, mode);
+	while (r == 0 && nl--)
+		r = take_sys(c, hd, later[nl].blkno, later[nl].gen, later[nl].mode);
+	return r;
+}
+
+int cluster_hold_own(struct cluster *c, struct held *hd)
+{
+	int r = 0;
+
+	for (unsigned i = 0; i < c->nown && r == 0; i++)
+		r = cluster_hold_sys(c, hd, c->own_blk[i], c->own_gen[i], O2LT_EX);
+	return r;
+}
+
+bool cluster_drop_sys(struct held *hd)
+{
+	bool any = false;
+
+	while (hd->n && hd->sys[hd->n - 1]) {
+		cluster_unlock(&hd->h[--hd->n]);
+		any = true;
+	}
+	return any;
+}
+
+void cluster_held_use(struct held *hd)
+{
+	op_held = hd;
+}
+
+void cluster_release(struct held *hd)
+{
+	while (hd->n)
+		cluster_unlock(&hd->h[--hd->n]);
+	hd->retries = 0;
+	if (op_held == hd)
+		op_held = NULL;
+}
+
+bool cluster_sys_held(uint64_t blkno, bool ex)
+{
+	const struct held *hd = op_held;
+
+	for (unsigned i = 0; hd && i < hd->n; i++)
+		if (hd->sys[i] && hd->blk[i] == blkno && hd->h[i].mode >= (ex ? O2LT_EX : O2LT_PR))
+			return true;
+	return false;
 }
 
 void cluster_unlock(struct cluster_hold *h)

@@ -49,9 +49,12 @@ struct cluster *cluster_join(const char *device, const struct o2_super_info *si,
  * (opts->slot) if free, else the lowest free one.  Refused (false, *err
  * set) if no slot is free, if a node died holding a slot and is not yet
  * recovered, or if a journal needs recovery.  For read-write, the slot's
- * journal lock is taken and held until cluster_leave.  The global
- * bitmap's lock is taken EX too (opening a slot may give back into it
- * what a crash left) and held until cluster_mount_done.  fs is a read-only
+ * journal lock is taken and held until cluster_leave, and so are the
+ * locks of the slot's local-alloc window and truncate log (no other node
+ * touches them while this one lives).  The slot's allocators' and orphan
+ * directory's locks and the global bitmap's are taken EX too (opening a
+ * slot gives back into them what a crash left) and held, as the mounting
+ * thread's operation (cluster_sys_held), until cluster_mount_done.  fs is a read-only
  * handle opened after cluster_join (its cache is no older than the super
  * lock).
  */
@@ -145,6 +148,52 @@ void cluster_unlock(struct cluster_hold *h);
  * orders that cross.
  */
 int cluster_lock_rename(struct cluster *c, struct cluster_hold *h);
+
+/*
+ * The cluster locks one operation holds, in the order taken: inode locks
+ * (fuseops.c, "cluster locks"), then system files' (sys): this slot's
+ * allocators and orphan directory, another slot's, in block order, and
+ * the global bitmap's last.  An operation holds this slot's for every
+ * change; fscore asks for the others when it needs them (o2_open_opts'
+ * lock_held), and cluster_hold_sys takes one in its place in the order,
+ * letting the later ones go meanwhile.  The held set of the operation
+ * running on a thread is what cluster_sys_held answers from.
+ */
+#define HELD_MAX 16
+
+struct held {
+	struct cluster_hold h[HELD_MAX];
+	uint64_t blk[HELD_MAX]; /* 0: the rename lock */
+	uint32_t gen[HELD_MAX];
+	bool sys[HELD_MAX];
+	unsigned n;
+	unsigned retries; /* locks fscore asked for (a bound against loops) */
+	/* a read or write: the kernel holds page locks of the inode for it */
+	bool admit;
+};
+
+/*
+ * Take system inode blkno's lock (generation gen) in mode into hd, in its
+ * place in the order: system-file locks hd holds that come after it are
+ * let go first and taken again after it.  hd becomes this thread's
+ * operation's.  Never with the volume mutex held.  0 or -errno; on an
+ * error hd may have lost locks that came after blkno (cluster_release
+ * still lets go what it holds).
+ */
+int cluster_hold_sys(struct cluster *c, struct held *hd, uint64_t blkno, uint32_t gen, int mode);
+/* This slot's inode allocator, extent allocator and orphan directory EX (a change). */
+int cluster_hold_own(struct cluster *c, struct held *hd);
+/* Let go of the system-file locks at the end of hd (1 if it held any). */
+bool cluster_drop_sys(struct held *hd);
+/* hd is this thread's operation's (inode locks taken by the caller). */
+void cluster_held_use(struct held *hd);
+/* Let go of everything hd holds; it is no longer this thread's. */
+void cluster_release(struct held *hd);
+/*
+ * Whether the operation running on this thread holds system inode
+ * blkno's lock, in EX if ex (fscore's o2_open_opts.lock_held).
+ */
+bool cluster_sys_held(uint64_t blkno, bool ex);
 
 /*
  * Open locks (the O lock of an inode): cluster_open_hold takes it PR into

@@ -162,22 +162,16 @@ void fuseops_forget_all(struct volume *v)
  * that no two operations wait for each other: the rename lock (renames
  * between directories); directories before the files in them, parents
  * before children, two directories or two files in block order; and for a
- * change the global bitmap's lock last (every change may allocate or
- * free, and every node writes on a slot of its own).  An operation that
- * learns an inode from a name (lookup, unlink, rename) reads the name
- * under its directory's lock, drops the volume lock, takes the inode's,
- * and checks the name again.  Nothing here runs on a local volume.
+ * change, after every inode's, the locks of this slot's allocators and
+ * orphan directory (every node writes on a slot of its own, and keeps
+ * them cached).  The global bitmap's and other slots' allocators' locks
+ * come last, and only when fscore asks for one (retry_locked, the one
+ * place that takes them: cluster.h, struct held, keeps their order).  An
+ * operation that learns an inode from a name (lookup, unlink, rename)
+ * reads the name under its directory's lock, drops the volume lock,
+ * takes the inode's, and checks the name again.  Nothing here runs on a
+ * local volume.
  */
-
-#define HELD_MAX 8
-
-struct held {
-	struct cluster_hold h[HELD_MAX];
-	uint64_t blk[HELD_MAX];
-	unsigned n;
-	/* a read or write: the kernel holds page locks of the inode for it */
-	bool admit;
-};
 
 /* A change takes EX; a read-only mount only ever reads. */
 static int change_mode(const struct volume *v)
@@ -241,24 +235,97 @@ static int hold_gen(struct volume *v, struct held *hd, uint64_t blk, uint32_t ge
 			return 0;
 	if (hd->n == HELD_MAX)
 		return -EINVAL;
+	cluster_held_use(hd);
 	int r = cluster_lock_inode_flags(v->cluster, blk, gen, mode, flags, &hd->h[hd->n]);
 
-	if (r == 0)
-		hd->blk[hd->n++] = blk;
+	if (r == 0) {
+		hd->blk[hd->n] = blk;
+		hd->gen[hd->n] = gen;
+		hd->sys[hd->n++] = false;
+	}
 	return r;
 }
 
 static void release(struct held *hd)
 {
-	while (hd->n)
-		cluster_unlock(&hd->h[--hd->n]);
+	cluster_release(hd);
 }
 
-/* Whether the last lock hd holds is the global bitmap's (taken last). */
-static bool holds_bitmap(const struct volume *v, const struct held *hd)
+/*
+ * The one place an operation gets a lock fscore asked for: with the volume
+ * lock held, after a call answered -O2_ENEEDLOCK having changed nothing,
+ * drop the volume lock, take the system file's lock in its place in the
+ * order (hd), and return without the volume lock: 0, the caller runs the
+ * call again; -errno, it fails with that.
+ */
+static int take_wanted(struct volume *v, struct held *hd)
 {
-	return hd->n && hd->blk[hd->n - 1] == v->bitmap;
+	uint64_t blk = 0;
+	uint32_t gen = 0;
+	bool ex = true;
+	struct o2_inode *in;
+	int r = -EIO;
+
+	if (v->fs) {
+		o2_fs_lock_wanted(v->fs, &blk, &ex);
+		r = o2_inode_get(v->fs, blk, &in);
+	}
+	if (r == 0) {
+		gen = o2_inode_info(in)->generation;
+		o2_inode_unref(in);
+	}
+	unlock(v);
+	/* a call that keeps asking would never end */
+	if (r == 0 && (!v->cluster || ++hd->retries > 4 * HELD_MAX))
+		r = -EIO;
+	if (r == 0)
+		r = cluster_hold_sys(v->cluster, hd, blk, gen, ex ? O2LT_EX : O2LT_PR);
+	return r;
 }
+
+/*
+ * After a call that changed the volume (volume lock held): frees it made
+ * into allocators whose locks it did not hold (another slot's) run now,
+ * each taking its allocator's lock (the kernel's dealloc context).  They
+ * are not the operation's: a failure is logged, not answered.
+ */
+static void run_deallocs(struct volume *v, struct held *hd)
+{
+	while (v->cluster && v->fs && o2_fs_deallocs_pending(v->fs)) {
+		int r = o2_fs_run_deallocs(v->fs);
+
+		if (r == -O2_ENEEDLOCK) {
+			r = take_wanted(v, hd);
+			lock(v);
+		}
+		if (r < 0) {
+			volume_note_locked(v, "freeing into another slot's allocator", r);
+			break;
+		}
+	}
+}
+
+/*
+ * r = call, under the volume lock, run again while fscore stops it for a
+ * system file's lock (taken meanwhile), then the frees it left.  The
+ * call must change nothing before it may stop so (fscore's promise).
+ */
+#define RETRY_LOCKED(v, hd, r, call)                                 \
+	do {                                                         \
+		for (;;) {                                           \
+			(r) = (call);                                \
+			if ((r) != -O2_ENEEDLOCK) {                  \
+				run_deallocs((v), (hd));             \
+				break;                               \
+			}                                            \
+			int wanted_ = take_wanted((v), (hd));        \
+			lock(v);                                     \
+			if (wanted_ < 0) {                           \
+				(r) = wanted_;                       \
+				break;                               \
+			}                                            \
+		}                                                    \
+	} while (0)
 
 /*
  * Take the locks of inodes a in mode ma and then b in mode mb (0: none;
@@ -285,11 +352,20 @@ static int hold_seq(struct volume *v, struct held *hd, uint64_t a, int ma, uint6
 		r = hold_gen(v, hd, a, ga, ma);
 	if (r == 0 && b && b != a)
 		r = hold_gen(v, hd, b, gb, mb);
-	/* a change may allocate or free clusters: the global bitmap last */
+	/* a change may allocate or free: this slot's allocators' locks last */
 	if (r == 0 && (ma == O2LT_EX || mb == O2LT_EX))
-		r = hold_gen(v, hd, v->bitmap, v->bitmap_gen, O2LT_EX);
+		r = cluster_hold_own(v->cluster, hd);
 	if (r < 0)
 		release(hd);
+	return r;
+}
+
+int fuseops_run_locked(struct volume *v, struct held *hd, int (*fn)(struct o2_fs *fs, void *arg),
+		       void *arg)
+{
+	int r;
+
+	RETRY_LOCKED(v, hd, r, v->fs ? fn(v->fs, arg) : -EIO);
 	return r;
 }
 
@@ -321,9 +397,12 @@ static int hold_rename(struct volume *v, struct held *hd, uint64_t from, uint64_
 		return 0;
 	if (hd->n == HELD_MAX)
 		return -EINVAL;
+	cluster_held_use(hd);
 	r = cluster_lock_rename(v->cluster, &hd->h[hd->n]);
-	if (r == 0)
-		hd->blk[hd->n++] = 0;
+	if (r == 0) {
+		hd->blk[hd->n] = 0;
+		hd->sys[hd->n++] = false;
+	}
 	return r;
 }
 
@@ -401,16 +480,14 @@ static int hold_targets(struct volume *v, struct held *hd, int mode, unsigned n,
 			blk[0] = blk[1], gen[0] = gen[1];
 			blk[1] = tb, gen[1] = tg;
 		}
-		/* the global bitmap's lock stays last: let it go meanwhile */
-		bool bm = holds_bitmap(v, hd);
+		/* system files' locks stay after the inodes': let them go meanwhile */
+		bool sys = cluster_drop_sys(hd);
 
-		if (bm)
-			cluster_unlock(&hd->h[--hd->n]);
 		for (unsigned i = 0; i < n && r == 0; i++)
 			if (blk[i])
 				r = hold_gen(v, hd, blk[i], gen[i], mode);
-		if (r == 0 && bm)
-			r = hold_gen(v, hd, v->bitmap, v->bitmap_gen, O2LT_EX);
+		if (r == 0 && sys)
+			r = cluster_hold_own(v->cluster, hd);
 		if (r < 0)
 			return r;
 	}
@@ -749,7 +826,8 @@ static uint16_t setid_killed(uint16_t mode)
  * always, as Linux drops them on write.  *mode_changed: the kernel's copy
  * of the mode is now stale (it fetched it just before the write).
  */
-static int kill_privs(struct volume *v, uint64_t blk, bool setid, bool *mode_changed)
+static int kill_privs(struct volume *v, struct held *hd, uint64_t blk, bool setid,
+		      bool *mode_changed)
 {
 	static const char cap[] = "capability";
 	struct o2_inode *in;
@@ -769,7 +847,7 @@ static int kill_privs(struct volume *v, uint64_t blk, bool setid, bool *mode_cha
 	if (setid && setid_killed(mode) != mode) {
 		struct o2_setattr a = { .mode = setid_killed(mode) & 07777, .ctime = now_ts() };
 
-		r = o2_setattr(v->fs, blk, &a, O2_SET_MODE | O2_SET_CTIME);
+		RETRY_LOCKED(v, hd, r, o2_setattr(v->fs, blk, &a, O2_SET_MODE | O2_SET_CTIME));
 		if (r < 0)
 			return r;
 		*mode_changed = true;
@@ -778,7 +856,7 @@ static int kill_privs(struct volume *v, uint64_t blk, bool setid, bool *mode_cha
 		return 0;
 	r = (int)o2_xattr_get(v->fs, blk, O2_XATTR_SECURITY, cap, strlen(cap), NULL, 0);
 	if (r >= 0)
-		r = o2_xattr_remove(v->fs, blk, O2_XATTR_SECURITY, cap, strlen(cap));
+		RETRY_LOCKED(v, hd, r, o2_xattr_remove(v->fs, blk, O2_XATTR_SECURITY, cap, strlen(cap)));
 	return r == -ENODATA ? 0 : r;
 }
 
@@ -863,13 +941,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (v->killpriv && ((to_set & FUSE_SET_ATTR_KILL_SUID) || to_set == 0))
 		r = kill_setid_mode(v, blk, &a, &mask);
 	if (r == 0)
-		r = o2_setattr(v->fs, blk, &a, mask);
+		RETRY_LOCKED(v, &hd, r, o2_setattr(v->fs, blk, &a, mask));
 	if (r == 0 && (mask & O2_SET_SIZE) && !(mask & O2_SET_MTIME)) {
 		/* truncate(2) changes mtime and ctime even when the size stays */
 		struct o2_setattr t = { .mtime = now_ts() };
 
 		t.ctime = t.mtime;
-		r = o2_setattr(v->fs, blk, &t, O2_SET_MTIME | O2_SET_CTIME);
+		RETRY_LOCKED(v, &hd, r, o2_setattr(v->fs, blk, &t, O2_SET_MTIME | O2_SET_CTIME));
 	}
 	if (r == 0)
 		r = get_stat(v, blk, &st, NULL);
@@ -964,11 +1042,12 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	r = new_inode(v, req, dir, mode, &ni);
 	ni.rdev = rdev;
 	if (r == 0 && S_ISDIR(mode))
-		r = o2_mkdir(v->fs, dir, name, strlen(name), &ni, &blk);
+		RETRY_LOCKED(v, &hd, r, o2_mkdir(v->fs, dir, name, strlen(name), &ni, &blk));
 	else if (r == 0 && S_ISLNK(mode))
-		r = o2_symlink(v->fs, dir, name, strlen(name), target, &ni, &blk);
+		RETRY_LOCKED(v, &hd, r,
+			     o2_symlink(v->fs, dir, name, strlen(name), target, &ni, &blk));
 	else if (r == 0)
-		r = o2_create(v->fs, dir, name, strlen(name), &ni, &blk);
+		RETRY_LOCKED(v, &hd, r, o2_create(v->fs, dir, name, strlen(name), &ni, &blk));
 	if (r == 0)
 		r = make_entry(v, blk, e);
 	/* the new inode's lock is not held: its attributes are not cached */
@@ -1023,7 +1102,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 		return;
 	}
 	lock(v);
-	r = o2_link(v->fs, blk, to_blk(v, newparent), newname, strlen(newname));
+	RETRY_LOCKED(v, &hd, r, o2_link(v->fs, blk, to_blk(v, newparent), newname, strlen(newname)));
 	if (r == 0)
 		r = make_entry(v, blk, &e);
 	unlock(v);
@@ -1046,11 +1125,19 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, con
 	uint64_t dir = to_blk(v, parent);
 
 	r = hold(v, &hd, change_mode(v), dir, 0);
-	if (r == 0)
+	/* a lock fscore asks for is taken with the volume lock dropped: the
+	 * name is read again, as hold_targets does, before the call runs again */
+	while (r == 0) {
 		r = hold_targets(v, &hd, change_mode(v), 1, &dir, &name);
-	if (r == 0) {
+		if (r < 0)
+			break;
 		r = fn(v->fs, dir, name, strlen(name));
-		unlock(v);
+		if (r != -O2_ENEEDLOCK) {
+			run_deallocs(v, &hd);
+			unlock(v);
+			break;
+		}
+		r = take_wanted(v, &hd); /* 0: again, from the names */
 	}
 	release(&hd);
 	fuse_reply_err(req, -note(v, op, r));
@@ -1092,12 +1179,19 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	r = hold_rename(v, &hd, dirs[0], dirs[1]);
 	if (r == 0)
 		r = hold(v, &hd, change_mode(v), dirs[0], dirs[1]);
-	if (r == 0)
+	/* as remove_name: the names are read again after a lock fscore asked for */
+	while (r == 0) {
 		r = hold_targets(v, &hd, change_mode(v), 2, dirs, names);
-	if (r == 0) {
+		if (r < 0)
+			break;
 		r = o2_rename(v->fs, dirs[0], name, strlen(name), dirs[1], newname, strlen(newname),
 			      o2flags);
-		unlock(v);
+		if (r != -O2_ENEEDLOCK) {
+			run_deallocs(v, &hd);
+			unlock(v);
+			break;
+		}
+		r = take_wanted(v, &hd);
 	}
 	release(&hd);
 	fuse_reply_err(req, -note(v, "rename", r));
@@ -1193,7 +1287,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		r = hold(v, &hd, change_mode(v), blk, 0);
 		if (r == 0) {
 			lock(v);
-			r = o2_setattr(v->fs, blk, &a, O2_SET_SIZE | O2_SET_MTIME | O2_SET_CTIME);
+			RETRY_LOCKED(v, &hd, r,
+				     o2_setattr(v->fs, blk, &a,
+						O2_SET_SIZE | O2_SET_MTIME | O2_SET_CTIME));
 			unlock(v);
 			release(&hd);
 		}
@@ -1271,8 +1367,9 @@ static int open_made_elsewhere(fuse_req_t req, fuse_ino_t parent, const char *na
 		r = hold(v, &hd, change_mode(v), to_blk(v, e->ino), 0);
 		if (r == 0) {
 			lock(v);
-			r = o2_setattr(v->fs, to_blk(v, e->ino), &a,
-				       O2_SET_SIZE | O2_SET_MTIME | O2_SET_CTIME);
+			RETRY_LOCKED(v, &hd, r,
+				     o2_setattr(v->fs, to_blk(v, e->ino), &a,
+						O2_SET_SIZE | O2_SET_MTIME | O2_SET_CTIME));
 			if (r == 0)
 				r = get_stat(v, to_blk(v, e->ino), &e->attr, NULL);
 			unlock(v);
@@ -1406,6 +1503,26 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, buf, (size_t)n);
 }
 
+/*
+ * O_APPEND on a clustered volume: the kernel put the write at the size it
+ * knows, which another node may have moved since; the end is where the
+ * size is now, under the inode's lock (the kernel takes the reply's
+ * count) - read again each time the write is run again.
+ */
+static ssize_t write_at(struct volume *v, uint64_t blk, const struct fuse_file_info *fi,
+			off_t off, const char *buf, size_t size)
+{
+	if (v->cluster && (fi->flags & O_APPEND)) {
+		struct stat st;
+		int r = get_stat(v, blk, &st, NULL);
+
+		if (r < 0)
+			return r;
+		off = st.st_size;
+	}
+	return o2_write(v->fs, blk, (uint64_t)off, buf, size);
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -1425,20 +1542,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		return;
 	}
 	lock(v);
-	n = kill_privs(v, to_blk(v, ino), session_write_flags() & FUSE_WRITE_KILL_SUIDGID, &killed);
-	/*
-	 * O_APPEND: the kernel put the write at the size it knows, which
-	 * another node may have moved since; the end is where the size is
-	 * now, under the inode's lock (the kernel takes the reply's count).
-	 */
-	if (n == 0 && v->cluster && (fi->flags & O_APPEND)) {
-		struct stat st;
-
-		n = get_stat(v, to_blk(v, ino), &st, NULL);
-		off = st.st_size;
-	}
+	n = kill_privs(v, &hd, to_blk(v, ino), session_write_flags() & FUSE_WRITE_KILL_SUIDGID,
+		       &killed);
 	if (n == 0)
-		n = o2_write(v->fs, to_blk(v, ino), (uint64_t)off, buf, size);
+		RETRY_LOCKED(v, &hd, n, write_at(v, to_blk(v, ino), fi, off, buf, size));
 	unlock(v);
 	release(&hd);
 	/* before the reply, so the writer's next stat(2) asks again */
@@ -1611,10 +1718,11 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		return;
 	}
 	lock(v);
-	r = o2_fallocate(v->fs, to_blk(v, ino),
-			 ((mode & FALLOC_FL_KEEP_SIZE) ? O2_FALLOC_KEEP_SIZE : 0) |
-				 ((mode & FALLOC_FL_PUNCH_HOLE) ? O2_FALLOC_PUNCH_HOLE : 0),
-			 (uint64_t)off, (uint64_t)len);
+	RETRY_LOCKED(v, &hd, r,
+		     o2_fallocate(v->fs, to_blk(v, ino),
+				  ((mode & FALLOC_FL_KEEP_SIZE) ? O2_FALLOC_KEEP_SIZE : 0) |
+					  ((mode & FALLOC_FL_PUNCH_HOLE) ? O2_FALLOC_PUNCH_HOLE : 0),
+				  (uint64_t)off, (uint64_t)len));
 	unlock(v);
 	release(&hd);
 	fuse_reply_err(req, -note(v, "fallocate", r));
@@ -1723,9 +1831,13 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			n = o2_inode_read(v->fs, in, (uint64_t)off_in + done, buf, want);
 			o2_inode_unref(in);
 		}
-		if (n > 0)
-			n = o2_write(v->fs, to_blk(v, ino_out), (uint64_t)off_out + done, buf,
-				     (size_t)n);
+		if (n > 0) {
+			size_t got = (size_t)n;
+
+			RETRY_LOCKED(v, &hd, n,
+				     o2_write(v->fs, to_blk(v, ino_out), (uint64_t)off_out + done,
+					      buf, got));
+		}
 		unlock(v);
 		if (n < 0)
 			r = (int)n;
@@ -1987,10 +2099,11 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *full, const 
 	if (r == 0) {
 		lock(v);
 		if (is_acl(type))
-			r = o2_acl_set(v->fs, to_blk(v, ino), type, value, size);
+			RETRY_LOCKED(v, &hd, r, o2_acl_set(v->fs, to_blk(v, ino), type, value, size));
 		else
-			r = o2_xattr_set(v->fs, to_blk(v, ino), type, name, strlen(name), value, size,
-					 o2flags);
+			RETRY_LOCKED(v, &hd, r,
+				     o2_xattr_set(v->fs, to_blk(v, ino), type, name, strlen(name),
+						  value, size, o2flags));
 		unlock(v);
 		release(&hd);
 		r = xattr_note(v, "setxattr", r);
@@ -2098,9 +2211,11 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *full)
 	if (r == 0) {
 		lock(v);
 		if (is_acl(type))
-			r = o2_acl_set(v->fs, to_blk(v, ino), type, NULL, 0);
+			RETRY_LOCKED(v, &hd, r, o2_acl_set(v->fs, to_blk(v, ino), type, NULL, 0));
 		else
-			r = o2_xattr_remove(v->fs, to_blk(v, ino), type, name, strlen(name));
+			RETRY_LOCKED(v, &hd, r,
+				     o2_xattr_remove(v->fs, to_blk(v, ino), type, name,
+						     strlen(name)));
 		unlock(v);
 		release(&hd);
 		r = xattr_note(v, "removexattr", r);

@@ -218,6 +218,18 @@ void fuseops_sync_job(gpointer data, gpointer user_data);
 #define NODE_DIR (UINT64_C(1) << 32)
 
 /*
+ * Clustered: r = fn(v->fs, arg) with v->lock held, run again while fscore
+ * stops it for a system file's lock (o2_open_opts.lock_held), which is
+ * taken into hd meanwhile with v->lock dropped; then the frees it left
+ * for other slots' allocators (o2_fs_run_deallocs).  The one retry loop
+ * of the daemon (fuseops.c's RETRY_LOCKED); hd holds, on return, what was
+ * taken.
+ */
+struct held;
+int fuseops_run_locked(struct volume *v, struct held *hd, int (*fn)(struct o2_fs *fs, void *arg),
+		       void *arg);
+
+/*
  * The FUSE node id of inode blk as fuseops hands them out: the root
  * directory is FUSE's node 1 (FUSE_ROOT_ID), every other inode its own
  * number, which is never 1.

@@ -440,6 +440,14 @@ static int fs_open_elsewhere(void *arg, uint64_t blkno, uint32_t gen)
 	return cluster_open_elsewhere(v->cluster, blkno, gen);
 }
 
+/* fscore asks whether the operation under way holds a system file's lock
+ * (under the volume mutex: answered from what this thread's operation holds). */
+static bool fs_lock_held(void *arg, uint64_t blkno, bool ex)
+{
+	(void)arg;
+	return cluster_sys_held(blkno, ex);
+}
+
 static bool open_fs(struct volume *v, const struct volume_watch *watch, GError **err)
 {
 	char msg[512] = "";
@@ -490,6 +498,7 @@ static bool open_fs(struct volume *v, const struct volume_watch *watch, GError *
 	if (v->cluster) {
 		oo.flags |= O2_OPEN_SHARED;
 		oo.open_elsewhere = fs_open_elsewhere;
+		oo.lock_held = fs_lock_held;
 		oo.cluster_arg = v;
 	}
 	if (watch) {
@@ -576,16 +585,37 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int tick_fn(struct o2_fs *fs, void *arg)
+{
+	(void)arg;
+	return o2_fs_tick(fs);
+}
+
+struct orphan {
+	uint64_t ino;
+	uint32_t gen;
+};
+
+static int free_orphan_fn(struct o2_fs *fs, void *arg)
+{
+	const struct orphan *o = arg;
+
+	return o2_fs_free_orphan(fs, o->ino, o->gen);
+}
+
 /*
  * The work of a clustered writer that changes the global bitmap: the timed
  * commit when it flushes the truncate log (tick), and freeing orphans
  * (fscore's o2_fs_orphans).  Each orphan is freed under its inode lock EX
  * (another node may have written to it while it had it open, under that
- * lock) and all of it under the global bitmap's, taken in that order
- * before the volume lock, as every operation takes them; orphans another
- * node has open are left out first, at the cost of a try of their open
- * lock now and then (cluster_orphans_due).  Returns how many orphans were
- * left to another pass (0: none).
+ * lock), then this slot's allocators' and orphan directory's, taken in
+ * that order before the volume lock, as every operation takes them; the
+ * global bitmap's (a flush of the truncate log), another slot's orphan
+ * directory or allocators (an orphan of that slot) are taken when fscore
+ * asks for them (fuseops_run_locked).  Orphans another node has open are
+ * left out first, at the cost of a try of their open lock now and then
+ * (cluster_orphans_due).  Returns how many orphans were left to another
+ * pass (0: none).
  */
 static size_t global_work(struct volume *v, bool tick)
 {
@@ -602,7 +632,8 @@ static size_t global_work(struct volume *v, bool tick)
 		qsort(inos, n, sizeof(*inos), cmp_u64); /* files: in block order */
 
 	g_autofree uint32_t *gens = g_new0(uint32_t, n ? n : 1);
-	g_autofree struct cluster_hold *held = g_new0(struct cluster_hold, n + 1);
+	g_autofree struct cluster_hold *held = g_new0(struct cluster_hold, n ? n : 1);
+	struct held sys = { .n = 0 };
 
 	g_mutex_lock(&v->lock);
 	for (size_t i = 0; i < n && v->fs; i++) {
@@ -621,17 +652,22 @@ static size_t global_work(struct volume *v, bool tick)
 	for (size_t i = 0; i < n; i++)
 		if (cluster_lock_inode(v->cluster, inos[i], gens[i], O2LT_EX, &held[i]) < 0)
 			held[i].res = NULL;
-	if (cluster_lock_inode(v->cluster, v->bitmap, v->bitmap_gen, O2LT_EX, &held[n]) == 0) {
+	if (cluster_hold_own(v->cluster, &sys) == 0) {
 		g_mutex_lock(&v->lock);
 		if (v->fs && tick)
-			volume_note_locked(v, "timed commit", o2_fs_tick(v->fs));
-		for (size_t i = 0; i < n && v->fs; i++)
+			volume_note_locked(v, "timed commit",
+					   fuseops_run_locked(v, &sys, tick_fn, NULL));
+		for (size_t i = 0; i < n && v->fs; i++) {
+			struct orphan o = { inos[i], gens[i] };
+
 			if (held[i].res)
 				volume_note_locked(v, "freeing an orphan",
-						   o2_fs_free_orphan(v->fs, inos[i], gens[i]));
+						   fuseops_run_locked(v, &sys, free_orphan_fn, &o));
+		}
 		g_mutex_unlock(&v->lock);
 	}
-	for (size_t i = n + 1; i-- > 0;)
+	cluster_release(&sys);
+	for (size_t i = n; i-- > 0;)
 		cluster_unlock(&held[i]);
 	free(inos);
 	return left;
@@ -691,12 +727,18 @@ static void stop_ticker(struct volume *v)
 	v->tick_thread = NULL;
 }
 
+static int run_deallocs_fn(struct o2_fs *fs, void *arg)
+{
+	(void)arg;
+	return o2_fs_run_deallocs(fs);
+}
+
 static int close_fs(struct volume *v)
 {
 	int r = 0;
 
 	GError *e = NULL;
-	struct cluster_hold bm = { NULL, 0, false };
+	struct held sys = { .n = 0 };
 
 	/* no request is served any more: leave the file-lock group cleanly,
 	 * and this node's file locks go */
@@ -712,17 +754,24 @@ static int close_fs(struct volume *v)
 		for (int pass = 0; pass < 8 && global_work(v, false) > 0; pass++)
 			;
 	/* the slot map changes under the super lock only, and the truncate
-	 * log's last flush under the global bitmap's (taken before the volume
-	 * mutex, as every cluster lock is; dropped as the cluster is left) */
+	 * log's last flush and the window's return under the global bitmap's
+	 * and this slot's allocators' (taken before the volume mutex, as every
+	 * cluster lock is; dropped as the cluster is left) */
 	if (v->cluster && v->fs && !v->opts.ro) {
 		if (!cluster_unmount_begin(v->cluster, &e)) {
 			g_warning("%s: %s; closing without it", v->device, e->message);
 			g_clear_error(&e);
 		}
-		if (cluster_lock_inode(v->cluster, v->bitmap, v->bitmap_gen, O2LT_EX, &bm) < 0)
-			g_warning("%s: cannot lock the global bitmap; closing without it", v->device);
+		if (cluster_hold_own(v->cluster, &sys) < 0 ||
+		    cluster_hold_sys(v->cluster, &sys, v->bitmap, v->bitmap_gen, O2LT_EX) < 0)
+			g_warning("%s: cannot lock the global bitmap and the slot's allocators; "
+				  "closing without them", v->device);
 	}
 	g_mutex_lock(&v->lock);
+	/* frees waiting for other slots' allocators' locks: before the close */
+	if (v->cluster && v->fs && !v->opts.ro && o2_fs_deallocs_pending(v->fs))
+		volume_note_locked(v, "freeing into another slot's allocator",
+				   fuseops_run_locked(v, &sys, run_deallocs_fn, NULL));
 	if (v->fs) {
 		char why[256];
 
@@ -739,7 +788,7 @@ static int close_fs(struct volume *v)
 
 	v->cluster = NULL; /* under the lock: the D-Bus API reads it so */
 	g_mutex_unlock(&v->lock);
-	cluster_unlock(&bm);
+	cluster_release(&sys);
 	cluster_leave(c);
 	if (v->dev) {
 		o2_blockdev_free(v->dev);

@@ -93,6 +93,44 @@ static struct o2_group_desc *gdesc(struct o2_buf *b)
 	return (struct o2_group_desc *)b->data;
 }
 
+/* ---- cluster locks of system files ----
+ *
+ * On a shared volume every node changes its own slot's allocators, local
+ * alloc window, truncate log and orphan directory under their own cluster
+ * locks, which the daemon keeps cached for the mount; the global bitmap
+ * and other slots' files are locked only when an operation needs them.
+ * fscore never waits for a lock (the daemon's downconverts need the
+ * handle): it asks whether the lock is held before it changes anything,
+ * and if not, the operation stops with -O2_ENEEDLOCK and is run again
+ * once the daemon has taken it.  Checks made inside a transaction are a
+ * last guard: an estimate that was short there turns the volume
+ * read-only (o2_trans_finish) rather than change a file unlocked.
+ */
+
+bool o2_lock_have(struct o2_fs *fs, uint64_t blkno, bool ex)
+{
+	return !fs->opts.lock_held || fs->opts.lock_held(fs->opts.cluster_arg, blkno, ex);
+}
+
+int o2_lock_need(struct o2_fs *fs, uint64_t blkno, bool ex)
+{
+	if (o2_lock_have(fs, blkno, ex))
+		return 0;
+	fs->lock_want = blkno;
+	fs->lock_want_ex = ex;
+	/* harmless in a handle that changed nothing yet; else the estimate was short */
+	if (o2_journal_in_handle(fs))
+		return o2_fail(fs, -O2_ENEEDLOCK, "the cluster lock of system inode %llu was needed "
+			       "inside a transaction", (unsigned long long)blkno);
+	return -O2_ENEEDLOCK;
+}
+
+void o2_fs_lock_wanted(const struct o2_fs *fs, uint64_t *blkno, bool *ex)
+{
+	*blkno = fs->lock_want;
+	*ex = fs->lock_want_ex;
+}
+
 /*
  * Clusters of the global bitmap and how many of them are in use as statfs
  * counts them: the bitmap's used bits less the local alloc window's unused
@@ -286,8 +324,10 @@ static int global_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint
 			uint32_t *ret_start, uint32_t *ret_len)
 {
 	struct o2_buf *ab;
-	int r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &ab);
+	int r = o2_lock_need(fs, fs->sys.global_bitmap, true);
 
+	if (r == 0)
+		r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &ab);
 	if (r < 0)
 		return r;
 	struct o2_dinode *ai = dinode(ab);
@@ -354,8 +394,10 @@ static int clusters_mark(struct o2_trans *t, struct o2_fs *fs, uint32_t start, u
 			 bool use)
 {
 	struct o2_buf *ab;
-	int r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &ab);
+	int r = o2_lock_need(fs, fs->sys.global_bitmap, true);
 
+	if (r == 0)
+		r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &ab);
 	if (r < 0)
 		return r;
 	uint32_t cpg = le16(dinode(ab)->id2.i_chain.cl_cpg);
@@ -590,6 +632,10 @@ static int trunclog_empty(struct o2_fs *fs)
 	struct o2_buf *tb;
 	int r;
 
+	/* giving clusters back changes the global bitmap */
+	r = o2_lock_need(fs, fs->sys.global_bitmap, true);
+	if (r < 0)
+		return r;
 	/* what the log holds was freed by committed transactions only */
 	r = o2_journal_commit(fs);
 	if (r < 0)
@@ -641,7 +687,14 @@ static int trunclog_empty(struct o2_fs *fs)
 int o2_trunclog_flush(struct o2_fs *fs)
 {
 	/* empty groups first: their clusters go through the log too */
-	int r = reclaim_empty_groups(fs);
+	int r = o2_lock_need(fs, fs->sys.global_bitmap, true);
+
+	if (r == 0 && fs->empty_groups)
+		r = o2_lock_need(fs, fs->sys.inode_alloc, true);
+	if (r == 0 && fs->empty_groups)
+		r = o2_lock_need(fs, fs->sys.extent_alloc, true);
+	if (r == 0)
+		r = reclaim_empty_groups(fs);
 
 	return r < 0 ? r : trunclog_empty(fs);
 }
@@ -942,8 +995,10 @@ int o2_suballoc_alloc(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno
 		      struct o2_suballoc_res *ret)
 {
 	struct o2_buf *ab;
-	int r = o2_bread(fs, alloc_blkno, O2_META_INODE, &ab);
+	int r = o2_lock_need(fs, alloc_blkno, true);
 
+	if (r == 0)
+		r = o2_bread(fs, alloc_blkno, O2_META_INODE, &ab);
 	if (r < 0)
 		return r;
 	for (int attempt = 0; attempt < 2; attempt++) {
@@ -1023,14 +1078,18 @@ static int suballoc_free_bits(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t *
 int o2_suballoc_reserve(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t bits, bool *ret_grew)
 {
 	uint32_t avail;
-	int r;
+	int r = o2_lock_need(fs, alloc_blkno, true);
 
-	for (unsigned rounds = 0;; rounds++) {
+	for (unsigned rounds = 0; r == 0; rounds++) {
 		struct o2_trans *t;
 		struct o2_buf *ab;
 
 		r = suballoc_free_bits(fs, alloc_blkno, &avail);
 		if (r < 0 || avail >= bits)
+			return r;
+		/* a new group comes from the global bitmap */
+		r = o2_lock_need(fs, fs->sys.global_bitmap, true);
+		if (r < 0)
 			return r;
 		if (rounds >= 16) /* a group holds far more than one operation takes */
 			return o2_fail(fs, -ENOSPC, "allocator %llu grew %u times and still has "
@@ -1056,10 +1115,58 @@ int o2_suballoc_reserve(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t bits, b
 		if (ret_grew)
 			*ret_grew = true;
 	}
+	return r;
+}
+
+int o2_lock_clusters(struct o2_fs *fs, uint32_t want, uint32_t run)
+{
+	struct o2_buf *lb;
+	unsigned s0, n;
+	int r;
+
+	if (o2_lock_have(fs, fs->sys.global_bitmap, true))
+		return 0;
+	if (!fs->sys.local_alloc)
+		return o2_lock_need(fs, fs->sys.global_bitmap, true);
+	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r < 0)
+		return r;
+	const struct o2_dinode *la = dinode(lb);
+	uint32_t total = le32(la->id1.bitmap1.i_total), used = le32(la->id1.bitmap1.i_used);
+	bool enough = total <= le16(la->id2.i_lab.la_size) * 8u && used <= total &&
+		      total - used >= want &&
+		      (run <= 1 || find_run(la->id2.i_lab.la_bitmap, total, run, run, &s0, &n));
+
+	o2_brelse(fs, lb);
+	return enough ? 0 : o2_lock_need(fs, fs->sys.global_bitmap, true);
+}
+
+/* Free clusters in the local-alloc window. */
+static int window_free(struct o2_fs *fs, uint32_t *ret)
+{
+	struct o2_buf *lb;
+	int r;
+
+	*ret = 0;
+	if (!fs->sys.local_alloc)
+		return 0;
+	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r < 0)
+		return r;
+	uint32_t total = le32(dinode(lb)->id1.bitmap1.i_total);
+	uint32_t used = le32(dinode(lb)->id1.bitmap1.i_used);
+
+	o2_brelse(fs, lb);
+	*ret = used < total ? total - used : 0;
+	return 0;
 }
 
 int o2_clusters_avail(struct o2_fs *fs, uint32_t *ret_free)
 {
+	/* without the global bitmap's lock, only the window is sure */
+	if (!o2_lock_have(fs, fs->sys.global_bitmap, true))
+		return window_free(fs, ret_free);
+
 	uint32_t total, used;
 	int r = cluster_counts(fs, &total, &used);
 
@@ -1099,6 +1206,9 @@ int o2_clusters_have_run(struct o2_fs *fs, uint32_t len, bool *ret)
 		if (*ret)
 			return 0;
 	}
+	/* unlocked, the global bitmap may say anything: only the window counts */
+	if (!o2_lock_have(fs, fs->sys.global_bitmap, true))
+		return 0;
 	r = o2_bread(fs, fs->sys.global_bitmap, O2_META_INODE, &b);
 	if (r < 0)
 		return r;
@@ -1148,6 +1258,31 @@ int o2_suballoc_free(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno,
 	return r;
 }
 
+/*
+ * A free into an allocator whose lock this operation does not hold (the
+ * kernel's dealloc context): kept, in the order made, for
+ * o2_fs_run_deallocs after the transaction.
+ */
+struct o2_dealloc {
+	uint64_t alloc, group;
+	uint16_t bit;
+};
+
+static int dealloc_defer(struct o2_fs *fs, uint64_t alloc, uint64_t group, uint16_t bit)
+{
+	if (fs->ndeallocs == fs->capdeallocs) {
+		unsigned cap = fs->capdeallocs ? 2 * fs->capdeallocs : 16;
+		struct o2_dealloc *d = o2_realloc(fs->deallocs, (size_t)cap * sizeof(*d));
+
+		if (!d)
+			return -ENOMEM;
+		fs->deallocs = d;
+		fs->capdeallocs = cap;
+	}
+	fs->deallocs[fs->ndeallocs++] = (struct o2_dealloc){ alloc, group, bit };
+	return 0;
+}
+
 int o2_suballoc_give_back(struct o2_trans *t, struct o2_fs *fs, enum o2_sysfile type,
 			  uint16_t slot, uint64_t group, uint16_t bit, uint64_t blkno)
 {
@@ -1158,7 +1293,61 @@ int o2_suballoc_give_back(struct o2_trans *t, struct o2_fs *fs, enum o2_sysfile 
 		group = blkno - bit;
 	if (slot != fs->opts.slot)
 		r = o2_sysfile_lookup(fs, type, slot, &alloc);
-	return r < 0 ? r : o2_suballoc_free(t, fs, alloc, group, bit);
+	if (r < 0)
+		return r;
+	if (!o2_lock_have(fs, alloc, true))
+		return dealloc_defer(fs, alloc, group, bit);
+	return o2_suballoc_free(t, fs, alloc, group, bit);
+}
+
+bool o2_fs_deallocs_pending(const struct o2_fs *fs)
+{
+	return fs->ndeallocs != 0;
+}
+
+/* Frees of one allocator per transaction, at most this many. */
+#define DEALLOCS_PER_TRANS 16
+
+int o2_fs_run_deallocs(struct o2_fs *fs)
+{
+	while (fs->ndeallocs) {
+		uint64_t alloc = fs->deallocs[fs->ndeallocs - 1].alloc;
+		struct o2_trans *t;
+		int r, e;
+
+		if (!fs->journal || fs->ro_reason) {
+			/* nothing may change any more: the blocks stay allocated */
+			fs->ndeallocs = 0;
+			return fs->journal ? -EROFS : 0;
+		}
+		r = o2_lock_need(fs, alloc, true);
+		if (r < 0)
+			return r;
+		/* the allocator inode and a group descriptor per free */
+		r = o2_trans_begin(fs, 1 + 2 * DEALLOCS_PER_TRANS, &t);
+		if (r < 0)
+			return r;
+		/* this allocator's frees, from the last (the rest close up) */
+		unsigned n = 0;
+
+		for (unsigned i = fs->ndeallocs; r == 0 && i-- > 0 && n < DEALLOCS_PER_TRANS;) {
+			struct o2_dealloc d = fs->deallocs[i];
+
+			if (d.alloc != alloc)
+				continue;
+			memmove(&fs->deallocs[i], &fs->deallocs[i + 1],
+				(fs->ndeallocs - i - 1) * sizeof(d));
+			fs->ndeallocs--;
+			n++;
+			r = o2_suballoc_free(t, fs, alloc, d.group, d.bit);
+		}
+		e = o2_trans_finish(t, r);
+		if (r == 0)
+			r = e;
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 /*
@@ -1482,6 +1671,9 @@ int o2_local_alloc_return(struct o2_fs *fs)
 	o2_brelse(fs, lb);
 	if (!total)
 		return 0;
+	r = o2_lock_need(fs, fs->sys.global_bitmap, true);
+	if (r < 0)
+		return r;
 	r = o2_trans_begin(fs, O2_ALLOC_CREDITS * 4, &t);
 	if (r < 0)
 		return r;
@@ -1521,6 +1713,10 @@ int o2_local_alloc_refill(struct o2_fs *fs, uint32_t min)
 	o2_brelse(fs, lb);
 	if (r < 0 || serves)
 		return r;
+	/* the window moves: it comes from, and goes back to, the global bitmap */
+	r = o2_lock_need(fs, fs->sys.global_bitmap, true);
+	if (r < 0)
+		return r;
 	r = o2_trans_begin(fs, O2_ALLOC_CREDITS, &t);
 	if (r < 0)
 		return r;
@@ -1550,6 +1746,11 @@ int o2_local_alloc_refill(struct o2_fs *fs, uint32_t min)
 
 int o2_trans_begin_freeing(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 {
+	/* a freeing operation may leave an orphan in this slot's orphan directory */
+	int rl = o2_lock_need(fs, fs->sys.orphan_dir, true);
+
+	if (rl < 0)
+		return rl;
 	/*
 	 * Not o2_trunclog_flush: the operation may have reserved already, and
 	 * a group it grew for that is empty until it allocates from it.

@@ -88,6 +88,24 @@ int o2_clusters_avail(struct o2_fs *fs, uint32_t *ret_free);
 /* *ret: o2_clusters_alloc(len, len) would find len clusters in one run. */
 int o2_clusters_have_run(struct o2_fs *fs, uint32_t len, bool *ret);
 
+/*
+ * Cluster locks of system files (o2_open_opts.lock_held).  o2_lock_have:
+ * whether the caller holds system inode blkno's lock (in EX if ex);
+ * always on one node.  o2_lock_need: 0 if it does, else -O2_ENEEDLOCK
+ * with the lock remembered for o2_fs_lock_wanted - asked before the
+ * operation changes anything, so that the caller can take the lock and
+ * run it again.
+ */
+bool o2_lock_have(struct o2_fs *fs, uint64_t blkno, bool ex);
+int o2_lock_need(struct o2_fs *fs, uint64_t blkno, bool ex);
+/*
+ * Clusters the local-alloc window can give without the global bitmap:
+ * 0 if it holds want of them (and a run of run, if run > 1), else what
+ * o2_lock_need(global bitmap) says - the window must move, or the
+ * allocation go past it.
+ */
+int o2_lock_clusters(struct o2_fs *fs, uint32_t want, uint32_t run);
+
 /* Look up this slot's system files (read-write open). */
 int o2_sysfiles_load(struct o2_fs *fs);
 

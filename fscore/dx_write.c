@@ -696,15 +696,10 @@ int o2_dx_destroy(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib)
 		if (r == 0)
 			r = o2_tree_truncate(t, fs, &o, 0, UINT32_MAX, free_leaves, NULL);
 	}
-	uint16_t slot = le16(dr->dr_suballoc_slot), bit = le16(dr->dr_suballoc_bit);
-	uint64_t group = le64(dr->dr_suballoc_loc), alloc = fs->sys.extent_alloc;
-
-	if (!group)
-		group = rb->blkno - bit;
-	if (r == 0 && slot != fs->opts.slot)
-		r = o2_sysfile_lookup(fs, O2_SYS_EXTENT_ALLOC, slot, &alloc);
 	if (r == 0)
-		r = o2_suballoc_free(t, fs, alloc, group, bit);
+		r = o2_suballoc_give_back(t, fs, O2_SYS_EXTENT_ALLOC, le16(dr->dr_suballoc_slot),
+					  le64(dr->dr_suballoc_loc), le16(dr->dr_suballoc_bit),
+					  rb->blkno);
 	o2_brelse(fs, rb);
 	if (r == 0)
 		r = o2_trans_add(t, dib);

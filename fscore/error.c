@@ -64,6 +64,13 @@ const char *o2_fs_error(const struct o2_fs *fs)
 
 int o2_fs_abort(struct o2_fs *fs, int err, const char *what)
 {
+	/*
+	 * Stopped for a cluster lock before anything changed: run again once
+	 * it is held (inside a changed transaction o2_lock_need left a
+	 * message, and o2_trans_finish turns the volume read-only itself).
+	 */
+	if (err == -O2_ENEEDLOCK)
+		return err;
 	if (!fs->ro_reason) {
 		fs->ro_reason = err;
 		o2_fail(fs, err, "%s failed (%s); the volume is now read-only", what, strerror(-err));

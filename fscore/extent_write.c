@@ -195,18 +195,11 @@ static int new_eb(struct o2_trans *t, struct o2_fs *fs, unsigned depth, struct o
 static int free_eb(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *b)
 {
 	const struct o2_extent_block *eb = (const struct o2_extent_block *)b->data;
-	uint16_t slot = le16(eb->h_suballoc_slot), bit = le16(eb->h_suballoc_bit);
-	uint64_t group = le64(eb->h_suballoc_loc), alloc;
-	int r;
 
-	if (!group)
-		group = b->blkno - bit;
-	if (slot == fs->opts.slot)
-		alloc = fs->sys.extent_alloc;
-	else if ((r = o2_sysfile_lookup(fs, O2_SYS_EXTENT_ALLOC, slot, &alloc)) < 0)
-		return r;
-	/* extent blocks are only ever reused as extent blocks (journaled): no revoke */
-	return o2_suballoc_free(t, fs, alloc, group, bit);
+	/* extent blocks are only ever reused as extent blocks (journaled): no
+	 * revoke; another slot's wait for its allocator's lock */
+	return o2_suballoc_give_back(t, fs, O2_SYS_EXTENT_ALLOC, le16(eb->h_suballoc_slot),
+				     le64(eb->h_suballoc_loc), le16(eb->h_suballoc_bit), b->blkno);
 }
 
 /* The rightmost leaf's block number, for the owner's last_eb. */

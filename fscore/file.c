@@ -359,6 +359,8 @@ static int do_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint
  * step; *ret_done (if given) says how many clusters from cpos the earlier
  * steps made ready, in order.
  */
+static int holes_in(struct o2_fs *fs, uint64_t ino, uint32_t c0, uint32_t c1, uint32_t *ret);
+
 static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len,
 			   bool unwritten, uint64_t size_to, const struct o2_fill *fill,
 			   uint32_t *ret_done)
@@ -375,6 +377,21 @@ static int ensure_clusters(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32
 	if (le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_HAS_REFCOUNT)
 		credits = COW_CREDITS;
 	o2_brelse(fs, ib);
+	/*
+	 * Clustered: the clusters this may allocate, taken from the window
+	 * unless the global bitmap's lock is held - asked now, before the
+	 * first step, so that a step part way never stops for it.
+	 */
+	if (len && o2_lock_clusters(fs, len + 1, 1) == -O2_ENEEDLOCK) {
+		uint32_t holes;
+
+		/* an overwrite allocates nothing: count what it would */
+		r = holes_in(fs, ino, cpos, cpos + len, &holes);
+		if (r == 0 && holes)
+			r = o2_lock_clusters(fs, holes + 1, 1);
+		if (r < 0)
+			return r;
+	}
 	while (len) {
 		struct o2_trans *t;
 		struct step s;
@@ -602,7 +619,8 @@ ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, 
 		/* out of space part way: the clusters made ready hold their data (a short write) */
 		uint64_t ready = (uint64_t)(c0 + done) << fs->cbits;
 
-		if (r != -ENOSPC || ready <= off)
+		/* a step that found it needs a cluster lock stops the same way */
+		if ((r != -ENOSPC && r != -O2_ENEEDLOCK) || ready <= off)
 			return r;
 		len = (size_t)(ready - off);
 	}
@@ -957,6 +975,25 @@ static int mapped_in_fn(const struct o2_extent *ext, uint64_t eb_blkno, void *ar
 			m->n += e - s;
 	}
 	return 0;
+}
+
+/* Clusters of [c0, c1) the file does not map (a write there allocates them). */
+static int holes_in(struct o2_fs *fs, uint64_t ino, uint32_t c0, uint32_t c1, uint32_t *ret)
+{
+	struct mapped_in m = { c0, c1, 0 };
+	struct o2_buf *ib;
+	int r = o2_inode_buf(fs, ino, &ib);
+
+	if (r < 0)
+		return r;
+	struct o2_dinode *di = o2_buf_dinode(ib);
+
+	r = o2_tree_walk(fs, &(struct o2_tree_root){ ino, &di->id2.i_list,
+						     le16(di->id2.i_list.count) },
+			 mapped_in_fn, &m);
+	o2_brelse(fs, ib);
+	*ret = m.n >= (uint64_t)(c1 - c0) ? 0 : (uint32_t)((c1 - c0) - m.n);
+	return r;
 }
 
 /*

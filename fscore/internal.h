@@ -41,6 +41,12 @@ struct o2_fs {
 			orphan_dir;
 	} sys;
 	bool empty_groups;	/* a suballocator group of this slot emptied (alloc.c) */
+	/* shared: the system inode lock an operation stopped for (o2_lock_need) */
+	uint64_t lock_want;
+	bool lock_want_ex;
+	/* shared: frees waiting for their allocator's lock (o2_fs_run_deallocs) */
+	struct o2_dealloc *deallocs;
+	unsigned ndeallocs, capdeallocs;
 	/* inodes held open (orphan handling): a hash of chains */
 	struct o2_openref **refs;
 	unsigned nrefs_buckets, nrefs;

@@ -196,6 +196,10 @@ int o2_reap_orphan_from(struct o2_fs *fs, uint64_t ino, uint64_t orphan_dir)
 	char name[17];
 	int r, e;
 
+	/* the orphan's entry goes from its slot's orphan directory */
+	r = o2_lock_need(fs, orphan_dir, true);
+	if (r < 0)
+		return r;
 	r = o2_inode_buf(fs, ino, &ib);
 	bool indexed = r == 0 && (le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_INDEXED_DIR);
 
@@ -280,6 +284,19 @@ static int reap_or_wait(struct o2_fs *fs, uint64_t ino)
 	}
 	r = o2_reap_orphan(fs, ino);
 	return r == -EOPNOTSUPP ? 0 : r;
+}
+
+/*
+ * reap_or_wait after an unlink or a rename removed the last name: that
+ * change is made, so a cluster lock the freeing would need is no reason
+ * to run the operation again - the inode waits in the orphan directory,
+ * where o2_fs_orphans finds it for the daemon to free under its locks.
+ */
+static int reap_after(struct o2_fs *fs, uint64_t ino)
+{
+	int r = reap_or_wait(fs, ino);
+
+	return r == -O2_ENEEDLOCK ? 0 : r;
 }
 
 /* Remember orphan ino of another slot, for o2_orphans_list. */
@@ -903,7 +920,7 @@ rel:
 	if (r == 0)
 		r = e;
 	if (r == 0 && del)
-		r = reap_or_wait(fs, f.ino);
+		r = reap_after(fs, f.ino);
 	return r;
 }
 
@@ -1167,6 +1184,6 @@ rel:
 	if (r == 0)
 		r = e;
 	if (r == 0 && del)
-		r = reap_or_wait(fs, nf.ino);
+		r = reap_after(fs, nf.ino);
 	return r;
 }

@@ -78,14 +78,22 @@ static int reserve_once(struct o2_fs *fs, const struct o2_resv *want, uint32_t *
 		r = o2_clusters_have_run(fs, want->run, &have_run);
 	if (r < 0)
 		return r;
-	if (avail < all.clusters || (need_run && !have_run))
-		return -ENOSPC;
+	/*
+	 * Clustered, without the global bitmap's lock these counts are the
+	 * window's: what it cannot give needs that lock (and may still be
+	 * there), so the operation stops and is run again holding it.
+	 */
+	if (avail < all.clusters || (need_run && !have_run)) {
+		r = o2_lock_need(fs, fs->sys.global_bitmap, true);
+		return r < 0 ? r : -ENOSPC;
+	}
 	if (ret_spare)
 		*ret_spare = avail - all.clusters;
 	/*
 	 * The window moves now if the first allocation would move it, so
-	 * the operation's transaction only takes bits (and, clustered, this
-	 * is where the global bitmap's lock will be taken).
+	 * the operation's transaction only takes bits (clustered, a window
+	 * that serves it changes nothing; one that must move asks for the
+	 * global bitmap's lock).
 	 */
 	if (want->clusters && !o2_journal_in_handle(fs))
 		r = o2_local_alloc_refill(fs, need_run ? want->run : 1);

@@ -310,6 +310,7 @@ static void fs_free(struct o2_fs *fs)
 	o2_openrefs_free(fs);
 	o2_cache_destroy(fs);
 	free(fs->sb_block);
+	free(fs->deallocs);
 	free(fs);
 }
 
@@ -431,6 +432,10 @@ int o2_fs_close_progress(struct o2_fs *fs, int (*progress)(void *arg, uint64_t d
 		 * on a shared volume the daemon frees them, under their locks,
 		 * before it closes */
 		r = o2_openrefs_close_all(fs);
+		/* frees that wait for locks: the daemon runs them before it
+		 * closes; left here, they stay allocated (fsck gives them back) */
+		if (r == 0 && o2_fs_deallocs_pending(fs) && o2_fs_run_deallocs(fs) == -O2_ENEEDLOCK)
+			fs->ndeallocs = 0;
 		if (r == 0)
 			r = o2_local_alloc_return(fs);
 		if (r == 0)

@@ -107,6 +107,20 @@ struct o2_open_opts {
 	int (*open_elsewhere)(void *arg, uint64_t blkno, uint32_t generation);
 	void *cluster_arg;
 	/*
+	 * Cluster mounts: whether the caller holds, for the operation under
+	 * way, the cluster lock of system inode blkno - the global bitmap, or
+	 * a slot's inode allocator, extent allocator or orphan directory - in
+	 * EX (ex) or at least PR.  fscore asks before it changes such a file,
+	 * and never waits for a lock: when the answer is no, the operation
+	 * stops before it has changed anything with -O2_ENEEDLOCK, and
+	 * o2_fs_lock_wanted names the lock; the caller takes it (with none of
+	 * the handle's calls running) and runs the operation again.  Frees
+	 * into an allocator whose lock is not held wait for
+	 * o2_fs_run_deallocs.  Answered from what the caller holds (no
+	 * message).  NULL: one node, every lock as good as held.
+	 */
+	bool (*lock_held)(void *arg, uint64_t blkno, bool ex);
+	/*
 	 * Read-write: how the replay of a journal a crash left goes, for the
 	 * open only (never called after it returns).  Called with done 0 before
 	 * the log is read, then with total (the blocks committed transactions
@@ -184,6 +198,26 @@ int o2_fs_free_orphan(struct o2_fs *fs, uint64_t ino, uint32_t gen);
  * error counts as work (the call then reports it).
  */
 bool o2_fs_global_work(struct o2_fs *fs);
+
+/*
+ * An operation stopped for a cluster lock it did not hold (see
+ * o2_open_opts.lock_held), having changed nothing: -O2_ENEEDLOCK, never
+ * an errno (no errno is this large).  o2_fs_lock_wanted: the system inode
+ * whose lock it wants, and whether EX.
+ */
+#define O2_ENEEDLOCK 4096
+void o2_fs_lock_wanted(const struct o2_fs *fs, uint64_t *blkno, bool *ex);
+/*
+ * Frees an operation made into an allocator whose lock it did not hold
+ * (another slot's, as the kernel's dealloc context defers them) wait
+ * here, after its transaction: o2_fs_run_deallocs does them, each
+ * allocator's in a transaction of its own, and stops with -O2_ENEEDLOCK
+ * at the first allocator whose lock is not held (call it again once it
+ * is).  A crash before they run leaves the blocks allocated but unused
+ * (fsck.ocfs2 gives them back), as the kernel's crash would.
+ */
+bool o2_fs_deallocs_pending(const struct o2_fs *fs);
+int o2_fs_run_deallocs(struct o2_fs *fs);
 
 /*
  * fsync(2) (datasync false) or fdatasync(2) of inode ino: commit only when

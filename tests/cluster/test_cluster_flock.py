@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from o2test.cluster import fail, fsck_clean, need_cluster_tools, \
+from o2test.cluster import shared_volume_args, fail, fsck_clean, \
     shared_volume, skip
 
 # Inside a node: open argv[1] and run lock commands read from stdin, one
@@ -311,16 +311,7 @@ def local(n1, n3, path):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        sys.exit(2)
-    ctl = os.path.abspath(sys.argv[1])
-    os.environ.pop("OCFS2D_CONTROL", None)  # each node's own daemon
-    need_cluster_tools("namespaces, loop devices, corosync",
-                       tools=("corosync", "losetup", "fsck.ocfs2", "unshare", "nsenter", "ip"),
-                       path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-    if not os.path.exists("/dev/fuse"):
-        skip("no /dev/fuse")
+    ctl, _ = shared_volume_args(__doc__)
     start = time.time()
     with shared_volume(ctl, "ocfs2d-flock-", 128 << 20, ["-b", "4096", "-J", "size=4M"]) as (
             img, _, (n1, n2, n3)):

@@ -33,7 +33,7 @@ import subprocess
 import sys
 import time
 
-from o2test.cluster import fail, fsck_clean, need_cluster_tools, shared_volume, skip
+from o2test.cluster import shared_volume_args, fail, fsck_clean, shared_volume
 
 SIZE = 64 << 10
 ROUNDS = 12
@@ -106,16 +106,7 @@ def run(img, mnt, nodes):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        sys.exit(2)
-    ctl = os.path.abspath(sys.argv[1])
-    os.environ.pop("OCFS2D_CONTROL", None)  # each node's own daemon
-    need_cluster_tools("namespaces, loop devices, corosync",
-                       tools=("corosync", "losetup", "fsck.ocfs2", "unshare", "nsenter", "ip"),
-                       path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-    if not os.path.exists("/dev/fuse"):
-        skip("no /dev/fuse")
+    ctl, _ = shared_volume_args(__doc__)
     with shared_volume(ctl, "ocfs2d-mmap-", 128 << 20, ["-b", "4096", "-J", "size=4M"]) as (
             img, mnt, nodes):
         run(img, mnt, nodes)

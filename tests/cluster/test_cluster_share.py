@@ -50,8 +50,8 @@ import subprocess
 import sys
 import time
 
-from o2test.cluster import fail, fsck_clean, need_cluster_tools, run_at_once, same_everywhere
-from o2test.cluster import shared_volume, skip, slot_map
+from o2test.cluster import shared_volume_args, fail, fsck_clean, run_at_once, same_everywhere
+from o2test.cluster import shared_volume, slot_map
 
 def free_clusters(m):
     """f_bfree of the mount, as statfs(2) answers on m's node."""
@@ -383,16 +383,7 @@ def run(ctl, img, mnt, n1, n2, n3):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        sys.exit(2)
-    ctl = os.path.abspath(sys.argv[1])
-    os.environ.pop("OCFS2D_CONTROL", None)  # each node's own daemon
-    need_cluster_tools("namespaces, loop devices, corosync",
-                       tools=("corosync", "losetup", "fsck.ocfs2", "unshare", "nsenter", "ip"),
-                       path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-    if not os.path.exists("/dev/fuse"):
-        skip("no /dev/fuse")
+    ctl, _ = shared_volume_args(__doc__)
     with shared_volume(ctl, "ocfs2d-share-", 256 << 20, ["-b", "4096", "-J", "size=4M"]) as (
             img, mnt, (n1, n2, n3)):
         run(ctl, img, mnt, n1, n2, n3)

@@ -32,8 +32,8 @@ import os
 import sys
 import time
 
-from o2test.cluster import fail, fsck_clean, host, need_cluster_tools, run_at_once, same_everywhere
-from o2test.cluster import shared_volume, skip, slot_map
+from o2test.cluster import shared_volume_args, fail, fsck_clean, host, run_at_once, same_everywhere
+from o2test.cluster import shared_volume, slot_map
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "stress_worker.py")
 
@@ -164,17 +164,8 @@ def run(ctl, img, mnt, nodes, seconds):
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        print(__doc__)
-        sys.exit(2)
-    ctl = os.path.abspath(sys.argv[1])
-    seconds = float(sys.argv[2]) if len(sys.argv) == 3 else 45
-    os.environ.pop("OCFS2D_CONTROL", None)  # each node's own daemon
-    need_cluster_tools("namespaces, loop devices, corosync",
-                       tools=("corosync", "losetup", "fsck.ocfs2", "unshare", "nsenter", "ip"),
-                       path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-    if not os.path.exists("/dev/fuse"):
-        skip("no /dev/fuse")
+    ctl, rest = shared_volume_args(__doc__, optional=1)
+    seconds = float(rest[0]) if rest else 45
     with shared_volume(ctl, "ocfs2d-stress-", 192 << 20,
                        ["-b", "4096", "-C", "4096", "-J", "size=4M"]) as (img, mnt, nodes):
         run(ctl, img, mnt, nodes, seconds)

@@ -414,6 +414,23 @@ def run_at_once(nodes, argv_of, timeout, what):
     return outs
 
 
+def shared_volume_args(doc, optional=0):
+    """The start of every test on a shared volume: OCFS2CTL from the command
+    line (and up to `optional` more arguments, returned as a list), each
+    node's own daemon (not a control socket of the caller's), and what
+    they need - corosync, loop devices, FUSE, fsck.ocfs2 - or exit 77."""
+    if not 2 <= len(sys.argv) <= 2 + optional:
+        print(doc)
+        sys.exit(2)
+    os.environ.pop("OCFS2D_CONTROL", None)
+    need_cluster_tools("namespaces, loop devices, corosync",
+                       tools=("corosync", "losetup", "fsck.ocfs2", "unshare", "nsenter", "ip"),
+                       path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    if not os.path.exists("/dev/fuse"):
+        skip("no /dev/fuse")
+    return os.path.abspath(sys.argv[1]), sys.argv[2:]
+
+
 @contextlib.contextmanager
 def shared_volume(ctl, prefix, size, format_args, nodes=3):
     """A pcmk volume of size bytes (ocfs2ctl format with format_args, in

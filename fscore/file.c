@@ -1004,21 +1004,12 @@ static int holes_in(struct o2_fs *fs, uint64_t ino, uint32_t c0, uint32_t c1, ui
  */
 static int reserve_holes(struct o2_fs *fs, uint64_t ino, uint32_t c0, uint32_t c1)
 {
-	struct mapped_in m = { c0, c1, 0 };
-	struct o2_buf *ib;
-	int r = o2_inode_buf(fs, ino, &ib);
+	uint32_t holes;
+	int r = holes_in(fs, ino, c0, c1, &holes);
 
-	if (r < 0)
+	if (r < 0 || !holes)
 		return r;
-	struct o2_dinode *di = o2_buf_dinode(ib);
-
-	r = o2_tree_walk(fs, &(struct o2_tree_root){ ino, &di->id2.i_list,
-						     le16(di->id2.i_list.count) },
-			 mapped_in_fn, &m);
-	o2_brelse(fs, ib);
-	if (r < 0 || m.n >= (uint64_t)(c1 - c0))
-		return r;
-	return o2_reserve(fs, &(struct o2_resv){ .clusters = (uint32_t)((c1 - c0) - m.n) }, NULL);
+	return o2_reserve(fs, &(struct o2_resv){ .clusters = holes }, NULL);
 }
 
 int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, uint64_t len)

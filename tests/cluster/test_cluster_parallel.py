@@ -34,7 +34,7 @@ import os
 import sys
 import time
 
-from o2test.cluster import shared_volume_args, fail, fsck_clean, run_at_once, same_everywhere
+from o2test.cluster import shared_volume_args, free_clusters, fail, fsck_clean, run_at_once, same_everywhere
 from o2test.cluster import shared_volume, slot_map
 
 FILES = 300
@@ -65,13 +65,6 @@ PIECES = ('python3 -c "import os; fd = os.open(\'{f}\', os.O_WRONLY | os.O_CREAT
 def lock_stats(m):
     out = m.node.run([m.ctl, "--json", "slots", m.mnt], check=True).stdout
     return json.loads(out)["locks"]
-
-
-def free_clusters(m):
-    r = m.node.run(["python3", "-c", f"import os; print(os.statvfs({m.mnt!r}).f_bfree)"])
-    if r.returncode != 0:
-        fail(f"n{m.node.nodeid}: statvfs: {r.stderr.strip()}")
-    return int(r.stdout)
 
 
 def run(ctl, img, mnt, n1, n2):

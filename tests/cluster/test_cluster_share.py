@@ -50,16 +50,8 @@ import subprocess
 import sys
 import time
 
-from o2test.cluster import shared_volume_args, fail, fsck_clean, run_at_once, same_everywhere
+from o2test.cluster import shared_volume_args, free_clusters, fail, fsck_clean, run_at_once, same_everywhere
 from o2test.cluster import shared_volume, slot_map
-
-def free_clusters(m):
-    """f_bfree of the mount, as statfs(2) answers on m's node."""
-    r = m.node.run(["python3", "-c", f"import os; print(os.statvfs({m.mnt!r}).f_bfree)"])
-    if r.returncode != 0:
-        fail(f"n{m.node.nodeid}: statvfs: {r.stderr.strip()}")
-    return int(r.stdout)
-
 
 # Inside a node: open argv[1], say "open", read it whole when told (its
 # sha256), close it when told.

@@ -342,6 +342,14 @@ def slot_map(ctl, img):
     return {s["slot"]: s["node"] for s in json.loads(out)["slots"] if s["valid"]}
 
 
+def free_clusters(m):
+    """f_bfree of Mounter m's mount, as statfs(2) answers on its node."""
+    r = m.node.run(["python3", "-c", f"import os; print(os.statvfs({m.mnt!r}).f_bfree)"])
+    if r.returncode != 0:
+        fail(f"n{m.node.nodeid}: statvfs: {r.stderr.strip()}")
+    return int(r.stdout)
+
+
 def fsck_clean(img, when, timeout=900):
     # fsck.ocfs2 mlock()s caches of hundreds of megabytes first (as much as
     # the machine's free memory allows): seconds when idle, minutes on a

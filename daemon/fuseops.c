@@ -130,8 +130,11 @@ static void node_unref(struct volume *v, uint64_t blk, uint64_t count)
 	 */
 	g_hash_table_remove(v->nodes, &blk);
 	if (v->fs) {
+		/* without the inode's lock, if clustered (fuseops_gen_unlocked) */
+		o2_fs_unlocked_reads(v->fs, true);
 		int r = o2_inode_close_ref(v->fs, blk);
 
+		o2_fs_unlocked_reads(v->fs, false);
 		if (r < 0)
 			volume_note_locked(v, "freeing an unlinked inode", r);
 	}
@@ -188,7 +191,6 @@ static int change_mode(const struct volume *v)
 static uint32_t node_gen(struct volume *v, uint64_t blk)
 {
 	const uint64_t *n = g_hash_table_lookup(v->nodes, &blk);
-	struct o2_inode *in;
 	uint32_t gen = 0;
 
 	if (blk == v->root)
@@ -197,11 +199,32 @@ static uint32_t node_gen(struct volume *v, uint64_t blk)
 		return v->bitmap_gen;
 	if (n)
 		return (uint32_t)n[2];
-	if (o2_inode_get(v->fs, blk, &in) == 0) {
-		gen = o2_inode_info(in)->generation;
+	fuseops_gen_unlocked(v, blk, &gen);
+	return gen;
+}
+
+/*
+ * Another node may change a block this one reads without its lock at any
+ * moment, and nothing drops the copy before the lock is next taken here
+ * (only losing a lock drops cached blocks): such reads go to the device
+ * and leave nothing a later read trusts (o2_fs_unlocked_reads).  Found: a
+ * FORGET read a freed inode, another node reused it, and a lookup here
+ * named the new file's lock from the stale copy ("not in use").
+ */
+int fuseops_gen_unlocked(struct volume *v, uint64_t blk, uint32_t *gen)
+{
+	struct o2_inode *in;
+	int r;
+
+	*gen = 0;
+	o2_fs_unlocked_reads(v->fs, true);
+	r = o2_inode_get(v->fs, blk, &in);
+	if (r == 0) {
+		*gen = o2_inode_info(in)->generation;
 		o2_inode_unref(in);
 	}
-	return gen;
+	o2_fs_unlocked_reads(v->fs, false);
+	return r;
 }
 
 /*
@@ -413,7 +436,7 @@ static int hold_rename(struct volume *v, struct held *hd, uint64_t from, uint64_
 static int name_target(struct volume *v, uint64_t dir, const char *name, uint64_t *blk,
 		       uint32_t *gen)
 {
-	struct o2_inode *d, *in;
+	struct o2_inode *d;
 	struct o2_dirent de;
 	int r = o2_inode_get(v->fs, dir, &d);
 
@@ -427,13 +450,10 @@ static int name_target(struct volume *v, uint64_t dir, const char *name, uint64_
 		return 0;
 	if (r < 0)
 		return r;
-	r = o2_inode_get(v->fs, de.ino, &in);
-	if (r < 0)
-		return r;
-	*blk = de.ino;
-	*gen = o2_inode_info(in)->generation;
-	o2_inode_unref(in);
-	return 0;
+	r = fuseops_gen_unlocked(v, de.ino, gen);
+	if (r == 0)
+		*blk = de.ino;
+	return r;
 }
 
 /*

@@ -637,13 +637,8 @@ static size_t global_work(struct volume *v, bool tick)
 
 	g_mutex_lock(&v->lock);
 	for (size_t i = 0; i < n && v->fs; i++) {
-		struct o2_inode *in;
-
 		/* only the lock's name: o2_fs_free_orphan checks it under the lock */
-		if (o2_inode_get(v->fs, inos[i], &in) == 0) {
-			gens[i] = o2_inode_info(in)->generation;
-			o2_inode_unref(in);
-		}
+		fuseops_gen_unlocked(v, inos[i], &gens[i]);
 	}
 	g_mutex_unlock(&v->lock);
 	/* one another node has open stays an orphan: try its open lock

@@ -21,6 +21,7 @@ struct o2_cache {
 	uint8_t *ra_buf;	/* read_ahead's device reads, kept: fresh memory faults */
 	uint8_t *pool;		/* spare block buffers, each holding the next's address */
 	size_t npool;
+	unsigned unlocked;	/* o2_cache_unlocked_reads depth */
 };
 
 /*
@@ -367,6 +368,13 @@ int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret
 	struct o2_buf *b = o2_cache_peek(fs, blkno);
 	int r;
 
+	/* a block read without its lock is not trusted: read it again */
+	if (b && b->unlocked && !b->refs && !b->dirty && !b->in_running && !b->in_log) {
+		lru_remove(c, b);
+		unhash(c, b);
+		free_buf(fs, b);
+		b = NULL;
+	}
 	if (b) {
 		c->st.hits++;
 		/* a clean block first read as another kind: check it as this one too */
@@ -401,9 +409,20 @@ int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret
 		return r;
 	}
 	b->refs = 1;
+	b->unlocked = c->unlocked > 0;
 	insert(c, b);
 	*ret = b;
 	return 0;
+}
+
+void o2_cache_unlocked_reads(struct o2_fs *fs, bool on)
+{
+	struct o2_cache *c = fs->cache;
+
+	if (on)
+		c->unlocked++;
+	else if (c->unlocked)
+		c->unlocked--;
 }
 
 int o2_bnew(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
@@ -434,6 +453,7 @@ int o2_bnew(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
 	}
 	memset(b->data, 0, fs->bs);
 	b->kind = kind;
+	b->unlocked = false;
 	*ret = b;
 	return 0;
 }

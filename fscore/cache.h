@@ -45,11 +45,23 @@ struct o2_buf {
 	bool in_running;     /* logged in the running transaction */
 	bool in_log;	     /* logged in a committed, not yet checkpointed transaction */
 	bool revoked;	     /* in_log, and revoked by the running transaction */
+	bool unlocked;	     /* read without the cluster lock that covers it: a
+				later read takes it from the device again */
 	struct o2_buf *hnext; /* hash chain */
 	struct o2_list lru;  /* clean buffers, least recently used first */
 	struct o2_list tlink; /* the running transaction's buffers */
 	struct o2_list clink; /* buffers waiting for checkpoint */
 };
+
+/*
+ * Reads made while o2_cache_unlocked_reads() is on (depth > 0) come from
+ * the device unless the block is cached from a read under its lock, and
+ * leave it marked: no read trusts it later.  A shared volume's caller reads
+ * some inodes without their locks (to learn a generation, at a FORGET);
+ * another node may change such a block at any moment, and nothing would
+ * drop the cached copy before the block's own lock is next taken.
+ */
+void o2_cache_unlocked_reads(struct o2_fs *fs, bool on);
 
 struct o2_cache_stats {
 	uint64_t hits, misses, evictions, readahead;

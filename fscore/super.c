@@ -548,6 +548,11 @@ void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno)
 		o2_cache_drop_clean(fs);
 }
 
+void o2_fs_unlocked_reads(struct o2_fs *fs, bool on)
+{
+	o2_cache_unlocked_reads(fs, on);
+}
+
 void o2_fs_stats(const struct o2_fs *fs, struct o2_fs_stats *ret)
 {
 	struct o2_journal_stats js;

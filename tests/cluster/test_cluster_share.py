@@ -22,7 +22,9 @@ locks OCFS2 takes.
      names, and missing names, under the directory's lock).
      The kernel keeps attributes while the node holds the inode's lock:
      n2 fstat()s an open file and its directory (no lookup), n1 changes
-     both, and n2's next fstat shows it.
+     both, and n2's next fstat shows it.  An inode n1 frees and reuses
+     while n2's kernel still knows the old directory (a working directory):
+     n2 forgets it after losing the parent's lock, then reads the new file.
   4. Lock caching: 200 stats on n2 of files nobody changes send no lock
      message; one change on n1 and one read on n2 cost a bounded number.
   5. Open-unlinked: a file open on n3 and unlinked on n1 stays readable on
@@ -118,6 +120,45 @@ def attrs_follow(n1, n2):
         p.stdin.close()
         p.kill()
         p.wait()
+
+
+def reused_inode(n1, n2):
+    """An inode freed on n1 while n2's kernel still knows it (a process's
+    working directory there), then reused by n1 for a new file, after n2
+    lost the directory's lock: n2's kernel forgets the old inode once the
+    process ends (its daemon reads the inode without its lock), and n2
+    then looks up the new file.  Found: that read left the freed copy in
+    n2's cache, and the lookup took the new file's block from it ("inode
+    is not in use")."""
+    d = f"{n1.mnt}/reuse"
+    n1.sh(f"mkdir -p {d}/sub")
+    ino = n2.sh(f"stat -c %i {d}/sub").strip()
+    holder = subprocess.Popen(n2.node.enter() + ["sh", "-c", f"cd {d}/sub && echo in && read x"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        if holder.stdout.readline() != "in\n":
+            fail("n2's process could not enter the directory")
+        n1.sh(f"rmdir {d}/sub")
+        # n1's ticker frees the inode within a second or so; n2's listing
+        # makes n1 write it home, freed; then n1's next new file takes it
+        for _ in range(10):
+            time.sleep(1)
+            n2.sh(f"ls {d} > /dev/null")
+            n1.sh(f"echo two > {d}/g")
+            if n1.sh(f"stat -c %i {d}/g").strip() == ino:
+                break
+            n1.sh(f"rm {d}/g")
+        else:
+            fail(f"the reused-inode trap needs n1 to reuse inode {ino} for a new file; "
+                 f"it did not")
+    finally:
+        holder.stdin.close()  # n2's kernel forgets the old directory now
+        holder.wait()
+    time.sleep(1)
+    got = n2.node.run(["cat", f"{d}/g"])
+    if got.returncode != 0 or got.stdout != "two\n":
+        fail(f"n2 reads the new file on a reused inode: {got.stdout!r} {got.stderr.strip()}\n"
+             f"{n2.log()}")
 
 
 def open_unlinked(n1, n3, readers, unmount=False):
@@ -328,8 +369,11 @@ def run(ctl, img, mnt, n1, n2, n3):
         fail(f"the stale-cache trap: n2 reads {got!r}")
     same_everywhere(n1, readers, "after the trap")
     attrs_follow(n1, n2)
+    reused_inode(n1, n2)
     print("3. n2 read a file and listed its directory; n1 truncated, rewrote and renamed it; "
-          "n2 read the new state; n2's fstat of an open file and directory saw n1's changes")
+          "n2 read the new state; n2's fstat of an open file and directory saw n1's changes; "
+          "a file on an inode n1 freed and reused, which n2's kernel forgot meanwhile, read "
+          "on n2")
 
     before = lock_messages(n2)
     n2.sh(f"for i in $(seq 1 100); do stat {mnt}/a {mnt}/big > /dev/null; done")

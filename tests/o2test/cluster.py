@@ -461,11 +461,6 @@ def shared_volume(ctl, prefix, size, format_args, nodes=3):
             if r.returncode != 0:
                 skip(f"no loop device: {r.stderr.strip()}")
             loops.append(r.stdout.strip())
-            # a loop device used before may keep its old image's blocks in
-            # its page cache, and a daemon read that goes through it would
-            # see them (found: an inode "not in use" that the other nodes
-            # read whole): start from what the image holds
-            host(["blockdev", "--flushbufs", loops[-1]], check=False)
         cluster = Cluster(tmp, nodes)
         yield img, mnt, [Mounter(nd, ctl, loops[i], mnt) for i, nd in enumerate(cluster.nodes)]
         daemon_logs_clean(cluster)

@@ -176,6 +176,14 @@ int o2_fs_tick(struct o2_fs *fs);
 int o2_fs_writeback(struct o2_fs *fs);
 void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno);
 /*
+ * Between o2_fs_unlocked_reads(fs, true) and (fs, false) the caller reads
+ * blocks without the cluster locks that cover them (an inode's generation
+ * before its lock can be named, an inode the kernel forgot): those reads
+ * go to the device unless the block is cached from a read under its lock,
+ * and what they cache no later read trusts.  Calls nest.
+ */
+void o2_fs_unlocked_reads(struct o2_fs *fs, bool on);
+/*
  * Orphans on a shared volume.  An inode whose last name went while it was
  * open waits in an orphan directory; on a shared volume fscore frees none
  * by itself, because freeing changes the inode, which another node may

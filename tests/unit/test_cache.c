@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * fscore's block cache (fscore/cache.c) as a shared volume uses it: a block
+ * read under its cluster lock stays cached until the caller drops it, and
+ * one read without the lock (o2_fs_unlocked_reads) is never trusted by a
+ * later read.  "Another node" here is a write to the device behind the
+ * cache, as another node's would be.
+ */
+#include <check.h>
+#include <string.h>
+
+#include "../testenv.h"
+#include "unit_vol.h"
+/* fscore's private headers: the on-disk inode, to change it behind the cache */
+#include "format.h"
+#include "internal.h"
+
+/* Set the root inode's uid on the device itself, not through the cache. */
+static void set_uid_behind(struct uv *v, uint64_t blk, uint32_t uid)
+{
+	uint8_t *img = o2_blockdev_memory_data(v->dev);
+	struct o2_dinode *di = (struct o2_dinode *)(img + blk * v->g.bs);
+
+	di->i_uid = cpu_le32(uid);
+}
+
+static uint32_t uid_now(struct o2_fs *fs, uint64_t blk)
+{
+	struct o2_inode *in;
+	uint32_t uid;
+
+	ck_assert_int_eq(o2_inode_get(fs, blk, &in), 0);
+	uid = o2_inode_info(in)->uid;
+	o2_inode_unref(in);
+	return uid;
+}
+
+START_TEST(unlocked_read_not_trusted)
+{
+	static const struct uv_geom g = { .bs = 4096, .cs = 4096 };
+	struct uv v;
+
+	uv_make(&v, &g);
+	struct o2_fs *fs = v.fs;
+	uint64_t root = o2_fs_super(fs)->root_blkno;
+
+	/* under the lock: cached, a change behind it is not seen (a lock
+	 * the other node would have had to take away first) */
+	ck_assert_int_eq(uid_now(fs, root), 0);
+	set_uid_behind(&v, root, 11);
+	ck_assert_int_eq(uid_now(fs, root), 0);
+
+	/* an unlocked read of a block cached under its lock uses the cache */
+	o2_fs_unlocked_reads(fs, true);
+	ck_assert_int_eq(uid_now(fs, root), 0);
+	o2_fs_unlocked_reads(fs, false);
+
+	/* not cached: an unlocked read goes to the device ... */
+	o2_fs_drop_cached(fs, root);
+	o2_fs_unlocked_reads(fs, true);
+	ck_assert_int_eq(uid_now(fs, root), 11);
+	o2_fs_unlocked_reads(fs, false);
+	/* ... and what it cached is read again by the next read, locked or not */
+	set_uid_behind(&v, root, 22);
+	ck_assert_int_eq(uid_now(fs, root), 22);
+	/* which, under the lock, is trusted again */
+	set_uid_behind(&v, root, 33);
+	ck_assert_int_eq(uid_now(fs, root), 22);
+
+	/* nested calls: marked until the outermost ends */
+	o2_fs_drop_cached(fs, root);
+	o2_fs_unlocked_reads(fs, true);
+	o2_fs_unlocked_reads(fs, true);
+	o2_fs_unlocked_reads(fs, false);
+	ck_assert_int_eq(uid_now(fs, root), 33);
+	o2_fs_unlocked_reads(fs, false);
+	set_uid_behind(&v, root, 0);
+	ck_assert_int_eq(uid_now(fs, root), 0);
+
+	uv_finish(&v, "after the unlocked reads", true);
+	uv_free(&v);
+}
+END_TEST
+
+int main(void)
+{
+	test_env_init();
+	Suite *s = suite_create("cache");
+	TCase *tc = tcase_create("shared");
+
+	tcase_add_test(tc, unlocked_read_not_trusted);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1008,6 +1008,8 @@ static int lock_or_wait(struct o2lc_res *r, int mode, unsigned flags, gint64 *wa
 			s->r = r;
 			s->mode = mode;
 			s->flags = flags & O2LC_NOQUEUE ? O2LT_F_NOQUEUE : 0;
+			if ((flags & (O2LC_NOQUEUE | O2LC_TELL)) == (O2LC_NOQUEUE | O2LC_TELL))
+				s->flags |= O2LT_F_NOQUEUEBAST;
 			r->pending = mode;
 			r->pending_id = 0;
 			mine = ++r->pending_seq;

@@ -69,6 +69,12 @@
  * holding a page lock that an invalidation of its own would wait for.
  */
 #define O2LC_NOPR 0x4u
+/*
+ * With O2LC_NOQUEUE: a try refused because other nodes hold the lock still
+ * tells them (O2LT_F_NOQUEUEBAST), so that one that only caches it lets it
+ * go and the next try may pass.
+ */
+#define O2LC_TELL 0x8u
 
 /* o2lc_lock's answer when the caller must refresh (see above) */
 #define O2LC_REFRESH 1

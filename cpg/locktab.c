@@ -37,7 +37,7 @@ enum msg_type {
 
 #define DOWN_F_LVB 0x1u
 #define SNAP_F_ZLIB 0x1u /* the state after the snapshot's head is deflated */
-#define LOCK_FLAGS (O2LT_F_NOQUEUE | O2LT_F_RECOVERY)
+#define LOCK_FLAGS (O2LT_F_NOQUEUE | O2LT_F_RECOVERY | O2LT_F_NOQUEUEBAST)
 #define NONE 0xff /* no mode (wire and entry fields) */
 
 enum mstate { M_LIVE = 0, M_DEAD = 1, M_FENCED = 2, M_STALE = 3 };
@@ -673,6 +673,9 @@ static int apply_lock(struct o2lt_table *t, struct member *s, const struct msg *
 	queue_add(e->granted == NONE ? &r->wait : &r->convert, e);
 	grant_pass(t, r);
 	if ((m->flags & O2LT_F_NOQUEUE) && e->requested != NONE) {
+		/* told while it is still queued: the holders it waited behind */
+		if (m->flags & O2LT_F_NOQUEUEBAST)
+			blocking_pass(t, r);
 		emit_entry(t, O2LT_EV_REFUSED, r, e, NONE, -EAGAIN);
 		drop_request(r, e);
 		grant_pass(t, r);

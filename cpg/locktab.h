@@ -11,7 +11,8 @@
  * each daemon acts on the events addressed to itself and ignores the rest.
  *
  * Locks are DLM locks reduced to what OCFS2 uses: modes NL, PR and EX, one
- * lock per member and name, a 64-byte value block, try-locks (NOQUEUE),
+ * lock per member and name, a 64-byte value block, try-locks (NOQUEUE,
+ * and NOQUEUEBAST: a refused try that still tells the holders in its way),
  * conversions, cancel.  A member that wants a lock multicasts a LOCK
  * message; a member that lowers or drops one multicasts DOWN (with the value
  * block when it leaves EX).  Grants follow the DLM rules: conversions first
@@ -103,6 +104,9 @@ enum o2lt_mode {
 /* LOCK flags */
 #define O2LT_F_NOQUEUE 0x1u  /* refuse with -EAGAIN rather than wait */
 #define O2LT_F_RECOVERY 0x2u /* pass over locks of fenced dead members */
+/* with NOQUEUE: refused all the same, but every holder in the way gets its
+ * BLOCKING event, as if the request had waited (the DLM's NOQUEUEBAST) */
+#define O2LT_F_NOQUEUEBAST 0x4u
 
 /* A CPG member: a process on a node. */
 struct o2lt_member {

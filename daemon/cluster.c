@@ -1008,11 +1008,15 @@ int cluster_lock_rename(struct cluster *c, struct cluster_hold *h)
 }
 
 /*
- * Open locks: a node that has an inode open holds its O lock PR; the node
- * about to free an inode whose last name is gone tries it EX without
- * waiting, and keeps the inode as an orphan if anyone holds it.  They
- * cache nothing and write nothing back (no callback), so a try may run
- * under the volume mutex, and they are dropped as soon as they are let go.
+ * Open locks: a node that has an inode open holds its O lock PR, and keeps
+ * it cached after the last close for as long as its kernel knows the
+ * inode (until FORGET), as the kernel's OCFS2 keeps it while the inode is
+ * in its cache: opening it again costs no message.  The node about to free
+ * an inode whose last name is gone tries it EX without waiting, and keeps
+ * the inode as an orphan if anyone holds it; the try tells the holders
+ * (O2LC_TELL), and one that only caches the lock lets it go, so that the
+ * orphan scan's next try frees it.  They cache nothing and write nothing
+ * back (no callback), so a try may run under the volume mutex.
  */
 static struct o2lc_res *open_res(struct cluster *c, uint64_t blkno, uint32_t gen)
 {
@@ -1024,7 +1028,15 @@ static struct o2lc_res *open_res(struct cluster *c, uint64_t blkno, uint32_t gen
 
 int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cluster_hold *h)
 {
-	return hold_res(c, open_res(c, blkno, gen), 0, O2LT_PR, true, 0, h);
+	return hold_res(c, open_res(c, blkno, gen), 0, O2LT_PR, false, 0, h);
+}
+
+void cluster_open_forget(struct cluster *c, uint64_t blkno, uint32_t gen)
+{
+	struct o2lc_res *r = open_res(c, blkno, gen);
+
+	if (r)
+		o2lc_res_forget(r);
 }
 
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)
@@ -1034,7 +1046,7 @@ int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)
 
 	if (!r)
 		return -EINVAL;
-	rc = o2lc_lock(r, O2LT_EX, O2LC_NOQUEUE);
+	rc = o2lc_lock(r, O2LT_EX, O2LC_NOQUEUE | O2LC_TELL);
 	if (rc == O2LC_REFRESH) {
 		o2lc_refresh_done(r, true);
 		rc = 0;

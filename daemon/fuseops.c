@@ -122,12 +122,15 @@ static void node_unref(struct volume *v, uint64_t blk, uint64_t count)
 	if (n[1])
 		return;
 	/*
-	 * Its cluster lock stays cached: on a clustered volume the kernel
-	 * forgets an inode as soon as it stops using it (it may cache no
-	 * name), and the next system call would pay for the lock again.  The
-	 * lock cache drops idle locks beyond lock_cache=N, least recently
-	 * used first.
+	 * Its inode lock stays cached: the kernel may forget an inode as soon
+	 * as it stops using it (where it caches no name), and the next system
+	 * call would pay for the lock again; the lock cache drops idle locks
+	 * beyond lock_cache=N, least recently used first.  Its open lock goes
+	 * (cluster_open_forget): kept while the kernel knows the inode, so
+	 * that a node deleting it elsewhere need not ask for it.
 	 */
+	if (v->cluster)
+		cluster_open_forget(v->cluster, blk, (uint32_t)n[2]);
 	g_hash_table_remove(v->nodes, &blk);
 	if (v->fs) {
 		/* without the inode's lock, if clustered (fuseops_gen_unlocked) */

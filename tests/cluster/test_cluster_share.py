@@ -29,7 +29,8 @@ locks OCFS2 takes.
      message; one change on n1 and one read on n2 cost a bounded number.
   5. Open-unlinked: a file open on n3 and unlinked on n1 stays readable on
      n3 (its open lock keeps n1 from freeing it: an orphan instead); once
-     n3 closes it, n1 frees it and every node's statfs shows the space back.
+     n3 closes it, n1 frees it and every node's statfs shows the space back
+     (n2, which read it before and caches its open lock, lets it go).
      Again with n1 unmounted before the close: n3 frees the orphan that
      waits in slot 0's orphan directory.
   6. All three at once: each node, in a shell loop, creates, appends to,
@@ -162,13 +163,17 @@ def reused_inode(n1, n2):
 
 
 def open_unlinked(n1, n3, readers, unmount=False):
-    """A file open on n3 is unlinked on n1: n3 reads it whole, and its
-    space comes back once n3 closes it.  unmount: n1 unmounts before the
+    """A file open on n3 (and read before on n2, which keeps its open lock
+    cached) is unlinked on n1: n3 reads it whole, and its space comes back
+    once n3 closes it.  unmount: n1 unmounts before the
     close (the orphan waits in slot 0's orphan directory, n3 frees it)."""
     mnt = n1.mnt
     judge = readers[0] if unmount else n1
     n1.sh(f"dd if=/dev/urandom of={mnt}/held bs=1M count=4 status=none")
     want = n1.sh(f"sha256sum {mnt}/held").split()[0]
+    # n2 opened and closed it: its open lock stays cached while its kernel
+    # knows the inode, and must go when n1 asks for it
+    readers[0].sh(f"cat {mnt}/held > /dev/null")
     p = subprocess.Popen(n3.node.enter() + ["python3", "-c", HOLDER, f"{mnt}/held"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)

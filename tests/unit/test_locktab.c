@@ -992,7 +992,7 @@ START_TEST(test_conversions)
 }
 END_TEST
 
-/* 5. NOQUEUE: refused rather than queued, no BLOCKING, held mode kept. */
+/* 5. NOQUEUE: refused rather than queued, no BLOCKING (unless NOQUEUEBAST), held mode kept. */
 START_TEST(test_noqueue)
 {
 	JOIN(0, 1, 2);
@@ -1034,6 +1034,22 @@ START_TEST(test_noqueue)
 	REFUSED(2, "a", 13, -EBUSY); /* 2 still waits for PR on a */
 	req_lock(1, "a", O2LT_NL, O2LT_F_NOQUEUE, 14);
 	GRANTED(1, "a", O2LT_NL, 14);
+
+	/* NOQUEUEBAST: refused too, but each holder in the way is told */
+	req_lock(0, "d", O2LT_PR, 0, 15);
+	GRANTED(0, "d", O2LT_PR, 15);
+	req_lock(1, "d", O2LT_PR, 0, 16);
+	GRANTED(1, "d", O2LT_PR, 16);
+	req_lock(2, "d", O2LT_EX, O2LT_F_NOQUEUE | O2LT_F_NOQUEUEBAST, 17);
+	REFUSED(2, "d", 17, -EAGAIN);
+	BLOCKING(0, "d", O2LT_EX);
+	BLOCKING(1, "d", O2LT_EX);
+	NO_EV(2, O2LT_EV_GRANTED, NULL);
+	/* once the holders go, the next try is granted */
+	req_down(0, "d", O2LT_UNLOCK, NULL, 18);
+	req_down(1, "d", O2LT_NL, NULL, 19);
+	req_lock(2, "d", O2LT_EX, O2LT_F_NOQUEUE | O2LT_F_NOQUEUEBAST, 20);
+	GRANTED(2, "d", O2LT_EX, 20);
 }
 END_TEST
 
@@ -1889,7 +1905,7 @@ START_TEST(test_hostile_messages)
 	n = forge_named(b, W_CANCEL, 0, 12, 1, 1, "a", 1, NULL);
 	BADMSG(b, n);
 	/* unknown flags */
-	const unsigned lock_flags[] = { 0x4, 0x8, 0x100, 0x8000 };
+	const unsigned lock_flags[] = { 0x8, 0x10, 0x100, 0x8000 };
 	for (size_t i = 0; i < G_N_ELEMENTS(lock_flags); i++) {
 		n = forge_named(b, W_LOCK, lock_flags[i], 13, O2LT_PR, 1, "a", 1, NULL);
 		BADMSG(b, n);
@@ -2432,7 +2448,7 @@ START_TEST(test_encoders)
 	ck_assert_int_eq(o2lt_msg_lock(b, sizeof(b), 1, "a", 1, 3, 0), -EINVAL);
 	ck_assert_int_eq(o2lt_msg_lock(b, sizeof(b), 1, "a", 1, -1, 0), -EINVAL);
 	ck_assert_int_eq(o2lt_msg_lock(b, sizeof(b), 1, "a", 1, O2LT_UNLOCK, 0), -EINVAL);
-	ck_assert_int_eq(o2lt_msg_lock(b, sizeof(b), 1, "a", 1, O2LT_PR, 0x4), -EINVAL);
+	ck_assert_int_eq(o2lt_msg_lock(b, sizeof(b), 1, "a", 1, O2LT_PR, 0x8), -EINVAL);
 	ck_assert_int_eq(o2lt_msg_down(b, sizeof(b), 1, name, O2LT_NAME_MAX + 1, O2LT_NL, NULL), -EINVAL);
 	ck_assert_int_eq(o2lt_msg_down(b, sizeof(b), 1, "a", 1, O2LT_EX, NULL), -EINVAL);
 	ck_assert_int_eq(o2lt_msg_down(b, sizeof(b), 1, "a", 1, 3, NULL), -EINVAL);

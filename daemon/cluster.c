@@ -1009,9 +1009,10 @@ int cluster_lock_rename(struct cluster *c, struct cluster_hold *h)
 
 /*
  * Open locks: a node that has an inode open holds its O lock PR, and keeps
- * it cached after the last close for as long as its kernel knows the
- * inode (until FORGET), as the kernel's OCFS2 keeps it while the inode is
- * in its cache: opening it again costs no message.  The node about to free
+ * it cached after the last close, as the kernel's OCFS2 keeps it while the
+ * inode is in its cache: opening it again costs no message (a FUSE FORGET
+ * does not drop it: the kernel forgets an inode at each new epoch, and
+ * looks it up again at once).  The node about to free
  * an inode whose last name is gone tries it EX without waiting, and keeps
  * the inode as an orphan if anyone holds it; the try tells the holders
  * (O2LC_TELL), and one that only caches the lock lets it go, so that the
@@ -1029,14 +1030,6 @@ static struct o2lc_res *open_res(struct cluster *c, uint64_t blkno, uint32_t gen
 int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cluster_hold *h)
 {
 	return hold_res(c, open_res(c, blkno, gen), 0, O2LT_PR, false, 0, h);
-}
-
-void cluster_open_forget(struct cluster *c, uint64_t blkno, uint32_t gen)
-{
-	struct o2lc_res *r = open_res(c, blkno, gen);
-
-	if (r)
-		o2lc_res_forget(r);
 }
 
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)

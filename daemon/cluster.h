@@ -199,15 +199,14 @@ bool cluster_sys_held(uint64_t blkno, bool ex);
  * Open locks (the O lock of an inode): cluster_open_hold takes it PR into
  * h for as long as this node has the inode open (waiting for another node's
  * try to end); cluster_unlock lets it go, and it stays cached until
- * cluster_open_forget (the kernel forgot the inode), another node's try
- * asks for it, or the lock cache's LRU drops it.  cluster_open_elsewhere
+ * another node's try asks for it or the lock cache's LRU drops it.
+ * cluster_open_elsewhere
  * tries it EX without waiting: 0 if no other node holds it, 1 if one does
  * (which is told, and lets it go if it only caches it), -errno.  Unlike
  * inode locks they may be taken and dropped under the volume mutex:
  * nothing is written back when they move.
  */
 int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cluster_hold *h);
-void cluster_open_forget(struct cluster *c, uint64_t blkno, uint32_t gen);
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen);
 
 /*

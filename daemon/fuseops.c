@@ -122,15 +122,13 @@ static void node_unref(struct volume *v, uint64_t blk, uint64_t count)
 	if (n[1])
 		return;
 	/*
-	 * Its inode lock stays cached: the kernel may forget an inode as soon
-	 * as it stops using it (where it caches no name), and the next system
-	 * call would pay for the lock again; the lock cache drops idle locks
-	 * beyond lock_cache=N, least recently used first.  Its open lock goes
-	 * (cluster_open_forget): kept while the kernel knows the inode, so
-	 * that a node deleting it elsewhere need not ask for it.
+	 * Its inode and open locks stay cached: the kernel forgets an inode
+	 * whenever a new epoch makes it look its name up again (and where it
+	 * caches no name, as soon as it stops using it), and the next system
+	 * call would pay for them again.  The lock cache drops idle locks
+	 * beyond lock_cache=N, least recently used first, and a node deleting
+	 * the inode asks for its open lock (cluster_open_elsewhere).
 	 */
-	if (v->cluster)
-		cluster_open_forget(v->cluster, blk, (uint32_t)n[2]);
 	g_hash_table_remove(v->nodes, &blk);
 	if (v->fs) {
 		/* without the inode's lock, if clustered (fuseops_gen_unlocked) */

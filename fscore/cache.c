@@ -368,8 +368,10 @@ int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret
 	struct o2_buf *b = o2_cache_peek(fs, blkno);
 	int r;
 
-	/* a block read without its lock is not trusted: read it again */
-	if (b && b->unlocked && !b->refs && !b->dirty && !b->in_running && !b->in_log) {
+	/* a block read without its lock is not trusted, and a read without
+	   its lock trusts no clean copy: read it again */
+	if (b && (b->unlocked || c->unlocked) && !b->refs && !b->dirty && !b->in_running &&
+	    !b->in_log) {
 		lru_remove(c, b);
 		unhash(c, b);
 		free_buf(fs, b);

@@ -55,11 +55,14 @@ struct o2_buf {
 
 /*
  * Reads made while o2_cache_unlocked_reads() is on (depth > 0) come from
- * the device unless the block is cached from a read under its lock, and
- * leave it marked: no read trusts it later.  A shared volume's caller reads
- * some inodes without their locks (to learn a generation, at a FORGET);
- * another node may change such a block at any moment, and nothing would
- * drop the cached copy before the block's own lock is next taken.
+ * the device unless this handle has changes to the block not yet home
+ * (logged or dirty), and leave it marked: no read trusts it later.  A
+ * shared volume's caller reads some inodes without their locks (to learn
+ * a generation, at a FORGET); another node may change such a block at any
+ * moment, and nothing would drop the cached copy before the block's own
+ * lock is next taken.  A clean copy is not trusted either: an inode's lock
+ * is named by its generation, so the copy may have been read under the
+ * lock of the inode that used the block before (freed and reused since).
  */
 void o2_cache_unlocked_reads(struct o2_fs *fs, bool on);
 

@@ -179,8 +179,8 @@ void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno);
  * Between o2_fs_unlocked_reads(fs, true) and (fs, false) the caller reads
  * blocks without the cluster locks that cover them (an inode's generation
  * before its lock can be named, an inode the kernel forgot): those reads
- * go to the device unless the block is cached from a read under its lock,
- * and what they cache no later read trusts.  Calls nest.
+ * go to the device unless this handle has changes to the block not yet
+ * home, and what they cache no later read trusts.  Calls nest.
  */
 void o2_fs_unlocked_reads(struct o2_fs *fs, bool on);
 /*

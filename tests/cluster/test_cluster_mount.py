@@ -32,7 +32,6 @@ Usage: PYTHONPATH=tests test_cluster_mount.py OCFS2CTL
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -147,10 +146,9 @@ def main():
         if got != "written on n1\n":
             fail(f"n2 reads {got!r} from n1's file")
         n2.sh(f"echo 'written on n2' > {mnt}/from-n2 && sync {mnt}/from-n2")
-        pids = n2.daemons()
-        if len(pids) != 1:
-            fail(f"{len(pids)} ocfs2d processes on n2")
-        os.kill(pids[0], signal.SIGKILL)
+        killed = n2.kill_daemons()
+        if killed != 1:
+            fail(f"{killed} ocfs2d processes on n2")
         print("5. n2 mounted on its preferred slot 2, read n1's file, wrote and fsynced its own; "
               "its ocfs2d was SIGKILLed")
 
@@ -164,8 +162,7 @@ def main():
         if got != "written on n2\n":
             fail(f"after the crash n2 reads {got!r}")
         n2.sh(f"echo 'again on n2' > {mnt}/again && sync {mnt}/again")
-        for pid in n2.daemons():
-            os.kill(pid, signal.SIGKILL)
+        n2.kill_daemons()
         print("7. n2 mounted again on its own slot 2: its journal replayed, its file there; "
               "it wrote and fsynced another, and its ocfs2d was SIGKILLed again")
 

@@ -580,10 +580,14 @@ static int make_entry(struct volume *v, uint64_t blk, struct fuse_entry_param *e
  * While this node has an inode open it holds the inode's open lock (O) in
  * PR, so that no node frees it meanwhile (the one that removes its last
  * name keeps it as an orphan instead); once held, the inode must still be
- * the one the kernel has.  NULL on a local volume.
+ * the one the kernel has, which is checked under its lock: EX for an open
+ * that writes or truncates (open_writer and O_TRUNC then find it held,
+ * rather than ask again to convert), else PR.  NULL on a local volume.
  */
-static int hold_open(struct volume *v, uint64_t blk, struct cluster_hold **ret)
+static int hold_open(struct volume *v, uint64_t blk, const struct fuse_file_info *fi,
+		     struct cluster_hold **ret)
 {
+	bool writes = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 	struct held hd = { .n = 0 };
 	struct cluster_hold *h;
 	struct stat st;
@@ -599,7 +603,7 @@ static int hold_open(struct volume *v, uint64_t blk, struct cluster_hold **ret)
 	unlock(v);
 	r = cluster_open_hold(v->cluster, blk, gen, h);
 	if (r == 0)
-		r = hold(v, &hd, O2LT_PR, blk, 0);
+		r = hold(v, &hd, writes ? change_mode(v) : O2LT_PR, blk, 0);
 	if (r == 0) {
 		lock(v);
 		r = get_stat(v, blk, &st, &now);
@@ -1293,7 +1297,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOSYS); /* the kernel stops asking (see op_init) */
 		return;
 	}
-	r = hold_open(v, blk, &open);
+	r = hold_open(v, blk, fi, &open);
 	if (r < 0) {
 		fuse_reply_err(req, -r);
 		return;
@@ -1416,7 +1420,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (r == -EEXIST && v->cluster && !(fi->flags & O_EXCL))
 		r = open_made_elsewhere(req, parent, name, fi, &e);
 	if (r == 0) {
-		r = hold_open(v, to_blk(v, e.ino), &open);
+		r = hold_open(v, to_blk(v, e.ino), fi, &open);
 		if (r == 0) {
 			r = open_writer(v, to_blk(v, e.ino), fi);
 			if (r < 0) {
@@ -1917,7 +1921,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct held hd = { .n = 0 };
 
 	s->ents = g_array_new(FALSE, FALSE, sizeof(struct snap_ent));
-	r = hold_open(v, to_blk(v, ino), &s->open);
+	r = hold_open(v, to_blk(v, ino), fi, &s->open);
 	if (r == 0)
 		r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
 	if (r == 0) {

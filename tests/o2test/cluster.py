@@ -476,6 +476,27 @@ def shared_volume(ctl, prefix, size, format_args, nodes=3):
             print(f"kept {tmp}")
 
 
+def live_threads(pid):
+    """The threads of process pid that have not exited ({tid: kernel wait
+    channel}): a process's files - its sockets, /dev/fuse - close only
+    when the last one has, even once its first thread is a zombie."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            if state not in ("Z", "X"):
+                with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                    out[int(tid)] = f"{state} {f.read().strip()}"
+        except OSError:
+            pass
+    return out
+
+
 class Mounter:
     """One node's view of the volume: its loop device and its mount point."""
 
@@ -487,25 +508,21 @@ class Mounter:
         return daemons_in(self.node, self.daemon)
 
     def kill_daemons(self):
-        """SIGKILL this node's ocfs2d (a crash) and wait until it is gone:
-        the kill is asynchronous, and until then its control socket still
-        takes connections, which it then resets (found: the next mount
-        failed with "Connection reset by peer").  Returns how many."""
+        """SIGKILL this node's ocfs2d (a crash) and wait until every thread
+        of it is gone: the kill is asynchronous, and until then its control
+        socket still takes connections, which it then resets (seen: the
+        next mount failed with "Connection reset by peer").  Returns how
+        many."""
         pids = self.daemons()
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         deadline = time.time() + 30
         for pid in pids:
-            while time.time() < deadline:
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                            break
-                except OSError:
-                    break
+            while time.time() < deadline and live_threads(pid):
                 time.sleep(0.05)
-            else:
-                fail(f"n{self.node.nodeid}: ocfs2d {pid} still runs 30 s after SIGKILL")
+            if live_threads(pid):
+                fail(f"n{self.node.nodeid}: ocfs2d {pid} still has threads 30 s after "
+                     f"SIGKILL: {live_threads(pid)}")
         return len(pids)
 
     def mount(self, opts=None):

@@ -1012,8 +1012,8 @@ int cluster_lock_rename(struct cluster *c, struct cluster_hold *h)
  * it cached after the last close, as the kernel's OCFS2 keeps it while the
  * inode is in its cache: opening it again costs no message (a FUSE FORGET
  * does not drop it: the kernel forgets an inode at each new epoch, and
- * looks it up again at once).  The node about to free
- * an inode whose last name is gone tries it EX without waiting, and keeps
+ * looks it up again at once).  The node about to free an inode whose
+ * last name is gone tries it EX without waiting, and keeps
  * the inode as an orphan if anyone holds it; the try tells the holders
  * (O2LC_TELL), and one that only caches the lock lets it go, so that the
  * orphan scan's next try frees it.  They cache nothing and write nothing

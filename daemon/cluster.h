@@ -200,9 +200,9 @@ bool cluster_sys_held(uint64_t blkno, bool ex);
  * h for as long as this node has the inode open (waiting for another node's
  * try to end); cluster_unlock lets it go, and it stays cached until
  * another node's try asks for it or the lock cache's LRU drops it.
- * cluster_open_elsewhere
- * tries it EX without waiting: 0 if no other node holds it, 1 if one does
- * (which is told, and lets it go if it only caches it), -errno.  Unlike
+ * cluster_open_elsewhere tries it EX without waiting: 0 if no other node
+ * holds it, 1 if one does (which is told, and lets it go if it only caches
+ * it), -errno.  Unlike
  * inode locks they may be taken and dropped under the volume mutex:
  * nothing is written back when they move.
  */

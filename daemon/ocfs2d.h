@@ -211,8 +211,8 @@ uint32_t session_write_flags(void);
 void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret);
 /*
  * Clustered, v->lock held: inode blk's generation into *gen, read without
- * its lock (to name the lock), from the device unless the block is cached
- * from a read under the lock.  0, or -errno with *gen 0.
+ * its lock (to name the lock): from the device unless this node has changes
+ * to it not yet home (o2_fs_unlocked_reads).  0, or -errno with *gen 0.
  */
 int fuseops_gen_unlocked(struct volume *v, uint64_t blk, uint32_t *gen);
 /* Drop every lookup reference the kernel still holds (session end; v->lock held). */

@@ -362,6 +362,19 @@ static int read_ahead(struct o2_fs *fs, struct o2_buf *b)
 	return 1;
 }
 
+/* Drop b from the cache unless it is in use or logged. */
+static bool forget_buf(struct o2_fs *fs, struct o2_buf *b)
+{
+	struct o2_cache *c = fs->cache;
+
+	if (b->refs || b->in_running || b->in_log)
+		return false;
+	lru_remove(c, b);
+	unhash(c, b);
+	free_buf(fs, b);
+	return true;
+}
+
 int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
 {
 	struct o2_cache *c = fs->cache;
@@ -370,13 +383,8 @@ int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret
 
 	/* a block read without its lock is not trusted, and a read without
 	   its lock trusts no clean copy: read it again */
-	if (b && (b->unlocked || c->unlocked) && !b->refs && !b->dirty && !b->in_running &&
-	    !b->in_log) {
-		lru_remove(c, b);
-		unhash(c, b);
-		free_buf(fs, b);
+	if (b && (b->unlocked || c->unlocked) && !b->dirty && forget_buf(fs, b))
 		b = NULL;
-	}
 	if (b) {
 		c->st.hits++;
 		/* a clean block first read as another kind: check it as this one too */
@@ -489,14 +497,10 @@ void o2_brelse(struct o2_fs *fs, struct o2_buf *b)
 
 void o2_cache_forget(struct o2_fs *fs, uint64_t blkno)
 {
-	struct o2_cache *c = fs->cache;
 	struct o2_buf *b = o2_cache_peek(fs, blkno);
 
-	if (!b || b->refs || b->in_running || b->in_log)
-		return;
-	lru_remove(c, b);
-	unhash(c, b);
-	free_buf(fs, b);
+	if (b)
+		forget_buf(fs, b);
 }
 
 void o2_cache_drop_clean(struct o2_fs *fs)

@@ -31,7 +31,6 @@ volume image and a loop device per node over it.
 Needs root, corosync, losetup, fsck.ocfs2 and /dev/fuse; else exits 77.
 Usage: PYTHONPATH=tests test_cluster_join.py OCFS2CTL
 """
-import json
 import os
 import shutil
 import subprocess
@@ -66,14 +65,6 @@ with ThreadPoolExecutor(%d) as pool:
     n = sum(pool.map(one, sys.argv[2:]))
 print(n, round(time.monotonic() - t0, 3))
 """ % THREADS
-
-
-def locks(m):
-    """The lock counters of m's daemon (ClusterState through ocfs2ctl)."""
-    r = m.node.run([m.ctl, "--json", "slots", m.mnt])
-    if r.returncode != 0:
-        fail(f"n{m.node.nodeid}: ocfs2ctl slots {m.mnt}: {r.stderr.strip()}")
-    return json.loads(r.stdout)["locks"]
 
 
 def walk(nodes, dirs_of, what, timeout=600):
@@ -136,7 +127,7 @@ def main():
             total = sum(int(n) for n, _ in res)
             if total != per * DIRS:
                 fail(f"the walks stat()ed {total} files, not {per * DIRS}")
-            cached = {m.node.nodeid: locks(m)["cached"] for m in (n1, n2, n3)}
+            cached = {m.node.nodeid: m.locks()["cached"] for m in (n1, n2, n3)}
             print(f"2. n1-n3 stat-walked a third each in {time.monotonic() - t0:.1f} s "
                   f"({', '.join(f'{s:.1f} s' for _, s in res)}); locks cached: {cached}")
             if sum(cached.values()) < FILES:
@@ -165,10 +156,10 @@ def main():
                     fail(f"n{m.node.nodeid} reads {got!r} after n2 rewrote the file")
             print("4. n4 is coherent with the others (its write read on n1, n2's on n4)")
 
-            before = locks(n4)
+            before = n4.locks()
             res = walk([n4], lambda m: [f"t/d{d:03}" for d in range(5000 // per + 1)],
                        "n4's walk")
-            after = locks(n4)
+            after = n4.locks()
             print(f"5. n4 (lock_cache={LRU}) walked {int(res[0][0])} files in {res[0][1]:.1f} s: "
                   f"{after['cached']} locks cached ({after['idle']} idle), "
                   f"{after['dropped'] - before['dropped']} dropped")
@@ -188,10 +179,10 @@ def main():
                 free = free_bytes(n1)
                 n1.sh(f"rm {mnt}/t/held")
                 time.sleep(2)  # n1's first looks at its new orphan
-                msgs = {m.node.nodeid: locks(m)["messages"] for m in ms}
+                msgs = {m.node.nodeid: m.locks()["messages"] for m in ms}
                 quiet = 10
                 time.sleep(quiet)
-                sent = {m.node.nodeid: locks(m)["messages"] - msgs[m.node.nodeid] for m in ms}
+                sent = {m.node.nodeid: m.locks()["messages"] - msgs[m.node.nodeid] for m in ms}
                 print(f"6. lock messages sent in {quiet} s with a file open on n3 and "
                       f"unlinked on n1: {sent}")
                 if sum(sent.values()) > quiet // 2:

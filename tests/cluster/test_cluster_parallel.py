@@ -29,7 +29,6 @@ truncate log is flushed (docs/ARCHITECTURE.md, "Cluster locks").
 Needs root, corosync, losetup, fsck.ocfs2 and /dev/fuse; else exits 77.
 Usage: PYTHONPATH=tests test_cluster_parallel.py OCFS2CTL
 """
-import json
 import os
 import sys
 import time
@@ -62,11 +61,6 @@ PIECES = ('python3 -c "import os; fd = os.open(\'{f}\', os.O_WRONLY | os.O_CREAT
           '[os.pwrite(fd, b\'p\' * 4096, i * 2 * 4096) for i in range(600)]"')
 
 
-def lock_stats(m):
-    out = m.node.run([m.ctl, "--json", "slots", m.mnt], check=True).stdout
-    return json.loads(out)["locks"]
-
-
 def run(ctl, img, mnt, n1, n2):
     nodes = (n1, n2)
     for m in nodes:
@@ -78,10 +72,10 @@ def run(ctl, img, mnt, n1, n2):
     # the first allocations of each slot (windows, allocator groups) are not counted
     for m in nodes:
         m.sh(f"mkdir -p {mnt}/d{m.node.nodeid} && printf w > {mnt}/d{m.node.nodeid}/warm")
-    before = [lock_stats(m) for m in nodes]
+    before = [m.locks() for m in nodes]
     outs = run_at_once(nodes, lambda m: ["python3", "-c", CHURN, f"{mnt}/d{m.node.nodeid}",
                                          str(FILES)], 300, "parallel churn")
-    after = [lock_stats(m) for m in nodes]
+    after = [m.locks() for m in nodes]
     sent = [a["messages"] - b["messages"] for a, b in zip(after, before)]
     asked = [a["blocking"] - b["blocking"] for a, b in zip(after, before)]
     changes = 2 * 2 * FILES

@@ -221,13 +221,8 @@ def open_unlinked(n1, n3, readers, unmount=False):
     return before, mine
 
 
-def lock_counters(m):
-    out = m.node.run([m.ctl, "--json", "slots", m.mnt], check=True).stdout
-    return json.loads(out)["locks"]
-
-
 def lock_messages(m):
-    return lock_counters(m)["messages"]
+    return m.locks()["messages"]
 
 
 def quiet(*nodes):
@@ -401,9 +396,9 @@ def run(ctl, img, mnt, n1, n2, n3):
     # the open lock of a file another node removed lets it go when asked,
     # and the orphan is freed a second or so later
     quiet(n1, n2, n3)
-    before = lock_counters(n2)
+    before = n2.locks()
     n2.sh(f"for i in $(seq 1 100); do stat {mnt}/a {mnt}/big > /dev/null; done")
-    after = lock_counters(n2)
+    after = n2.locks()
     idle = after["messages"] - before["messages"]
     if idle != 0:
         fail(f"200 stats on n2 of files nobody changes sent {idle} lock messages: "

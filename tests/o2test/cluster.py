@@ -507,6 +507,14 @@ class Mounter:
     def daemons(self):
         return daemons_in(self.node, self.daemon)
 
+    def locks(self):
+        """The lock counters of this node's daemon (ClusterState, through
+        ocfs2ctl slots --json)."""
+        r = self.node.run([self.ctl, "--json", "slots", self.mnt])
+        if r.returncode != 0:
+            fail(f"n{self.node.nodeid}: ocfs2ctl slots {self.mnt}: {r.stderr.strip()}")
+        return json.loads(r.stdout)["locks"]
+
     def kill_daemons(self):
         """SIGKILL this node's ocfs2d (a crash) and wait until every thread
         of it is gone: the kill is asynchronous, and until then its control

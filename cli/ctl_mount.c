@@ -81,20 +81,58 @@ static const char *control_path(void)
 }
 
 /*
+ * Hold the control socket's lifetime lock shared until we exit, so that a
+ * daemon exiting once idle does not leave between our connect and our
+ * call.  A daemon that has taken it to exit holds it until it is gone:
+ * wait for that (bounded; without the lock we only risk that race).
+ */
+static void hold_daemon(void)
+{
+	static bool done;
+	g_autofree char *lock = g_strconcat(control_path(), O2D_CONTROL_LOCK_SUFFIX, NULL);
+	int fd;
+
+	if (done)
+		return;
+	fd = open(lock, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return; /* none yet: the daemon we start makes it, then we ask again */
+	done = true;
+	for (int i = 0; i < 300; i++) {
+		if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+			return; /* fd stays open: the lock is ours until we exit */
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			break;
+		g_usleep(100 * 1000);
+	}
+	close(fd);
+}
+
+/*
  * Connect to the daemon's API on its control socket.  NULL with *err set
- * if that fails; *absent tells whether no daemon is there at all.
+ * if that fails; *absent tells whether no daemon is there at all.  A
+ * daemon killed a moment ago may still hold its socket while its last
+ * threads finish (a connect then fails half-way, reset): ask again until
+ * it is gone or answers.
  */
 static GDBusConnection *connect_daemon(bool *absent, GError **err)
 {
 	g_autofree char *addr = g_strconcat("unix:path=", control_path(), NULL);
-	GDBusConnection *c;
+	GDBusConnection *c = NULL;
 
 	(void)o2d_error_quark(); /* so that the daemon's errors arrive by name */
-	c = g_dbus_connection_new_for_address_sync(
-		addr, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT, NULL, NULL, err);
-	*absent = !c && (g_error_matches(*err, G_IO_ERROR, G_IO_ERROR_NOT_FOUND) ||
-			 g_error_matches(*err, G_IO_ERROR, G_IO_ERROR_CONNECTION_REFUSED));
-	return c;
+	hold_daemon();
+	for (int tries = 0;; tries++) {
+		g_clear_error(err);
+		c = g_dbus_connection_new_for_address_sync(
+			addr, G_DBUS_CONNECTION_FLAGS_AUTHENTICATION_CLIENT, NULL, NULL, err);
+		*absent = !c && (g_error_matches(*err, G_IO_ERROR, G_IO_ERROR_NOT_FOUND) ||
+				 g_error_matches(*err, G_IO_ERROR, G_IO_ERROR_CONNECTION_REFUSED));
+		if (c || *absent || tries >= 100 ||
+		    g_error_matches(*err, G_IO_ERROR, G_IO_ERROR_PERMISSION_DENIED))
+			return c;
+		g_usleep(100 * 1000);
+	}
 }
 
 /* A call's error as ocfs2ctl says it: the daemon's message without the D-Bus name. */

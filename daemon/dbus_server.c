@@ -17,9 +17,11 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,6 +52,8 @@ struct dbus_server {
 	char *socket_path;
 	guint bus_owner;
 	GMainLoop *idle_loop;	/* quit once idle, or NULL */
+	int idle_lock;		/* the control socket's lifetime lock, or -1 */
+	guint idle_retry;	/* a timeout to look again, or 0 */
 	GMutex jobs_lock;	/* guards jobs */
 	GHashTable *jobs;	/* object path -> struct job_entry *, the running jobs */
 	guint last_job;		/* the last job's number (atomic) */
@@ -205,16 +209,37 @@ static void update_volume(struct dbus_server *s, struct mounted *m)
 	}
 }
 
-/* Quit the idle loop if one is set, nothing is mounted and no call is running. */
+static gboolean exit_if_idle(gpointer arg);
+
+static gboolean look_again(gpointer arg)
+{
+	struct dbus_server *s = arg;
+
+	s->idle_retry = 0;
+	return exit_if_idle(s);
+}
+
+/*
+ * Quit the idle loop if one is set, nothing is mounted, no call is running
+ * and no client holds the lifetime lock (one that has connected, or is
+ * about to, and has not exited yet: then look again shortly).
+ */
 static gboolean exit_if_idle(gpointer arg)
 {
 	struct dbus_server *s = arg;
 	bool idle = registry_count(s->reg) == 0 && !g_atomic_int_get(&s->busy);
 
-	if (idle && s->idle_loop && g_main_loop_is_running(s->idle_loop)) {
-		g_message("no volume mounted: exiting");
-		g_main_loop_quit(s->idle_loop);
+	if (!idle || !s->idle_loop || !g_main_loop_is_running(s->idle_loop))
+		return G_SOURCE_REMOVE;
+	if (s->idle_lock >= 0 && flock(s->idle_lock, LOCK_EX | LOCK_NB) < 0) {
+		if (!s->idle_retry)
+			s->idle_retry = g_timeout_add(200, look_again, s);
+		return G_SOURCE_REMOVE;
 	}
+	/* held until the process is gone: clients wait for that, then start
+	 * a daemon of their own */
+	g_message("no volume mounted: exiting");
+	g_main_loop_quit(s->idle_loop);
 	return G_SOURCE_REMOVE;
 }
 
@@ -1283,7 +1308,13 @@ static void on_name_lost(GDBusConnection *conn, const char *name, gpointer data)
 
 void dbus_server_exit_when_idle(struct dbus_server *s, GMainLoop *loop)
 {
+	g_autofree char *lock = g_strconcat(s->socket_path, O2D_CONTROL_LOCK_SUFFIX, NULL);
+
 	s->idle_loop = loop;
+	s->idle_lock = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (s->idle_lock < 0)
+		g_warning("%s: %s (a client connecting as this daemon exits may be refused)", lock,
+			  g_strerror(errno));
 }
 
 /* Whether a live daemon answers on path. */
@@ -1298,7 +1329,10 @@ static bool daemon_answers(const char *path)
 	return c != NULL;
 }
 
-/* Free what s holds and s (nothing may use it any more). */
+/*
+ * Free what s holds and s (nothing may use it any more).  The lifetime
+ * lock's descriptor stays open: it goes with the process.
+ */
 static void server_free(struct dbus_server *s)
 {
 	registry_free(s->reg);
@@ -1335,6 +1369,7 @@ struct dbus_server *dbus_server_start(const char *path, bool system_bus, GError 
 	}
 	s = g_new0(struct dbus_server, 1);
 	s->reg = registry_new();
+	s->idle_lock = -1;
 	s->exports = g_ptr_array_new();
 	g_mutex_init(&s->jobs_lock);
 	s->jobs = g_hash_table_new(g_str_hash, g_str_equal);
@@ -1393,6 +1428,9 @@ static void end_jobs(struct dbus_server *s)
 
 void dbus_server_stop(struct dbus_server *s)
 {
+	if (s->idle_retry)
+		g_source_remove(s->idle_retry);
+	s->idle_retry = 0;
 	end_jobs(s);
 	/* what the loop left queued: objects to remove, answers to send */
 	while (g_main_context_iteration(NULL, FALSE))

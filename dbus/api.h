@@ -23,6 +23,15 @@
 #define O2D_JOB_IFACE "org.ocfs2d.Daemon1.Job"
 /* the daemon's control socket: the API served peer-to-peer */
 #define O2D_CONTROL_DEFAULT "/run/ocfs2d/control"
+/*
+ * The socket's path with this appended names its lifetime lock.  A client
+ * (ocfs2ctl) holds it shared (flock) from before it connects until it
+ * exits; a daemon that exits once idle takes it exclusive before it stops
+ * serving.  So such a daemon never leaves between a client's connect and
+ * that client's call, and a client that finds it leaving waits, then
+ * starts a new one.
+ */
+#define O2D_CONTROL_LOCK_SUFFIX ".lock"
 
 /* org.ocfs2d.Daemon1.Error.* */
 enum o2d_error {

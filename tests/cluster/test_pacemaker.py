@@ -127,11 +127,20 @@ def main():
         t0 = time.time()
         wait_for("pacemaker noticing the dead daemon (fail count)",
                  lambda: sum(fail_counts(n1).values()) >= 1, 60)
+        def seen():
+            return (f"located on {location(n1)}; mounted on n1: {mounted_in(n1, mnt)}, "
+                    f"n2: {mounted_in(n2, mnt)}; ocfs2d on n1: {daemons_in(n1, daemon)}, "
+                    f"n2: {daemons_in(n2, daemon)}")
         wait_for("the volume served again", lambda: (location(n1) and (mounted_in(n1, mnt) or mounted_in(n2, mnt))
-                                                     and (daemons_in(n1, daemon) or daemons_in(n2, daemon))), 60)
+                                                     and (daemons_in(n1, daemon) or daemons_in(n2, daemon))), 60,
+                 detail=seen)
         where = nodes[location(n1)]
-        got = wait_for("the file after recovery",
-                       lambda: where.run(["cat", f"{mnt}/hello"]).stdout, 30)
+        def read_back():
+            r = where.run(["cat", f"{mnt}/hello"])
+            read_back.last = f"cat on {location(n1)}: exit {r.returncode}, {r.stderr.strip()!r}"
+            return r.stdout
+        read_back.last = "never ran"
+        got = wait_for("the file after recovery", read_back, 30, detail=lambda: read_back.last)
         if got != f"written on {first}\n":
             fail(f"after the kill, {location(n1)} reads {got!r}")
         print(f"3. ocfs2d SIGKILLed on {second}: failure seen and the volume served again on "

@@ -1680,6 +1680,38 @@ def case_ctl(env, chk):
     chk.ok(not os.path.exists(control), "the control socket is removed")
     chk.eq(ctl("umount", v1.mnt), 1, "umount of what is not mounted fails")
 
+    # a daemon exiting once idle never leaves between a client's connect
+    # and its call: clients beside mount/umount cycles are always answered
+    import threading
+    cycling, failures = True, []
+
+    def ask_repeatedly():
+        while cycling:
+            rc, out = ctl_out("mounts")
+            if rc != 0:
+                failures.append(out)
+    askers = [threading.Thread(target=ask_repeatedly) for _ in range(2)]
+    for t in askers:
+        t.start()
+    try:
+        for i in range(12):
+            rc, out = ctl_out("mount", v1.img, v1.mnt)
+            if rc != 0:
+                failures.append(out)
+                break
+            rc, out = ctl_out("umount", v1.mnt)
+            if rc != 0:
+                failures.append(out)
+                break
+    finally:
+        cycling = False
+        for t in askers:
+            t.join()
+    chk.eq(failures, [], "ocfs2ctl beside a daemon exiting once idle, 12 times")
+    deadline = time.time() + 20
+    while daemons_with_control(control) and time.time() < deadline:
+        time.sleep(0.1)
+
     # mount again: contents persist
     chk.eq(ctl("mount", v1.img, v1.mnt), 0, "mount again")
     v1.conn = mount_entry(v1.mnt)[1]
@@ -1693,6 +1725,9 @@ def case_ctl(env, chk):
     killed = daemons_with_control(control)
     for pid in killed:
         os.kill(pid, sig.SIGKILL)
+    # at once, while its last threads may still hold the socket
+    rc, out = ctl_out("mounts")
+    chk.ok(rc == 0, "ocfs2ctl mounts right after the server was killed: %r" % out)
     deadline = time.time() + 20
     # until its last thread is gone and the socket refuses connections
     while (any(alive(pid) for pid in killed) or connectable(control)) and time.time() < deadline:

@@ -16,6 +16,7 @@ nsenter and ip (see need_cluster_tools).
 The helpers end the test on their own: fail() exits 1 saying FAIL, skip()
 exits 77 (meson's skip) saying SKIP.
 """
+import atexit
 import contextlib
 import json
 import os
@@ -67,6 +68,9 @@ def skip(why):
 
 def fail(why):
     print(f"FAIL: {why}")
+    # said again at exit, after whatever logs the test's clean-up prints,
+    # so that the end of the output (all a CI report may keep) names it
+    atexit.register(print, f"FAIL (as said above, before the logs): {why}")
     sys.exit(1)
 
 
@@ -248,16 +252,17 @@ def finish(p, what, timeout=120):
     return out
 
 
-def wait_for(what, cond, timeout, interval=0.5):
+def wait_for(what, cond, timeout, interval=0.5, detail=None):
     """Poll cond() until it returns something true, which wait_for returns;
-    fail() after timeout seconds."""
+    fail() after timeout seconds, saying detail() too if given (what was
+    seen last)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         v = cond()
         if v:
             return v
         time.sleep(interval)
-    fail(f"{what}: not within {timeout} s")
+    fail(f"{what}: not within {timeout} s" + (f" ({detail()})" if detail else ""))
 
 
 CLUSTER_TOOLS = ("corosync", "corosync-quorumtool", "unshare", "nsenter", "ip")

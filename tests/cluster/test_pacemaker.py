@@ -125,12 +125,14 @@ def main():
             fail(f"{len(pids)} ocfs2d processes on {second}")
         os.kill(pids[0], signal.SIGKILL)
         t0 = time.time()
+        def cluster_state():
+            return "crm_mon says:\n" + n1.run(["crm_mon", "-1rf"]).stdout
         wait_for("pacemaker noticing the dead daemon (fail count)",
-                 lambda: sum(fail_counts(n1).values()) >= 1, 60)
+                 lambda: sum(fail_counts(n1).values()) >= 1, 60, detail=cluster_state)
         def seen():
             return (f"located on {location(n1)}; mounted on n1: {mounted_in(n1, mnt)}, "
                     f"n2: {mounted_in(n2, mnt)}; ocfs2d on n1: {daemons_in(n1, daemon)}, "
-                    f"n2: {daemons_in(n2, daemon)}")
+                    f"n2: {daemons_in(n2, daemon)}; {cluster_state()}")
         wait_for("the volume served again", lambda: (location(n1) and (mounted_in(n1, mnt) or mounted_in(n2, mnt))
                                                      and (daemons_in(n1, daemon) or daemons_in(n2, daemon))), 60,
                  detail=seen)

@@ -119,6 +119,13 @@ def main():
             fail(f"{second} reads {got!r}")
         print(f"2. {first} in standby: moved to {second}, which reads the file")
         a.run(["crm_attribute", "--node", first, "--name", "standby", "--update", "off"], check=True)
+        # the transition that standby off starts is over before the kill, so
+        # that what pacemaker does next is its answer to the dead daemon
+        r = n1.run(["crm_resource", "--wait", "--timeout", "60s"])
+        if r.returncode != 0:
+            fail(f"pacemaker settling after standby off: {r.stdout} {r.stderr}")
+        if location(n1) != second or not mounted_in(b, mnt):
+            fail(f"standby off moved the volume (now on {location(n1)}; resource-stickiness is 100)")
 
         pids = daemons_in(b, daemon)
         if len(pids) != 1:

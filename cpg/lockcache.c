@@ -67,6 +67,7 @@ struct o2lc_res {
 	int pending;	    /* mode of our lock request in flight, or NONE */
 	int64_t pending_id; /* its request id (0 until sent) */
 	unsigned pending_seq;
+	unsigned prefetch_seq; /* pending_seq of a request no caller waits on (o2lc_prefetch), or 0 */
 	int done_error;	    /* how request done_seq ended */
 	unsigned done_seq;
 	bool cancelling;    /* a cancel of the pending request is out */
@@ -434,7 +435,10 @@ static void granted(struct o2lc_res *r, const struct o2lt_event *ev)
 	r->granted = ev->mode;
 	r->pending = NONE;
 	r->cancelling = false;
-	r->finishing = true; /* its asker uses it once before anyone takes it away */
+	/* its asker uses it once before anyone takes it away; a prefetch has
+	   none, and nothing holds back another node's downconvert for it */
+	r->finishing = r->pending_seq != r->prefetch_seq;
+	r->prefetch_seq = 0;
 	r->done_error = 0;
 	r->done_seq = r->pending_seq;
 	if (ev->lvb)
@@ -447,6 +451,7 @@ static void refused(struct o2lc_res *r, const struct o2lt_event *ev)
 	if (r->pending != NONE && ev->reqid == (uint64_t)r->pending_id) {
 		r->pending = NONE;
 		r->cancelling = false;
+		r->prefetch_seq = 0;
 		r->done_error = ev->error;
 		r->done_seq = r->pending_seq;
 	} else if (r->down_to != NONE && ev->reqid == (uint64_t)r->down_id) {
@@ -949,6 +954,30 @@ static int take_holder(struct o2lc_res *r, int mode)
  * o2lc_lock's work; *waited: when it first had to wait (0: it did not).
  * Returns with c->mu unlocked.
  */
+/* Whether a lock request for r may go out now; under c->mu. */
+static bool may_ask(const struct o2lc_res *r)
+{
+	return r->pending == NONE && !r->finishing && !r->dc_running && !r->dc_queued &&
+	       r->down_to == NONE;
+}
+
+/* Send a lock request for mode (o2lc_lock's flags): its sequence number. */
+static unsigned ask(struct o2lc_res *r, int mode, unsigned flags)
+{
+	struct send *s = g_new(struct send, 1);
+	s->r = r;
+	s->mode = mode;
+	s->flags = flags & O2LC_NOQUEUE ? O2LT_F_NOQUEUE : 0;
+	if ((flags & (O2LC_NOQUEUE | O2LC_TELL)) == (O2LC_NOQUEUE | O2LC_TELL))
+		s->flags |= O2LT_F_NOQUEUEBAST;
+	r->pending = mode;
+	r->pending_id = 0;
+	if (!++r->pending_seq)
+		++r->pending_seq;
+	res_on_service_side(r, send_lock, s);
+	return r->pending_seq;
+}
+
 static int lock_or_wait(struct o2lc_res *r, int mode, unsigned flags, gint64 *waited)
 {
 	struct o2lc *c = r->c;
@@ -1002,26 +1031,29 @@ static int lock_or_wait(struct o2lc_res *r, int mode, unsigned flags, gint64 *wa
 			g_mutex_unlock(&c->mu);
 			return -EAGAIN;
 		}
-		if (may_go && r->pending == NONE && !r->finishing && !r->dc_running && !r->dc_queued &&
-		    r->down_to == NONE && !mine) {
-			struct send *s = g_new(struct send, 1);
-			s->r = r;
-			s->mode = mode;
-			s->flags = flags & O2LC_NOQUEUE ? O2LT_F_NOQUEUE : 0;
-			if ((flags & (O2LC_NOQUEUE | O2LC_TELL)) == (O2LC_NOQUEUE | O2LC_TELL))
-				s->flags |= O2LT_F_NOQUEUEBAST;
-			r->pending = mode;
-			r->pending_id = 0;
-			mine = ++r->pending_seq;
-			if (!mine)
-				mine = ++r->pending_seq;
-			res_on_service_side(r, send_lock, s);
-		}
+		if (may_go && may_ask(r) && !mine)
+			mine = ask(r, mode, flags);
 wait:
 		if (!*waited)
 			*waited = g_get_monotonic_time();
 		g_cond_wait(&c->cond, &c->mu);
 	}
+}
+
+void o2lc_prefetch(struct o2lc_res *r, int mode, unsigned flags)
+{
+	struct o2lc *c = r->c;
+
+	if (mode != O2LT_PR && mode != O2LT_EX)
+		return;
+	g_mutex_lock(&c->mu);
+	if (!c->lost && !r->dropping && (r->granted == NONE || r->granted < mode) &&
+	    (r->blocked == NONE || compatible(mode, r->blocked)) && may_ask(r)) {
+		if ((flags & O2LC_NOPR) && mode == O2LT_EX)
+			r->no_pr = true;
+		r->prefetch_seq = ask(r, mode, flags & ~(O2LC_NOQUEUE | O2LC_TELL));
+	}
+	g_mutex_unlock(&c->mu);
 }
 
 int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)

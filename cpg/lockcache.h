@@ -213,6 +213,20 @@ void o2lc_set_limit(struct o2lc *c, unsigned n);
  */
 int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags);
 
+/*
+ * Ask the service for mode on r now, without waiting (o2lc_lock's flags
+ * but NOQUEUE and TELL): a later o2lc_lock finds the request on its way or
+ * answered, so that several locks one operation needs cost one round of
+ * messages, not one each.  Nothing is asked if r is held in mode already,
+ * a request or a downconvert is under way, or another node waits for r in
+ * a mode in the way.  What a prefetch was granted is cached as after a
+ * last unlock: a downconvert another node asks for does not wait for the
+ * o2lc_lock that was meant to follow, which then asks again.  So a
+ * prefetch adds no wait to any cycle and may precede locks taken before
+ * it in the lock order.  Any thread but the service side; never blocks.
+ */
+void o2lc_prefetch(struct o2lc_res *r, int mode, unsigned flags);
+
 /* The refresh after O2LC_REFRESH is over: ok false lets the next user retry. */
 void o2lc_refresh_done(struct o2lc_res *r, bool ok);
 

@@ -1032,6 +1032,20 @@ int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cl
 	return hold_res(c, open_res(c, blkno, gen), 0, O2LT_PR, false, 0, h);
 }
 
+void cluster_prefetch_open(struct cluster *c, uint64_t blkno, uint32_t gen, bool write)
+{
+	struct o2lc_res *o = open_res(c, blkno, gen), *m = inode_res(c, blkno, gen);
+
+	if (o) {
+		o2lc_prefetch(o, O2LT_PR, 0);
+		o2lc_res_put(o);
+	}
+	if (m) {
+		o2lc_prefetch(m, write ? O2LT_EX : O2LT_PR, write ? O2LC_NOPR : 0);
+		o2lc_res_put(m);
+	}
+}
+
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)
 {
 	struct o2lc_res *r = open_res(c, blkno, gen);

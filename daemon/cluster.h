@@ -208,6 +208,13 @@ bool cluster_sys_held(uint64_t blkno, bool ex);
  */
 int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cluster_hold *h);
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen);
+/*
+ * An inode this node is about to open (just made): ask for its open lock
+ * (PR) and its inode lock (EX if write, as a writer takes it; else PR) at
+ * once, without waiting, so that the opens that follow wait for one round
+ * of messages rather than one per lock (o2lc_prefetch).  Any thread.
+ */
+void cluster_prefetch_open(struct cluster *c, uint64_t blkno, uint32_t gen, bool write);
 
 /*
  * Of the n orphans blknos (generations gens), the ones worth taking locks

@@ -836,6 +836,16 @@ static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv,
 	return TRUE;
 }
 
+/* A kind of FUSE request served: requests_<name> and requests_<name>_us. */
+static void add_request_stats(const char *name, uint64_t count, uint64_t us, void *arg)
+{
+	g_autofree char *n = g_strconcat("requests_", name, NULL);
+	g_autofree char *t = g_strconcat("requests_", name, "_us", NULL);
+
+	g_variant_builder_add(arg, "{st}", n, (guint64)count);
+	g_variant_builder_add(arg, "{st}", t, (guint64)us);
+}
+
 /*
  * The volume's journal and device counters: read under the volume's lock
  * (every commit and flush happens under it), so that the four are of one
@@ -867,7 +877,6 @@ static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GV
 	}
 	o2_fs_stats(v->fs, &st);
 	g_mutex_unlock(&v->lock);
-	volume_unref(v);
 	g_variant_builder_init(&b, G_VARIANT_TYPE("a{st}"));
 	g_variant_builder_add(&b, "{st}", "journal_commits", (guint64)st.journal_commits);
 	g_variant_builder_add(&b, "{st}", "journal_checkpoints", (guint64)st.journal_checkpoints);
@@ -875,6 +884,8 @@ static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GV
 	g_variant_builder_add(&b, "{st}", "device_flushes", (guint64)st.device_flushes);
 	g_variant_builder_add(&b, "{st}", "fsyncs", (guint64)st.fsyncs);
 	g_variant_builder_add(&b, "{st}", "fsync_commits", (guint64)st.fsync_commits);
+	session_request_stats(v, add_request_stats, &b);
+	volume_unref(v);
 	o2d_volume_complete_statistics(vol, inv, g_variant_builder_end(&b));
 	return TRUE;
 }

@@ -1419,6 +1419,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 
 	if (r == -EEXIST && v->cluster && !(fi->flags & O_EXCL))
 		r = open_made_elsewhere(req, parent, name, fi, &e);
+	else if (r == 0 && v->cluster)
+		/* a new inode: nobody else waits for its locks, ask for both at once */
+		cluster_prefetch_open(v->cluster, to_blk(v, e.ino), (uint32_t)e.generation,
+				      (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC));
 	if (r == 0) {
 		r = hold_open(v, to_blk(v, e.ino), fi, &open);
 		if (r == 0) {

@@ -67,6 +67,9 @@ struct volume_watch {
 	void *arg;
 };
 
+/* request statistics cover FUSE opcodes below this (CUSE_INIT aside, all) */
+#define SESSION_OPCODES 64
+
 struct volume {
 	char *device, *mountpoint;
 	struct mount_opts opts;
@@ -89,6 +92,8 @@ struct volume {
 	/* the INIT request, seen by session_saw_request until its reply goes */
 	uint64_t init_unique, init_offered;
 	bool init_pending;
+	/* requests served, per opcode (session.c: session_request_stats) */
+	uint64_t req_count[SESSION_OPCODES], req_us[SESSION_OPCODES];
 
 	GMutex lock;		/* guards fs, nodes, ro_reported, flushing, kernel_gone, close_watch */
 	/* who watches the close (an Unmount's job), or NULL */
@@ -203,6 +208,19 @@ void session_saw_request(struct volume *v, const void *req, size_t len);
 bool session_patch_init(struct volume *v, const struct iovec *iov, int count);
 /* The write_flags of the FUSE_WRITE this thread is running (0 for others). */
 uint32_t session_write_flags(void);
+/*
+ * Each request is counted by opcode when it is seen, and the time until
+ * its reply added when the reply goes out on the thread that saw it (the
+ * classic loops: session_hook's writes; the io_uring loop tells
+ * session_replied).  A reply sent from another thread (none today) would
+ * be counted but not timed.  session_request_stats calls fn for each
+ * opcode seen so far: its name (FUSE's, lower case), count and
+ * microseconds in all.
+ */
+void session_replied(struct volume *v, uint64_t unique);
+void session_request_stats(struct volume *v,
+			   void (*fn)(const char *name, uint64_t count, uint64_t us, void *arg),
+			   void *arg);
 
 /*
  * fuseops.c: the FUSE low-level operations.  fuseops_table fills ret with

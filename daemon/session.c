@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -38,6 +39,31 @@
  * operation, so a thread-local value is the request's own.
  */
 static __thread uint32_t req_write_flags;
+/* the request this thread runs, for its timing: unique 0 once replied */
+static __thread uint64_t req_unique;
+static __thread uint32_t req_opcode;
+static __thread gint64 req_start;
+
+/* FUSE's opcodes by number, as the statistics name them */
+static const char *const opcode_names[SESSION_OPCODES] = {
+	[FUSE_LOOKUP] = "lookup", [FUSE_FORGET] = "forget", [FUSE_GETATTR] = "getattr",
+	[FUSE_SETATTR] = "setattr", [FUSE_READLINK] = "readlink", [FUSE_SYMLINK] = "symlink",
+	[FUSE_MKNOD] = "mknod", [FUSE_MKDIR] = "mkdir", [FUSE_UNLINK] = "unlink",
+	[FUSE_RMDIR] = "rmdir", [FUSE_RENAME] = "rename", [FUSE_LINK] = "link",
+	[FUSE_OPEN] = "open", [FUSE_READ] = "read", [FUSE_WRITE] = "write",
+	[FUSE_STATFS] = "statfs", [FUSE_RELEASE] = "release", [FUSE_FSYNC] = "fsync",
+	[FUSE_SETXATTR] = "setxattr", [FUSE_GETXATTR] = "getxattr",
+	[FUSE_LISTXATTR] = "listxattr", [FUSE_REMOVEXATTR] = "removexattr",
+	[FUSE_FLUSH] = "flush", [FUSE_INIT] = "init", [FUSE_OPENDIR] = "opendir",
+	[FUSE_READDIR] = "readdir", [FUSE_RELEASEDIR] = "releasedir",
+	[FUSE_FSYNCDIR] = "fsyncdir", [FUSE_GETLK] = "getlk", [FUSE_SETLK] = "setlk",
+	[FUSE_SETLKW] = "setlkw", [FUSE_ACCESS] = "access", [FUSE_CREATE] = "create",
+	[FUSE_INTERRUPT] = "interrupt", [FUSE_BMAP] = "bmap", [FUSE_DESTROY] = "destroy",
+	[FUSE_IOCTL] = "ioctl", [FUSE_POLL] = "poll", [FUSE_NOTIFY_REPLY] = "notify_reply",
+	[FUSE_BATCH_FORGET] = "batch_forget", [FUSE_FALLOCATE] = "fallocate",
+	[FUSE_READDIRPLUS] = "readdirplus", [FUSE_RENAME2] = "rename2", [FUSE_LSEEK] = "lseek",
+	[FUSE_COPY_FILE_RANGE] = "copy_file_range",
+};
 
 struct fuse_session *session_new(struct volume *v, const struct fuse_lowlevel_ops *ops,
 				 GError **err)
@@ -93,8 +119,15 @@ void session_saw_request(struct volume *v, const void *req, size_t len)
 
 	/* a request that is not a write leaves no flags from the last one */
 	req_write_flags = 0;
+	req_unique = 0;
 	if (len < sizeof(*ih))
 		return;
+	if (ih->opcode < SESSION_OPCODES) {
+		__atomic_add_fetch(&v->req_count[ih->opcode], 1, __ATOMIC_RELAXED);
+		req_unique = ih->unique;
+		req_opcode = ih->opcode;
+		req_start = g_get_monotonic_time();
+	}
 	if (ih->opcode == FUSE_WRITE) {
 		if (len >= sizeof(*ih) + sizeof(struct fuse_write_in))
 			req_write_flags = ((const struct fuse_write_in *)arg)->write_flags;
@@ -138,6 +171,31 @@ bool session_patch_init(struct volume *v, const struct iovec *iov, int count)
 	return true;
 }
 
+void session_replied(struct volume *v, uint64_t unique)
+{
+	if (!req_unique || unique != req_unique)
+		return;
+	req_unique = 0;
+	__atomic_add_fetch(&v->req_us[req_opcode], (uint64_t)(g_get_monotonic_time() - req_start),
+			   __ATOMIC_RELAXED);
+}
+
+void session_request_stats(struct volume *v,
+			   void (*fn)(const char *name, uint64_t count, uint64_t us, void *arg),
+			   void *arg)
+{
+	for (unsigned op = 0; op < SESSION_OPCODES; op++) {
+		uint64_t n = __atomic_load_n(&v->req_count[op], __ATOMIC_RELAXED);
+		char other[24];
+
+		if (!n)
+			continue;
+		snprintf(other, sizeof(other), "opcode%u", op);
+		fn(opcode_names[op] ? opcode_names[op] : other, n,
+		   __atomic_load_n(&v->req_us[op], __ATOMIC_RELAXED), arg);
+	}
+}
+
 /* libfuse's reads of a hooked session: each request is peeked at first. */
 static ssize_t hooked_read(int fd, void *buf, size_t len, void *userdata)
 {
@@ -151,8 +209,13 @@ static ssize_t hooked_read(int fd, void *buf, size_t len, void *userdata)
 /* libfuse's writes of a hooked session: INIT's reply may be changed first. */
 static ssize_t hooked_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
+	ssize_t n;
+
 	session_patch_init(userdata, iov, count);
-	return writev(fd, iov, count);
+	n = writev(fd, iov, count);
+	if (count >= 1 && iov[0].iov_len >= sizeof(struct fuse_out_header))
+		session_replied(userdata, ((const struct fuse_out_header *)iov[0].iov_base)->unique);
+	return n;
 }
 
 int session_hook(struct fuse_session *se)

@@ -213,6 +213,7 @@ static ssize_t codec_run(struct codec *c, void *req, size_t len, const struct io
 	g_assert(iovcnt <= 2);
 	session_saw_request(c->v, req, len);
 	fuse_session_process_buf(c->se, &fb);
+	session_replied(c->v, ((const struct fuse_in_header *)req)->unique);
 	end = lseek(c->fd, 0, SEEK_CUR);
 	if (end <= 0)
 		return end < 0 ? -errno : 0;

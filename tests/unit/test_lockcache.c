@@ -1203,6 +1203,48 @@ START_TEST(test_nopr_lowers_to_nl)
 }
 END_TEST
 
+/*
+ * A prefetch asks without waiting; the lock that follows finds it granted.
+ * What a prefetch got that nobody took yet gives way to another member
+ * at once (no user is in its way), and the next lock asks again.
+ */
+START_TEST(test_prefetch)
+{
+	struct o2lc_res *r = counter(0);
+
+	o2lc_prefetch(r, O2LT_EX, 0);
+	ck_assert_int_eq(mode_after(r, O2LT_EX), O2LT_EX);
+	ck_assert_uint_eq(stats(0).requests, 1);
+	ck_assert_int_eq(take(0, O2LT_EX, 0), 0);
+	ck_assert_uint_eq(stats(0).waits, 0); /* granted before it was wanted */
+	ck_assert_uint_eq(stats(0).requests, 1);
+	mem[0].cached++;
+	/* held in the mode asked for: nothing more goes out */
+	o2lc_prefetch(r, O2LT_PR, 0);
+	o2lc_prefetch(r, O2LT_EX, 0);
+	o2lc_unlock(r, O2LT_EX);
+	ck_assert_uint_eq(stats(0).requests, 1);
+
+	/* member 1 prefetches and never takes it: member 0 still gets it back */
+	struct o2lc_res *r1 = counter(1);
+
+	o2lc_prefetch(r1, O2LT_EX, 0);
+	ck_assert_int_eq(mode_after(r1, O2LT_EX), O2LT_EX);
+	ck_assert_uint_eq(disk, 1); /* member 0 wrote back for it */
+	ck_assert_int_eq(take(0, O2LT_EX, 0), 0);
+	ck_assert_int_eq(o2lc_res_mode(r1), O2LT_NL);
+	mem[0].cached++;
+	o2lc_unlock(r, O2LT_EX);
+	/* and member 1's lock after that asks again, and sees both updates */
+	ck_assert_uint_eq(final_value(1), 2);
+	ck_assert_uint_eq(stats(1).requests, 2);
+	/* bad modes are ignored */
+	o2lc_prefetch(r1, O2LT_NL, 0);
+	o2lc_prefetch(r1, 7, 0);
+	ck_assert_uint_eq(stats(1).requests, 2);
+}
+END_TEST
+
 static Suite *lockcache_suite(void)
 {
 	Suite *s = suite_create("lockcache");
@@ -1230,6 +1272,7 @@ static Suite *lockcache_suite(void)
 	tcase_add_test(tc, test_invalidate_admits);
 	tcase_add_test(tc, test_invalidate_without_admit_waits);
 	tcase_add_test(tc, test_nopr_lowers_to_nl);
+	tcase_add_test(tc, test_prefetch);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -69,6 +69,8 @@ struct volume_watch {
 
 /* request statistics cover FUSE opcodes below this (CUSE_INIT aside, all) */
 #define SESSION_OPCODES 64
+/* requests timed at once (more in flight go uncounted in time) */
+#define SESSION_SLOTS 256
 
 struct volume {
 	char *device, *mountpoint;
@@ -94,6 +96,9 @@ struct volume {
 	bool init_pending;
 	/* requests served, per opcode (session.c: session_request_stats) */
 	uint64_t req_count[SESSION_OPCODES], req_us[SESSION_OPCODES];
+	/* requests in flight by unique, for their timing (under req_mu) */
+	GMutex req_mu;
+	struct session_req { uint64_t unique; uint32_t opcode; gint64 start; } req_slots[SESSION_SLOTS];
 
 	GMutex lock;		/* guards fs, nodes, ro_reported, flushing, kernel_gone, close_watch */
 	/* who watches the close (an Unmount's job), or NULL */
@@ -210,10 +215,11 @@ bool session_patch_init(struct volume *v, const struct iovec *iov, int count);
 uint32_t session_write_flags(void);
 /*
  * Each request is counted by opcode when it is seen, and the time until
- * its reply added when the reply goes out on the thread that saw it (the
+ * its reply added when the reply goes out, from whichever thread (the
  * classic loops: session_hook's writes; the io_uring loop tells
- * session_replied).  A reply sent from another thread (none today) would
- * be counted but not timed.  session_request_stats calls fn for each
+ * session_replied).  Requests are timed in a table of SESSION_SLOTS by
+ * their unique: one whose slot a later request took is counted but not
+ * timed.  session_request_stats calls fn for each
  * opcode seen so far: its name (FUSE's, lower case), count and
  * microseconds in all.
  */

@@ -39,10 +39,6 @@
  * operation, so a thread-local value is the request's own.
  */
 static __thread uint32_t req_write_flags;
-/* the request this thread runs, for its timing: unique 0 once replied */
-static __thread uint64_t req_unique;
-static __thread uint32_t req_opcode;
-static __thread gint64 req_start;
 
 /* FUSE's opcodes by number, as the statistics name them */
 static const char *const opcode_names[SESSION_OPCODES] = {
@@ -119,14 +115,17 @@ void session_saw_request(struct volume *v, const void *req, size_t len)
 
 	/* a request that is not a write leaves no flags from the last one */
 	req_write_flags = 0;
-	req_unique = 0;
 	if (len < sizeof(*ih))
 		return;
 	if (ih->opcode < SESSION_OPCODES) {
+		struct session_req *q = &v->req_slots[ih->unique % SESSION_SLOTS];
+
 		__atomic_add_fetch(&v->req_count[ih->opcode], 1, __ATOMIC_RELAXED);
-		req_unique = ih->unique;
-		req_opcode = ih->opcode;
-		req_start = g_get_monotonic_time();
+		g_mutex_lock(&v->req_mu);
+		q->unique = ih->unique;
+		q->opcode = ih->opcode;
+		q->start = g_get_monotonic_time();
+		g_mutex_unlock(&v->req_mu);
 	}
 	if (ih->opcode == FUSE_WRITE) {
 		if (len >= sizeof(*ih) + sizeof(struct fuse_write_in))
@@ -173,11 +172,16 @@ bool session_patch_init(struct volume *v, const struct iovec *iov, int count)
 
 void session_replied(struct volume *v, uint64_t unique)
 {
-	if (!req_unique || unique != req_unique)
-		return;
-	req_unique = 0;
-	__atomic_add_fetch(&v->req_us[req_opcode], (uint64_t)(g_get_monotonic_time() - req_start),
-			   __ATOMIC_RELAXED);
+	struct session_req *q = &v->req_slots[unique % SESSION_SLOTS];
+
+	if (!unique)
+		return; /* a notification */
+	g_mutex_lock(&v->req_mu);
+	if (q->unique == unique) {
+		q->unique = 0;
+		v->req_us[q->opcode] += (uint64_t)(g_get_monotonic_time() - q->start);
+	}
+	g_mutex_unlock(&v->req_mu);
 }
 
 void session_request_stats(struct volume *v,
@@ -185,14 +189,16 @@ void session_request_stats(struct volume *v,
 			   void *arg)
 {
 	for (unsigned op = 0; op < SESSION_OPCODES; op++) {
-		uint64_t n = __atomic_load_n(&v->req_count[op], __ATOMIC_RELAXED);
+		uint64_t n = __atomic_load_n(&v->req_count[op], __ATOMIC_RELAXED), us;
 		char other[24];
 
 		if (!n)
 			continue;
+		g_mutex_lock(&v->req_mu);
+		us = v->req_us[op];
+		g_mutex_unlock(&v->req_mu);
 		snprintf(other, sizeof(other), "opcode%u", op);
-		fn(opcode_names[op] ? opcode_names[op] : other, n,
-		   __atomic_load_n(&v->req_us[op], __ATOMIC_RELAXED), arg);
+		fn(opcode_names[op] ? opcode_names[op] : other, n, us, arg);
 	}
 }
 

@@ -2561,7 +2561,7 @@ def case_fsync(env, chk):
         return json.loads(out)
 
     def delta(before, after):
-        return {k: after[k] - before[k] for k in after if isinstance(after[k], int)}
+        return {k: after[k] - before.get(k, 0) for k in after if isinstance(after[k], int)}
 
     vol = env.volume("fsync")
     # no timed commit inside the measurements; requests served on 8 threads

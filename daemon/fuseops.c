@@ -1416,6 +1416,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fuse_entry_param e;
 	struct cluster_hold *open = NULL;
 	int r = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e);
+	bool made = r == 0;
 
 	if (r == -EEXIST && v->cluster && !(fi->flags & O_EXCL))
 		r = open_made_elsewhere(req, parent, name, fi, &e);
@@ -1425,6 +1426,13 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 				      (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC));
 	if (r == 0) {
 		r = hold_open(v, to_blk(v, e.ino), fi, &open);
+		/*
+		 * Its inode lock is cached now: the kernel may keep the new
+		 * inode's attributes, which nobody else could have changed
+		 * since make_node read them (it forgets them when the lock goes).
+		 */
+		if (r == 0 && made && v->cluster)
+			e.attr_timeout = v->opts.attr_timeout;
 		if (r == 0) {
 			r = open_writer(v, to_blk(v, e.ino), fi);
 			if (r < 0) {

@@ -10,6 +10,7 @@
  * name the directory blocks to search.  A small index lives inline in the
  * dx_root block instead.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -463,4 +464,9 @@ int o2_path_lookup(struct o2_fs *fs, const char *path, uint64_t *ret_blkno)
 	}
 	*ret_blkno = cur;
 	return 0;
+}
+
+void o2_orphan_name(uint64_t ino, char *buf)
+{
+	snprintf(buf, 17, "%016llx", (unsigned long long)ino);
 }

@@ -83,5 +83,7 @@ int o2_dir_retarget(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib,
 		    const struct o2_dir_slot *f, uint64_t ino, uint8_t type);
 /* Inside t: give the new directory in ib its "." and ".." (and its index). */
 int o2_dir_init(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint64_t parent);
+/* The name of inode ino's entry in an orphan directory (16 hex digits; buf: 17 bytes). */
+void o2_orphan_name(uint64_t ino, char *buf);
 
 #endif

@@ -171,11 +171,6 @@ int o2_openrefs_close_all(struct o2_fs *fs)
 	return r;
 }
 
-void o2_orphan_name(uint64_t ino, char *buf)
-{
-	snprintf(buf, 17, "%016llx", (unsigned long long)ino);
-}
-
 /*
  * Free an orphan: its index and data in transactions of their own while it
  * stays in the orphan directory, then - in one transaction - its orphan
@@ -888,10 +883,20 @@ static int remove_name(struct o2_fs *fs, uint64_t dir, const char *name, size_t 
 		return want_dir ? -ENOTEMPTY : -EISDIR;
 	if (len > O2_MAX_NAME_LEN)
 		return -ENAMETOOLONG;
-	/* the inode may move to the orphan directory: from what deletions have set aside */
+	/*
+	 * The inode may move to the orphan directory: from what deletions
+	 * have set aside, for its own entry there (found in an index leaf
+	 * another name's hash would not pick: that one may be full).
+	 */
 	struct o2_resv want = { .freeing = true };
 
-	r = o2_resv_orphan(fs, &want);
+	r = o2_inode_buf(fs, dir, &dib);
+	if (r == 0)
+		r = o2_dir_find(fs, dib, name, len, &f);
+	o2_brelse(fs, dib);
+	dib = NULL;
+	if (r == 0)
+		r = o2_resv_orphan(fs, f.ino, &want);
 	if (r == 0)
 		r = o2_reserve(fs, &want, NULL);
 	if (r < 0)
@@ -1022,8 +1027,18 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 	struct o2_resv want = { 0 };
 
 	r = o2_name_need(fs, newdir, newname, newlen, &want);
-	if (r == -EEXIST)
-		r = o2_resv_orphan(fs, &want);
+	if (r == -EEXIST) {
+		/* the entry of the very inode it replaces (see remove_name) */
+		struct o2_dir_slot tf;
+
+		r = o2_inode_buf(fs, newdir, &ndb);
+		if (r == 0)
+			r = o2_dir_find(fs, ndb, newname, newlen, &tf);
+		o2_brelse(fs, ndb);
+		ndb = NULL;
+		if (r == 0)
+			r = o2_resv_orphan(fs, tf.ino, &want);
+	}
 	if (r == 0)
 		r = o2_reserve(fs, &want, NULL);
 	if (r < 0)

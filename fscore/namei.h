@@ -32,7 +32,6 @@ struct o2_resv;
  */
 int o2_name_need(struct o2_fs *fs, uint64_t dir, const char *name, size_t len,
 		 struct o2_resv *want);
-void o2_orphan_name(uint64_t ino, char *buf);
 /* Free orphan ino and its entry in the orphan directory, a transaction at a time. */
 int o2_reap_orphan(struct o2_fs *fs, uint64_t ino);
 /* The same, its entry in orphan directory orphan_dir (another slot's). */

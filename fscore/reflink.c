@@ -176,7 +176,8 @@ int o2_reflink(struct o2_fs *fs, uint64_t src, uint64_t dir, const char *name, s
 		return o2_fail(fs, -EOPNOTSUPP, "the volume lacks the refcount feature "
 			       "(tunefs.ocfs2 --fs-features=refcount adds it)");
 	/* a name in the orphan directory, then the one asked for */
-	r = o2_resv_orphan(fs, &want);
+	/* the new inode's number is not known yet: a name of none */
+	r = o2_resv_orphan(fs, 0, &want);
 	if (r == 0)
 		r = o2_name_need(fs, dir, name, len, &want);
 	if (r == 0)

@@ -32,14 +32,16 @@
 #include "journal.h"
 #include "reserve.h"
 
-int o2_resv_orphan(struct o2_fs *fs, struct o2_resv *want)
+int o2_resv_orphan(struct o2_fs *fs, uint64_t ino, struct o2_resv *want)
 {
 	struct o2_buf *ob;
+	char name[17];
 	int r = o2_inode_buf(fs, fs->sys.orphan_dir, &ob);
 
-	/* orphan names are 16 hex digits; which leaf of an index one lands in varies */
+	/* orphan names are the inode's number in 16 hex digits */
+	o2_orphan_name(ino, name);
 	if (r == 0) {
-		r = o2_dir_add_need(fs, ob, "0000000000000000", 16, want);
+		r = o2_dir_add_need(fs, ob, name, 16, want);
 		o2_brelse(fs, ob);
 	}
 	return r;
@@ -61,7 +63,7 @@ static int reserve_once(struct o2_fs *fs, const struct o2_resv *want, uint32_t *
 		 * extent blocks - unless this operation takes none, and so
 		 * leaves the set-aside as it is.
 		 */
-		r = o2_resv_orphan(fs, &all);
+		r = o2_resv_orphan(fs, 0, &all);
 		if (r < 0)
 			return r;
 		if (want->meta)

@@ -61,8 +61,11 @@ int o2_reserve(struct o2_fs *fs, const struct o2_resv *want, uint32_t *ret_spare
 /*
  * Add to want what one more entry in this slot's orphan directory takes
  * (see o2_dir_add_need): a deletion that may leave an orphan reserves it
- * with freeing set; every other operation leaves it free.
+ * with freeing set, for the entry of the inode ino that may go there; every
+ * other operation leaves it free (ino 0: a name of no inode in
+ * particular).  The name matters once the orphan directory is indexed:
+ * the entry's hash picks the index leaf, and a full one is rebuilt larger.
  */
-int o2_resv_orphan(struct o2_fs *fs, struct o2_resv *want);
+int o2_resv_orphan(struct o2_fs *fs, uint64_t ino, struct o2_resv *want);
 
 #endif

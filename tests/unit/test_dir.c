@@ -20,6 +20,7 @@
 #include "../testenv.h"
 #include "unit_vol.h"
 /* fscore's private headers: this tests the directory modules themselves */
+#include "alloc.h"
 #include "dir.h"
 #include "dx_write.h"
 #include "inode_write.h"
@@ -786,6 +787,135 @@ START_TEST(damaged_block_refused)
 }
 END_TEST
 
+/* ---- orphans under cluster-lock rules ---- */
+
+/*
+ * The daemon's rule for system files' cluster locks, as fscore sees it
+ * (o2_open_opts.lock_held): this slot's own files are held for the mount,
+ * the global bitmap only by an operation that asked for it.
+ */
+static uint64_t gb_blkno;
+static bool gb_held;
+
+static bool held_cb(void *arg, uint64_t blkno, bool ex)
+{
+	(void)arg;
+	(void)ex;
+	return blkno != gb_blkno || gb_held;
+}
+
+/* Clusters taken from the window by the test (start, count), given back at the end. */
+static uint32_t taken[4096][2];
+static unsigned ntaken;
+
+/* Take what the local-alloc window has left: what comes next is from the global bitmap. */
+static void use_up_window(struct o2_fs *fs)
+{
+	struct o2_buf *lb;
+	uint32_t left, start, got;
+
+	REQUIRE_EQ(o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb), 0);
+	left = le32(o2_buf_dinode(lb)->id1.bitmap1.i_total) -
+	       le32(o2_buf_dinode(lb)->id1.bitmap1.i_used);
+	o2_brelse(fs, lb);
+	while (left) {
+		struct o2_trans *t;
+		int r;
+
+		REQUIRE_EQ(o2_trans_begin(fs, 4, &t), 0);
+		r = o2_clusters_alloc(t, fs, 1, left, &start, &got);
+		REQUIRE(r == 0, "using up the window: %d %s", r, o2_fs_error(fs));
+		REQUIRE_EQ(o2_trans_end(t), 0);
+		REQUIRE(ntaken < sizeof(taken) / sizeof(taken[0]), "window taken %u times", ntaken);
+		taken[ntaken][0] = start;
+		taken[ntaken++][1] = got;
+		left -= got;
+	}
+}
+
+/* One unlink as the daemon runs it: without the global bitmap's lock, then with it if asked. */
+static int unlink_locked(struct o2_fs *fs, uint64_t dir, const char *name)
+{
+	int r;
+
+	gb_held = false;
+	r = o2_unlink(fs, dir, name, strlen(name));
+	if (r == -O2_ENEEDLOCK) {
+		uint64_t want;
+		bool ex;
+
+		o2_fs_lock_wanted(fs, &want, &ex);
+		REQUIRE(want == gb_blkno, "unlink %s wants the lock of %llu", name,
+			(unsigned long long)want);
+		gb_held = true;
+		r = o2_unlink(fs, dir, name, strlen(name));
+	}
+	gb_held = false;
+	return r;
+}
+
+/*
+ * Files another holder keeps (the kernel's lookups) go to the orphan
+ * directory at their unlink, which grows an index whose leaves fill.  An
+ * entry's hash picks its leaf, so the unlink must reserve for the entry
+ * it will add, not another name's: with the local-alloc window used up, a
+ * full leaf's rebuild takes clusters from the global bitmap, and an
+ * unreserved one needs that lock inside the transaction (the volume then
+ * turns read-only).  Found by two nodes each removing 10,000 files.
+ */
+START_TEST(orphans_indexed_under_locks)
+{
+	const struct uv_geom g = { .bs = 4096, .cs = 4096, .bytes = 256 * MiB };
+	struct o2_new_inode ni = { .mode = S_IFDIR | 0755 };
+	struct o2_open_opts o = { .flags = O2_OPEN_RDWR, .slot = 0, .lock_held = held_cb };
+	enum { N = 3000 };
+	static uint64_t ino[N];
+	struct uv v;
+	char err[512] = "", nm[16];
+	uint64_t dir;
+	int r;
+
+	uv_make(&v, &g);
+	r = o2_mkdir(v.fs, o2_fs_super(v.fs)->root_blkno, "d", 1, &ni, &dir);
+	REQUIRE(r == 0, "mkdir: %d %s", r, o2_fs_error(v.fs));
+	ni.mode = S_IFREG | 0644;
+	for (int i = 0; i < N; i++) {
+		snprintf(nm, sizeof(nm), "f%d", i);
+		r = o2_create(v.fs, dir, nm, strlen(nm), &ni, &ino[i]);
+		REQUIRE(r == 0, "create %s: %d %s", nm, r, o2_fs_error(v.fs));
+	}
+	uv_close(&v);
+	r = o2_fs_open_opts(v.dev, &o, &v.fs, err, sizeof(err));
+	ck_assert_msg(r == 0, "open: %d %s", r, err);
+	struct o2_fs *fs = v.fs;
+
+	REQUIRE_EQ(o2_sysfile_lookup(fs, O2_SYS_GLOBAL_BITMAP, 0, &gb_blkno), 0);
+	for (int i = 0; i < N; i++)
+		REQUIRE_EQ(o2_inode_open_ref(fs, ino[i]), 0);
+	for (int i = 0; i < N; i++) {
+		snprintf(nm, sizeof(nm), "f%d", i);
+		use_up_window(fs);
+		r = unlink_locked(fs, dir, nm);
+		REQUIRE(r == 0, "unlink %s (orphan %d): %d %s", nm, i, r, o2_fs_error(fs));
+	}
+	gb_held = true; /* the last closes free them, as the daemon's orphan work does */
+	for (int i = 0; i < N; i++)
+		REQUIRE_EQ(o2_inode_close_ref(fs, ino[i]), 0);
+	for (unsigned i = 0; i < ntaken; i++) {
+		struct o2_trans *t;
+
+		REQUIRE_EQ(o2_trans_begin(fs, 8, &t), 0);
+		REQUIRE_EQ(o2_clusters_free(t, fs, taken[i][0], taken[i][1]), 0);
+		REQUIRE_EQ(o2_trans_end(t), 0);
+		if (o2_trunclog_pending(fs))
+			REQUIRE_EQ(o2_trunclog_flush(fs), 0);
+	}
+	ntaken = 0;
+	uv_finish(&v, "orphans in an indexed orphan directory", true);
+	gb_blkno = 0;
+}
+END_TEST
+
 static Suite *dir_suite(void)
 {
 	Suite *s = suite_create("dir");
@@ -796,6 +926,10 @@ static Suite *dir_suite(void)
 	tc = tcase_create("scanner");
 	tcase_add_test(tc, scanner_refuses_damage);
 	tcase_add_loop_test(tc, damaged_block_refused, 0, 2);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("orphans");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, orphans_indexed_under_locks);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -867,6 +867,26 @@ static int unlink_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, c
 	return r;
 }
 
+/*
+ * Add to want the orphan entry of the inode name in dir names (it may lose
+ * its last link): its own entry, since in an indexed orphan directory the
+ * name's hash picks the leaf, and another name's may have room where its
+ * own is full and must be rebuilt larger.
+ */
+static int resv_orphan_of(struct o2_fs *fs, uint64_t dir, const char *name, size_t len,
+			  struct o2_resv *want)
+{
+	struct o2_buf *dib;
+	struct o2_dir_slot f;
+	int r = o2_inode_buf(fs, dir, &dib);
+
+	if (r == 0) {
+		r = o2_dir_find(fs, dib, name, len, &f);
+		o2_brelse(fs, dib);
+	}
+	return r < 0 ? r : o2_resv_orphan(fs, f.ino, want);
+}
+
 static int remove_name(struct o2_fs *fs, uint64_t dir, const char *name, size_t len, bool want_dir)
 {
 	struct o2_trans *t;
@@ -883,20 +903,10 @@ static int remove_name(struct o2_fs *fs, uint64_t dir, const char *name, size_t 
 		return want_dir ? -ENOTEMPTY : -EISDIR;
 	if (len > O2_MAX_NAME_LEN)
 		return -ENAMETOOLONG;
-	/*
-	 * The inode may move to the orphan directory: from what deletions
-	 * have set aside, for its own entry there (found in an index leaf
-	 * another name's hash would not pick: that one may be full).
-	 */
+	/* the inode may move to the orphan directory: from what deletions have set aside */
 	struct o2_resv want = { .freeing = true };
 
-	r = o2_inode_buf(fs, dir, &dib);
-	if (r == 0)
-		r = o2_dir_find(fs, dib, name, len, &f);
-	o2_brelse(fs, dib);
-	dib = NULL;
-	if (r == 0)
-		r = o2_resv_orphan(fs, f.ino, &want);
+	r = resv_orphan_of(fs, dir, name, len, &want);
 	if (r == 0)
 		r = o2_reserve(fs, &want, NULL);
 	if (r < 0)
@@ -1027,18 +1037,8 @@ int o2_rename(struct o2_fs *fs, uint64_t olddir, const char *oldname, size_t old
 	struct o2_resv want = { 0 };
 
 	r = o2_name_need(fs, newdir, newname, newlen, &want);
-	if (r == -EEXIST) {
-		/* the entry of the very inode it replaces (see remove_name) */
-		struct o2_dir_slot tf;
-
-		r = o2_inode_buf(fs, newdir, &ndb);
-		if (r == 0)
-			r = o2_dir_find(fs, ndb, newname, newlen, &tf);
-		o2_brelse(fs, ndb);
-		ndb = NULL;
-		if (r == 0)
-			r = o2_resv_orphan(fs, tf.ino, &want);
-	}
+	if (r == -EEXIST)
+		r = resv_orphan_of(fs, newdir, newname, newlen, &want);
 	if (r == 0)
 		r = o2_reserve(fs, &want, NULL);
 	if (r < 0)

@@ -912,6 +912,7 @@ START_TEST(orphans_indexed_under_locks)
 	}
 	ntaken = 0;
 	uv_finish(&v, "orphans in an indexed orphan directory", true);
+	uv_free(&v);
 	gb_blkno = 0;
 }
 END_TEST

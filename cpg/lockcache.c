@@ -950,10 +950,6 @@ static int take_holder(struct o2lc_res *r, int mode)
 	return ret;
 }
 
-/*
- * o2lc_lock's work; *waited: when it first had to wait (0: it did not).
- * Returns with c->mu unlocked.
- */
 /* Whether a lock request for r may go out now; under c->mu. */
 static bool may_ask(const struct o2lc_res *r)
 {
@@ -978,6 +974,10 @@ static unsigned ask(struct o2lc_res *r, int mode, unsigned flags)
 	return r->pending_seq;
 }
 
+/*
+ * o2lc_lock's work; *waited: when it first had to wait (0: it did not).
+ * Returns with c->mu unlocked.
+ */
 static int lock_or_wait(struct o2lc_res *r, int mode, unsigned flags, gint64 *waited)
 {
 	struct o2lc *c = r->c;

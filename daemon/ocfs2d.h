@@ -96,8 +96,7 @@ struct volume {
 	bool init_pending;
 	/* requests served, per opcode (session.c: session_request_stats) */
 	uint64_t req_count[SESSION_OPCODES], req_us[SESSION_OPCODES];
-	/* requests in flight by unique, for their timing (under req_mu) */
-	GMutex req_mu;
+	/* requests in flight by unique, for their timing (unique: atomic; 0 free) */
 	struct session_req { uint64_t unique; uint32_t opcode; gint64 start; } req_slots[SESSION_SLOTS];
 
 	GMutex lock;		/* guards fs, nodes, ro_reported, flushing, kernel_gone, close_watch */

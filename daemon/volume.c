@@ -896,7 +896,6 @@ static void volume_release(struct volume *v)
 	if (v->nodes)
 		g_hash_table_destroy(v->nodes);
 	g_mutex_clear(&v->lock);
-	g_mutex_clear(&v->req_mu);
 	g_cond_clear(&v->flush_cond);
 	g_cond_clear(&v->inval_cond);
 	g_mutex_clear(&v->tick_mu);
@@ -966,7 +965,6 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 	char *absmnt = realpath(mountpoint, NULL);
 
 	g_mutex_init(&v->lock);
-	g_mutex_init(&v->req_mu);
 	g_cond_init(&v->flush_cond);
 	g_cond_init(&v->inval_cond);
 	g_mutex_init(&v->tick_mu);

@@ -35,6 +35,8 @@
 #include <string.h>
 
 #define NONE (-1)
+/* ask()'s flag for o2lc_lock_new's request (beside o2lc_lock's) */
+#define LC_NEW 0x10000u
 #define RETRY_US (G_USEC_PER_SEC)
 
 struct o2lc {
@@ -43,6 +45,8 @@ struct o2lc {
 	GMainContext *ctx; /* the service side */
 	GMutex mu;
 	GCond cond;
+	unsigned waiters; /* local users waiting on cond: none, no wake-up to pay */
+	unsigned unsettled; /* o2lc_lock_new requests not yet in the service's order */
 	GHashTable *res; /* GBytes name -> struct o2lc_res */
 	bool lost;
 	struct o2lc_stats stats;
@@ -82,6 +86,7 @@ struct o2lc_res {
 	bool inval_done;    /* and has run since a local user last took it */
 	unsigned admitted;  /* local users taken while it ran */
 	bool no_pr;	    /* O2LC_NOPR: lower EX to NL, never PR */
+	bool made_here;	    /* held as new (o2lc_lock_new) before the service placed the request */
 	bool dc_queued, dc_running;
 	gint64 dc_retry_at; /* after a failed callback: when to try again, or 0 */
 	uint8_t lvb[O2LC_LVB_LEN];
@@ -294,7 +299,8 @@ static void kick_blocked(struct o2lc_res *r);
  */
 static void kick(struct o2lc_res *r)
 {
-	g_cond_broadcast(&r->c->cond);
+	if (r->c->waiters)
+		g_cond_broadcast(&r->c->cond);
 	kick_blocked(r);
 	drop_due(r);
 }
@@ -321,7 +327,7 @@ static void kick_blocked(struct o2lc_res *r)
 		return;
 	if (r->pending != NONE) {
 		/* our conversion waits, maybe on that node, which waits on us */
-		if (!r->cancelling && r->pending_id > 0) {
+		if (!r->cancelling && r->pending_id > 0 && !r->made_here) {
 			r->cancelling = true;
 			c->stats.cancels++;
 			res_on_service_side(r, send_cancel, r);
@@ -345,6 +351,27 @@ static void retry_later(struct o2lc_res *r)
 	g_async_queue_push(r->c->dcq, r->c); /* wake the thread to time it */
 }
 
+/*
+ * r's request as new has its place in the service's order (or failed:
+ * held says whether r is still held), so no other node can be first to
+ * it any more.  Under c->mu.
+ */
+static void settled(struct o2lc_res *r, bool held)
+{
+	if (!r->made_here)
+		return;
+	r->made_here = false;
+	r->c->unsettled--;
+	if (!held) {
+		g_critical("lock %.*s: the service refused a lock this node took as new; "
+			   "what it guards may have been used unlocked",
+			   (int)r->namelen, (const char *)r->name);
+		r->granted = NONE;
+	}
+	if (r->c->waiters)
+		g_cond_broadcast(&r->c->cond);
+}
+
 /* ---- the service side ---- */
 
 static gboolean send_lock(gpointer p)
@@ -359,6 +386,7 @@ static gboolean send_lock(gpointer p)
 		r->done_error = (int)id;
 		r->done_seq = r->pending_seq;
 		r->pending = NONE;
+		settled(r, false);
 	} else {
 		r->pending_id = id;
 		c->stats.requests++;
@@ -444,6 +472,7 @@ static void granted(struct o2lc_res *r, const struct o2lt_event *ev)
 	if (ev->lvb)
 		memcpy(r->lvb, ev->lvb, O2LC_LVB_LEN);
 	r->lvb_valid = ev->lvb && ev->lvb_valid;
+	settled(r, true);
 }
 
 static void refused(struct o2lc_res *r, const struct o2lt_event *ev)
@@ -454,6 +483,7 @@ static void refused(struct o2lc_res *r, const struct o2lt_event *ev)
 		r->prefetch_seq = 0;
 		r->done_error = ev->error;
 		r->done_seq = r->pending_seq;
+		settled(r, false);
 	} else if (r->down_to != NONE && ev->reqid == (uint64_t)r->down_id) {
 		g_warning("lock %.*s: the service refused a downconvert: %s", (int)r->namelen,
 			  (const char *)r->name, g_strerror(-ev->error));
@@ -484,6 +514,7 @@ void o2lc_event(struct o2lc *c, const struct o2lt_event *ev)
 	case O2LT_EV_REFUSED:
 	case O2LT_EV_DOWNED:
 	case O2LT_EV_BLOCKING:
+	case O2LT_EV_QUEUED:
 		break;
 	default:
 		return;
@@ -500,6 +531,16 @@ void o2lc_event(struct o2lc *c, const struct o2lt_event *ev)
 			break;
 		case O2LT_EV_DOWNED:
 			downed(r, ev);
+			break;
+		case O2LT_EV_QUEUED:
+			if (r->made_here && r->pending != NONE && ev->reqid == (uint64_t)r->pending_id) {
+				/* a name used before (a generation come round
+				   again): its holder lets go at the BLOCKING the
+				   table sent it, and it caches only what was */
+				g_warning("lock %.*s: made here, but another node still holds it",
+					  (int)r->namelen, (const char *)r->name);
+				settled(r, true);
+			}
 			break;
 		default:
 			c->stats.blocking++;
@@ -966,6 +1007,8 @@ static unsigned ask(struct o2lc_res *r, int mode, unsigned flags)
 	s->flags = flags & O2LC_NOQUEUE ? O2LT_F_NOQUEUE : 0;
 	if ((flags & (O2LC_NOQUEUE | O2LC_TELL)) == (O2LC_NOQUEUE | O2LC_TELL))
 		s->flags |= O2LT_F_NOQUEUEBAST;
+	if (flags & LC_NEW)
+		s->flags |= O2LT_F_NEW;
 	r->pending = mode;
 	r->pending_id = 0;
 	if (!++r->pending_seq)
@@ -1031,12 +1074,26 @@ static int lock_or_wait(struct o2lc_res *r, int mode, unsigned flags, gint64 *wa
 			g_mutex_unlock(&c->mu);
 			return -EAGAIN;
 		}
+		if (flags & O2LC_TRY) {
+			/* asked as a prefetch: a grant nobody takes is cached,
+			   holding back no other node */
+			if (may_go && may_ask(r) && !(flags & O2LC_NOQUEUE))
+				r->prefetch_seq = ask(r, mode, flags);
+			g_mutex_unlock(&c->mu);
+			return -EWOULDBLOCK;
+		}
 		if (may_go && may_ask(r) && !mine)
 			mine = ask(r, mode, flags);
 wait:
+		if (flags & O2LC_TRY) {
+			g_mutex_unlock(&c->mu);
+			return -EWOULDBLOCK;
+		}
 		if (!*waited)
 			*waited = g_get_monotonic_time();
+		c->waiters++;
 		g_cond_wait(&c->cond, &c->mu);
+		c->waiters--;
 	}
 }
 
@@ -1069,6 +1126,42 @@ int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)
 				   __ATOMIC_RELAXED);
 		__atomic_fetch_add(&r->c->stats.waits, 1, __ATOMIC_RELAXED);
 	}
+	return rc;
+}
+
+int o2lc_lock_new(struct o2lc_res *r, int mode, unsigned flags)
+{
+	struct o2lc *c = r->c;
+
+	if (mode != O2LT_PR && mode != O2LT_EX)
+		return -EINVAL;
+	g_mutex_lock(&c->mu);
+	if (c->lost || r->granted != NONE || r->blocked != NONE || r->dropping ||
+	    r->need_refresh || r->refreshing || !may_ask(r)) {
+		/* the cache knows the name already: ask as anyone would */
+		g_mutex_unlock(&c->mu);
+		return o2lc_lock(r, mode, flags);
+	}
+	if ((flags & O2LC_NOPR) && mode == O2LT_EX)
+		r->no_pr = true;
+	/* nobody waits for the answer, and nothing is to refresh */
+	r->prefetch_seq = ask(r, mode, (flags & ~(O2LC_NOQUEUE | O2LC_TELL | O2LC_TRY)) | LC_NEW);
+	r->granted = mode;
+	r->made_here = true;
+	c->unsettled++;
+	return take_holder(r, mode);
+}
+
+int o2lc_settle(struct o2lc *c)
+{
+	g_mutex_lock(&c->mu);
+	while (c->unsettled && !c->lost) {
+		c->waiters++;
+		g_cond_wait(&c->cond, &c->mu);
+		c->waiters--;
+	}
+	int rc = c->unsettled ? -ENOTCONN : 0;
+	g_mutex_unlock(&c->mu);
 	return rc;
 }
 

@@ -75,6 +75,14 @@
  * go and the next try may pass.
  */
 #define O2LC_TELL 0x8u
+/*
+ * Never wait: -EWOULDBLOCK where o2lc_lock would wait, having first asked
+ * the service as o2lc_prefetch would (not with NOQUEUE: a try is not
+ * turned into a queued request), so that the o2lc_lock without TRY that
+ * follows, on whatever thread, finds the request on its way.  For a thread
+ * that must not wait but may hand its work to one that can.
+ */
+#define O2LC_TRY 0x10u
 
 /* o2lc_lock's answer when the caller must refresh (see above) */
 #define O2LC_REFRESH 1
@@ -208,8 +216,9 @@ void o2lc_set_limit(struct o2lc *c, unsigned n);
 /*
  * Take the resource in mode (O2LT_PR or O2LT_EX) for one local user.
  * 0: held; O2LC_REFRESH: held, refresh and call o2lc_refresh_done;
- * -EAGAIN: NOQUEUE and another node is in the way; -ENOTCONN: the service
- * is gone; -EINVAL: bad mode.  Any thread but the service side.
+ * -EAGAIN: NOQUEUE and another node is in the way; -EWOULDBLOCK: TRY and
+ * it would wait; -ENOTCONN: the service is gone; -EINVAL: bad mode.  Any
+ * thread but the service side.
  */
 int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags);
 
@@ -226,6 +235,26 @@ int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags);
  * it in the lock order.  Any thread but the service side; never blocks.
  */
 void o2lc_prefetch(struct o2lc_res *r, int mode, unsigned flags);
+
+/*
+ * Take a lock on something this node has just made, which no other node
+ * can know of until this node puts it where they can read it (a new
+ * inode: the kernel's o2dlm makes its locks locally, LKM_LOCAL): if the
+ * cache knows nothing of r, it is held in mode at once, with no message
+ * waited for and nothing to refresh, and asked for with O2LT_F_NEW
+ * meanwhile.  Otherwise as o2lc_lock.  Before this node lets another read
+ * what names such a lock (writes it home), o2lc_settle.  Any thread but
+ * the service side.
+ */
+int o2lc_lock_new(struct o2lc_res *r, int mode, unsigned flags);
+
+/*
+ * Wait until every o2lc_lock_new request has its place in the service's
+ * order: from then on no other node's request for those locks can come
+ * before this node's.  It waits for the service, never for another node.
+ * 0, or -ENOTCONN once the service is gone.
+ */
+int o2lc_settle(struct o2lc *c);
 
 /* The refresh after O2LC_REFRESH is over: ok false lets the next user retry. */
 void o2lc_refresh_done(struct o2lc_res *r, bool ok);

@@ -33,6 +33,7 @@ static bool for_me(const struct o2ls *ls, const struct o2lt_event *ev)
 	case O2LT_EV_REFUSED:
 	case O2LT_EV_DOWNED:
 	case O2LT_EV_BLOCKING:
+	case O2LT_EV_QUEUED:
 		return ev->member.nodeid == self.nodeid && ev->member.pid == self.pid;
 	default:
 		return true;

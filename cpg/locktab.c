@@ -37,7 +37,7 @@ enum msg_type {
 
 #define DOWN_F_LVB 0x1u
 #define SNAP_F_ZLIB 0x1u /* the state after the snapshot's head is deflated */
-#define LOCK_FLAGS (O2LT_F_NOQUEUE | O2LT_F_RECOVERY | O2LT_F_NOQUEUEBAST)
+#define LOCK_FLAGS (O2LT_F_NOQUEUE | O2LT_F_RECOVERY | O2LT_F_NOQUEUEBAST | O2LT_F_NEW)
 #define NONE 0xff /* no mode (wire and entry fields) */
 
 enum mstate { M_LIVE = 0, M_DEAD = 1, M_FENCED = 2, M_STALE = 3 };
@@ -679,6 +679,8 @@ static int apply_lock(struct o2lt_table *t, struct member *s, const struct msg *
 		emit_entry(t, O2LT_EV_REFUSED, r, e, NONE, -EAGAIN);
 		drop_request(r, e);
 		grant_pass(t, r);
+	} else if ((m->flags & O2LT_F_NEW) && e->requested != NONE) {
+		emit_entry(t, O2LT_EV_QUEUED, r, e, n.mode, 0);
 	}
 	blocking_pass(t, r);
 	res_drop_if_empty(t, r);

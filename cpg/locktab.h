@@ -107,6 +107,14 @@ enum o2lt_mode {
 /* with NOQUEUE: refused all the same, but every holder in the way gets its
  * BLOCKING event, as if the request had waited (the DLM's NOQUEUEBAST) */
 #define O2LT_F_NOQUEUEBAST 0x4u
+/*
+ * The sender uses the lock already: it names something the sender has
+ * just made, which no other member can know of yet (a new inode's locks:
+ * the kernel's o2dlm makes those locally too, LKM_LOCAL).  Handled as any
+ * request; if it cannot be granted at once, its sender is told so
+ * (QUEUED), since it believes it holds the lock.
+ */
+#define O2LT_F_NEW 0x8u
 
 /* A CPG member: a process on a node. */
 struct o2lt_member {
@@ -147,6 +155,7 @@ enum o2lt_event_type {
 	O2LT_EV_SYNC_FAILED,	 /* nobody is left who could send this table its state: rejoin */
 	O2LT_EV_STATE_CONFLICT,	 /* another member sent this synced table a snapshot: see below */
 	O2LT_EV_STALE_MEMBER,	 /* member came back from a partition: ignored until it leaves */
+	O2LT_EV_QUEUED,		 /* member's NEW request reqid waits for another holder */
 };
 
 struct o2lt_event {

@@ -765,6 +765,22 @@ static struct o2lc_res *inode_res(struct cluster *c, uint64_t blkno, uint32_t ge
 	return o2lc_res_get(c->lc, lname, len, &inode_res_ops, c);
 }
 
+/*
+ * o2lc_lock, but a thread about to wait for another node tells the volume
+ * first (cluster_fs_ops.waiting: a thread serving requests one after
+ * another hands its place on), having asked for the lock already.
+ */
+static int lock_res(struct cluster *c, struct o2lc_res *r, int mode, unsigned flags)
+{
+	int rc = o2lc_lock(r, mode, flags | O2LC_TRY);
+
+	if (rc != -EWOULDBLOCK)
+		return rc;
+	if (c->fs_ops && c->fs_ops->waiting)
+		c->fs_ops->waiting(c->fs_arg);
+	return o2lc_lock(r, mode, flags);
+}
+
 /* hold_res's blkno for a system file: regained, every cached block goes. */
 #define SYS_FILE UINT64_MAX
 
@@ -782,7 +798,7 @@ static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int m
 
 	if (!r)
 		return -EINVAL;
-	rc = o2lc_lock(r, mode, lcflags);
+	rc = lock_res(c, r, mode, lcflags);
 	if (rc == O2LC_REFRESH) {
 		if (blkno == SYS_FILE && c->fs_ops)
 			c->fs_ops->lost(c->fs_arg, 0);
@@ -1053,7 +1069,7 @@ int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)
 
 	if (!r)
 		return -EINVAL;
-	rc = o2lc_lock(r, O2LT_EX, O2LC_NOQUEUE | O2LC_TELL);
+	rc = lock_res(c, r, O2LT_EX, O2LC_NOQUEUE | O2LC_TELL);
 	if (rc == O2LC_REFRESH) {
 		o2lc_refresh_done(r, true);
 		rc = 0;

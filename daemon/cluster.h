@@ -104,7 +104,10 @@ const char *cluster_group(const struct cluster *c);
  *     the kernel's pages of it go (dirty ones written back first).  It
  *     runs before local users are drained, on a thread of its own, and
  *     requests taking the lock with CLUSTER_ADMIT pass meanwhile (the
- *     kernel holds page locks for them, which the invalidation waits for).
+ *     kernel holds page locks for them, which the invalidation waits for);
+ *   waiting (may be NULL): the calling thread, taking a lock, is about to
+ *     wait for another node (the lock is asked for already); a thread
+ *     serving requests inline hands its place to another first.
  * They run with no cluster lock held by the calling thread and may take
  * the volume mutex.  Set before the first inode lock is taken.
  */
@@ -113,6 +116,7 @@ struct cluster_fs_ops {
 	void (*lost)(void *arg, uint64_t blkno);
 	void (*refresh)(void *arg, uint64_t blkno);
 	void (*invalidate)(void *arg, uint64_t blkno);
+	void (*waiting)(void *arg);
 };
 void cluster_set_fs(struct cluster *c, const struct cluster_fs_ops *ops, void *arg);
 

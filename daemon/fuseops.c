@@ -1594,8 +1594,10 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	 * holding the old end above all.  No cluster lock is held here, so
 	 * the reads this waits for (page locks) can take theirs.
 	 */
-	if (n > 0 && v->cluster && (fi->flags & (O_APPEND | O_DIRECT)))
+	if (n > 0 && v->cluster && (fi->flags & (O_APPEND | O_DIRECT))) {
+		session_may_wait(); /* the reads it waits for must be served */
 		fuse_lowlevel_notify_inval_inode(v->se, ino, off, (off_t)n);
+	}
 	if (n < 0)
 		fuse_reply_err(req, -note(v, "write", (int)n));
 	else

@@ -29,8 +29,8 @@
  * Threads.  The GLib main loop (main.c) only dispatches: signals and, in
  * server mode, the D-Bus API (dbus_server.c), whose method handlers run on
  * GDBus worker threads.  Each mounted volume has a FUSE session served on
- * a thread of its own (volume.c: one loop, libfuse's worker threads with
- * fuse_session_loop_mt, or uring.c's thread per CPU queue), and a ticker
+ * a thread of its own (session.c's threads taking turns, libfuse's worker
+ * threads with fuse_session_loop_mt, or uring.c's thread per CPU queue), and a ticker
  * thread that commits the running transaction on the commit interval.
  * fscore is not thread-safe: every call on a volume's o2_fs runs under
  * that volume's lock (struct volume.lock), so filesystem work never runs
@@ -223,6 +223,17 @@ uint32_t session_write_flags(void);
  * microseconds in all.
  */
 void session_replied(struct volume *v, uint64_t unique);
+/*
+ * Serve v's mounted session in turns until it ends (0 or -errno): one
+ * thread at a time reads requests and runs each itself, spinning poll_us
+ * after each for the next.  hand_on: a request about to wait for another
+ * node or the kernel calls session_may_wait first, and another thread
+ * (up to threads=) serves meanwhile; without it one thread serves all.
+ * Run on the volume's FUSE thread; returns once every thread is done.
+ */
+int session_serve(struct volume *v, bool hand_on);
+/* The calling thread is about to wait: if it leads the serving, another takes over. */
+void session_may_wait(void);
 void session_request_stats(struct volume *v,
 			   void (*fn)(const char *name, uint64_t count, uint64_t us, void *arg),
 			   void *arg);

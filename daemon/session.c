@@ -20,8 +20,11 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -224,4 +227,161 @@ int session_hook(struct fuse_session *se)
 	static const struct fuse_custom_io io = { .read = hooked_read, .writev = hooked_writev };
 
 	return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
+
+/*
+ * Serving in turns.  One thread at a time, the leader, reads requests and
+ * runs each itself, spinning for poll_us after each before it sleeps in
+ * poll(): a client issuing requests back to back finds it awake, and no
+ * request pays for waking another thread - on virtual machines a
+ * cross-CPU wake-up costs most of what a cached request does.  With
+ * hand-on (clustered volumes), a request about to wait for another node
+ * (session_may_wait) first hands the lead to another thread - an idle
+ * one, else a new one up to the bound - so one blocked request never holds
+ * up the rest.  Once it is done its thread leads again if nobody does, or
+ * waits idle (at most TURNS_IDLE of them stay; more end).
+ */
+struct turns {
+	struct volume *v;
+	GMutex mu;
+	GCond next; /* an idle thread may lead */
+	GCond gone; /* threads fell */
+	bool led;   /* a thread leads */
+	bool ended; /* the session ended: every thread goes */
+	int result; /* how it ended: 0 or -errno */
+	unsigned threads, idle, max;
+};
+
+#define TURNS_IDLE 4
+
+/* The turns this thread leads while it runs a request, if it may hand on. */
+static __thread struct turns *leading;
+
+/*
+ * Read and run requests until the session ends (true, *result: 0 or
+ * -errno) or the lead passed on while a request ran (false).
+ */
+static bool lead(struct turns *t, struct fuse_buf *buf, int *result)
+{
+	struct fuse_session *se = t->v->se;
+	int fd = fuse_session_fd(se), r = 0;
+	gint64 spin_until = 0;
+
+	while (!fuse_session_exited(se)) {
+		r = fuse_session_receive_buf(se, buf);
+		if (r == -EAGAIN) {
+			if (g_get_monotonic_time() < spin_until)
+				continue;
+			struct pollfd p = { .fd = fd, .events = POLLIN };
+
+			if (poll(&p, 1, -1) < 0 && errno != EINTR) {
+				r = -errno;
+				break;
+			}
+			continue;
+		}
+		if (r == -EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		leading = t->max > 1 ? t : NULL;
+		fuse_session_process_buf(se, buf);
+		if (t->max > 1 && !leading)
+			return false;
+		leading = NULL;
+		spin_until = g_get_monotonic_time() + t->v->opts.poll_us;
+	}
+	*result = r < 0 ? r : 0;
+	return true;
+}
+
+static gpointer turn_main(gpointer p);
+
+/* One thread's part: lead whenever nobody does, until the session ends. */
+static void take_turns(struct turns *t)
+{
+	struct fuse_buf buf = { 0 };
+	int r;
+
+	g_mutex_lock(&t->mu);
+	for (;;) {
+		while (t->led && !t->ended && t->idle < TURNS_IDLE) {
+			t->idle++;
+			g_cond_wait(&t->next, &t->mu);
+			t->idle--;
+		}
+		if (t->ended || t->led)
+			break;
+		t->led = true;
+		g_mutex_unlock(&t->mu);
+		bool ended = lead(t, &buf, &r);
+
+		g_mutex_lock(&t->mu);
+		if (ended) {
+			t->ended = true;
+			t->led = false;
+			t->result = r;
+			g_cond_broadcast(&t->next);
+			break;
+		}
+	}
+	t->threads--;
+	g_cond_broadcast(&t->gone);
+	g_mutex_unlock(&t->mu);
+	free(buf.mem);
+}
+
+static gpointer turn_main(gpointer p)
+{
+	take_turns(p);
+	return NULL;
+}
+
+void session_may_wait(void)
+{
+	struct turns *t = leading;
+	g_autoptr(GError) err = NULL;
+
+	if (!t)
+		return;
+	leading = NULL;
+	g_mutex_lock(&t->mu);
+	t->led = false;
+	if (t->idle) {
+		g_cond_signal(&t->next);
+	} else if (t->threads < t->max && !t->ended) {
+		GThread *th = g_thread_try_new("ocfs2d-fuse", turn_main, t, &err);
+
+		if (th) {
+			t->threads++;
+			g_thread_unref(th);
+		} else {
+			/* the next thread done with its request leads */
+			g_warning("%s: no thread to serve beside a waiting request: %s",
+				  t->v->mountpoint, err->message);
+		}
+	}
+	g_mutex_unlock(&t->mu);
+}
+
+int session_serve(struct volume *v, bool hand_on)
+{
+	int fd = fuse_session_fd(v->se), fl = fcntl(fd, F_GETFL);
+	struct turns t = { .v = v, .threads = 1, .max = hand_on ? MAX(v->opts.threads, 2u) : 1 };
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	g_mutex_init(&t.mu);
+	g_cond_init(&t.next);
+	g_cond_init(&t.gone);
+	take_turns(&t);
+	g_mutex_lock(&t.mu);
+	while (t.threads)
+		g_cond_wait(&t.gone, &t.mu);
+	g_mutex_unlock(&t.mu);
+	g_cond_clear(&t.gone);
+	g_cond_clear(&t.next);
+	g_mutex_clear(&t.mu);
+	fuse_session_reset(v->se);
+	return t.result;
 }

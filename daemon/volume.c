@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,8 +249,15 @@ static void fs_refresh(void *arg, uint64_t blkno)
 	g_mutex_unlock(&v->lock);
 }
 
+/* A request is about to wait for another node: its thread hands on the serving. */
+static void fs_waiting(void *arg)
+{
+	(void)arg;
+	session_may_wait();
+}
+
 static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh,
-						       fs_invalidate };
+						       fs_invalidate, fs_waiting };
 
 /*
  * A clustered volume: join its cluster and, under the super lock, claim a
@@ -794,65 +800,27 @@ static int close_fs(struct volume *v)
 }
 
 /*
- * One thread serving requests, spinning for a short while (poll_us) after
- * each before it sleeps: a client issuing requests back to back finds this
- * thread awake, so no request pays for waking it - on virtual machines a
- * cross-CPU wakeup of an idle CPU is most of a round trip.
- */
-static int polling_loop(struct volume *v)
-{
-	struct fuse_session *se = v->se;
-	struct fuse_buf buf = { 0 };
-	int fd = fuse_session_fd(se), fl = fcntl(fd, F_GETFL), r = 0;
-	gint64 spin_until = 0;
-
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
-	while (!fuse_session_exited(se)) {
-		r = fuse_session_receive_buf(se, &buf);
-		if (r == -EAGAIN) {
-			if (g_get_monotonic_time() < spin_until)
-				continue;
-			struct pollfd p = { .fd = fd, .events = POLLIN };
-
-			if (poll(&p, 1, -1) < 0 && errno != EINTR) {
-				r = -errno;
-				break;
-			}
-			continue;
-		}
-		if (r == -EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		fuse_session_process_buf(se, &buf);
-		spin_until = g_get_monotonic_time() + v->opts.poll_us;
-	}
-	free(buf.mem);
-	fuse_session_reset(se);
-	return r < 0 ? r : 0;
-}
-
-/*
  * Serve the session until it ends, then close the volume.  A clustered
- * volume is never served by the single polling thread: a request waiting
- * for another node's lock must not hold up the rest.
+ * volume is served in turns with hand-on (session_serve): a request about
+ * to wait for another node's lock hands the serving to another thread, so
+ * it holds up nothing else.
  */
 static gpointer fuse_main(gpointer arg)
 {
 	struct volume *v = arg;
 	int r;
 
-	bool polling = !v->use_uring && v->opts.poll_us && !v->cluster;
+	bool turns = !v->use_uring && (v->opts.poll_us || v->cluster);
 
-	/* one thread serves: fsyncs get threads of their own (fuseops.c, fsync_blk) */
-	if (!v->use_uring && (polling || v->opts.threads <= 1))
+	/* requests run where they are read: fsyncs get threads of their own
+	   (fuseops.c, fsync_blk) */
+	if (!v->use_uring && (turns || v->opts.threads <= 1))
 		v->sync_pool = g_thread_pool_new(fuseops_sync_job, NULL, (gint)MAX(v->opts.threads, 2u),
 						 FALSE, NULL);
 	if (v->use_uring) {
 		r = uring_serve(v);
-	} else if (polling) {
-		r = polling_loop(v);
+	} else if (turns) {
+		r = session_serve(v, v->cluster != NULL);
 	} else if (v->opts.threads > 1) {
 		struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 

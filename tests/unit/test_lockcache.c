@@ -1251,6 +1251,87 @@ START_TEST(test_prefetch)
 }
 END_TEST
 
+/*
+ * O2LC_TRY never waits: where o2lc_lock would, it answers -EWOULDBLOCK,
+ * having asked as a prefetch does, so that the lock that follows (on any
+ * thread) finds the request on its way.  With NOQUEUE it asks nothing.
+ */
+START_TEST(test_try)
+{
+	struct o2lc_res *r = counter(0);
+
+	ck_assert_int_eq(take(0, O2LT_EX, O2LC_TRY), -EWOULDBLOCK);
+	ck_assert_int_eq(mode_after(r, O2LT_EX), O2LT_EX);
+	ck_assert_uint_eq(stats(0).requests, 1);
+	ck_assert_int_eq(take(0, O2LT_EX, O2LC_TRY), 0); /* cached now: no wait */
+	ck_assert_uint_eq(stats(0).waits, 0);
+	mem[0].cached++;
+	o2lc_unlock(r, O2LT_EX);
+
+	/* member 1 holds it: tries wait for nobody and ask only once */
+	ck_assert_int_eq(take(1, O2LT_EX, 0), 0);
+	mem[1].cached++;
+	ck_assert_int_eq(take(0, O2LT_PR, O2LC_TRY), -EWOULDBLOCK);
+	ck_assert_int_eq(take(0, O2LT_PR, O2LC_TRY), -EWOULDBLOCK);
+	ck_assert_int_eq(take(0, O2LT_PR, O2LC_TRY | O2LC_NOQUEUE), -EWOULDBLOCK);
+	o2lc_unlock(counter(1), O2LT_EX);
+	ck_assert_int_eq(mode_after(r, O2LT_PR), O2LT_PR);
+	ck_assert_int_eq(take(0, O2LT_PR, O2LC_TRY), 0);
+	ck_assert_uint_eq(mem[0].cached, 2); /* refreshed: member 1's update seen */
+	o2lc_unlock(r, O2LT_PR);
+	ck_assert_uint_eq(stats(0).requests, 2);
+	ck_assert_uint_eq(stats(0).waits, 0);
+
+	/* a NOQUEUE try of a lock not held sends nothing */
+	struct o2lc_res *r2 = counter(2);
+
+	ck_assert_int_eq(take(2, O2LT_PR, O2LC_TRY | O2LC_NOQUEUE), -EWOULDBLOCK);
+	ck_assert_uint_eq(stats(2).requests, 0);
+	ck_assert_int_eq(o2lc_res_mode(r2), -1);
+}
+END_TEST
+
+/*
+ * A lock on something just made is held at once, with no wait and no
+ * refresh; o2lc_settle returns once the service has placed the request.
+ * A name another member still caches (used before) is queued there: the
+ * holder is told and lets go, and the maker is granted it in the end.
+ */
+START_TEST(test_lock_new)
+{
+	struct o2lc_res *r = counter(0);
+
+	ck_assert_int_eq(o2lc_lock_new(r, O2LT_EX, 0), 0);
+	ck_assert_int_eq(o2lc_res_mode(r), O2LT_EX);
+	mem[0].cached++;
+	ck_assert_int_eq(o2lc_settle(mem[0].c), 0);
+	ck_assert_uint_eq(stats(0).requests, 1);
+	ck_assert_uint_eq(stats(0).waits, 0);
+	o2lc_unlock(r, O2LT_EX);
+	/* known now: as o2lc_lock */
+	ck_assert_int_eq(o2lc_lock_new(r, O2LT_EX, 0), 0);
+	o2lc_unlock(r, O2LT_EX);
+	ck_assert_uint_eq(stats(0).requests, 1);
+	/* member 1 sees member 0's update */
+	ck_assert_int_eq(take(1, O2LT_PR, 0), 0);
+	ck_assert_uint_eq(mem[1].cached, 1);
+	o2lc_unlock(counter(1), O2LT_PR);
+	ck_assert_int_eq(mode_after(r, O2LT_PR), O2LT_PR);
+
+	/* member 2 has never seen it, but members 0 and 1 cache it */
+	struct o2lc_res *r2 = counter(2);
+
+	ck_assert_int_eq(o2lc_lock_new(r2, O2LT_EX, 0), 0);
+	ck_assert_int_eq(o2lc_settle(mem[2].c), 0);
+	ck_assert_int_eq(mode_after(r, O2LT_NL), O2LT_NL);
+	ck_assert_int_eq(mode_after(counter(1), O2LT_NL), O2LT_NL);
+	o2lc_unlock(r2, O2LT_EX);
+	ck_assert_int_eq(o2lc_lock(r2, O2LT_EX, 0), 0); /* granted in the end, no refresh */
+	o2lc_unlock(r2, O2LT_EX);
+	ck_assert_int_eq(o2lc_lock_new(r, 7, 0), -EINVAL);
+}
+END_TEST
+
 static Suite *lockcache_suite(void)
 {
 	Suite *s = suite_create("lockcache");
@@ -1279,6 +1360,8 @@ static Suite *lockcache_suite(void)
 	tcase_add_test(tc, test_invalidate_without_admit_waits);
 	tcase_add_test(tc, test_nopr_lowers_to_nl);
 	tcase_add_test(tc, test_prefetch);
+	tcase_add_test(tc, test_try);
+	tcase_add_test(tc, test_lock_new);
 	suite_add_tcase(s, tc);
 	return s;
 }

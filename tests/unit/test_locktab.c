@@ -92,6 +92,7 @@ static const char *ev_name(enum o2lt_event_type type)
 	case O2LT_EV_SYNCED: return "SYNCED";
 	case O2LT_EV_SYNC_FAILED: return "SYNC_FAILED";
 	case O2LT_EV_STATE_CONFLICT: return "STATE_CONFLICT";
+	case O2LT_EV_QUEUED: return "QUEUED";
 	default: return "(newer event)"; /* the table may grow new events */
 	}
 }
@@ -1053,6 +1054,40 @@ START_TEST(test_noqueue)
 }
 END_TEST
 
+/*
+ * NEW: a request whose sender holds the lock already (a name it has just
+ * made).  Granted at once as any other when nobody holds it, with nothing
+ * more said; one that must wait (the name was used before and someone
+ * still caches it) is QUEUED for its sender, the holder is told, and it
+ * is granted once the holder lets go.
+ */
+START_TEST(test_new)
+{
+	JOIN(0, 1, 2);
+
+	req_lock(0, "n", O2LT_EX, O2LT_F_NEW, 1);
+	GRANTED(0, "n", O2LT_EX, 1);
+	NO_EV(0, O2LT_EV_QUEUED, NULL);
+	req_lock(1, "n", O2LT_PR, 0, 2);
+	BLOCKING(0, "n", O2LT_PR);
+
+	req_lock(2, "o", O2LT_PR, 0, 3);
+	GRANTED(2, "o", O2LT_PR, 3);
+	req_lock(0, "o", O2LT_EX, O2LT_F_NEW, 4);
+	expect_ev(__LINE__, 0, O2LT_EV_QUEUED, "o", O2LT_EX, 4, 0);
+	BLOCKING(2, "o", O2LT_EX);
+	NO_EV(0, O2LT_EV_GRANTED, "o");
+	req_down(2, "o", O2LT_NL, NULL, 5);
+	GRANTED(0, "o", O2LT_EX, 4);
+
+	/* compatible with the holders: granted, not queued */
+	req_lock(1, "p", O2LT_PR, 0, 6);
+	req_lock(2, "p", O2LT_PR, O2LT_F_NEW, 7);
+	GRANTED(2, "p", O2LT_PR, 7);
+	NO_EV(2, O2LT_EV_QUEUED, NULL);
+}
+END_TEST
+
 /* 6. CANCEL of a waiting request, of a conversion, of nothing; deadlock way out. */
 START_TEST(test_cancel)
 {
@@ -1905,7 +1940,7 @@ START_TEST(test_hostile_messages)
 	n = forge_named(b, W_CANCEL, 0, 12, 1, 1, "a", 1, NULL);
 	BADMSG(b, n);
 	/* unknown flags */
-	const unsigned lock_flags[] = { 0x8, 0x10, 0x100, 0x8000 };
+	const unsigned lock_flags[] = { 0x10, 0x20, 0x100, 0x8000 };
 	for (size_t i = 0; i < G_N_ELEMENTS(lock_flags); i++) {
 		n = forge_named(b, W_LOCK, lock_flags[i], 13, O2LT_PR, 1, "a", 1, NULL);
 		BADMSG(b, n);
@@ -2448,7 +2483,7 @@ START_TEST(test_encoders)
 	ck_assert_int_eq(o2lt_msg_lock(b, sizeof(b), 1, "a", 1, 3, 0), -EINVAL);
 	ck_assert_int_eq(o2lt_msg_lock(b, sizeof(b), 1, "a", 1, -1, 0), -EINVAL);
 	ck_assert_int_eq(o2lt_msg_lock(b, sizeof(b), 1, "a", 1, O2LT_UNLOCK, 0), -EINVAL);
-	ck_assert_int_eq(o2lt_msg_lock(b, sizeof(b), 1, "a", 1, O2LT_PR, 0x8), -EINVAL);
+	ck_assert_int_eq(o2lt_msg_lock(b, sizeof(b), 1, "a", 1, O2LT_PR, 0x10), -EINVAL);
 	ck_assert_int_eq(o2lt_msg_down(b, sizeof(b), 1, name, O2LT_NAME_MAX + 1, O2LT_NL, NULL), -EINVAL);
 	ck_assert_int_eq(o2lt_msg_down(b, sizeof(b), 1, "a", 1, O2LT_EX, NULL), -EINVAL);
 	ck_assert_int_eq(o2lt_msg_down(b, sizeof(b), 1, "a", 1, 3, NULL), -EINVAL);
@@ -2729,6 +2764,7 @@ static Suite *locktab_suite(void)
 	tcase_add_test(tc, test_fifo);
 	tcase_add_test(tc, test_conversions);
 	tcase_add_test(tc, test_noqueue);
+	tcase_add_test(tc, test_new);
 	tcase_add_test(tc, test_cancel);
 	tcase_add_test(tc, test_lvb);
 	tcase_add_test(tc, test_down_errors);

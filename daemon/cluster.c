@@ -1048,18 +1048,32 @@ int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cl
 	return hold_res(c, open_res(c, blkno, gen), 0, O2LT_PR, false, 0, h);
 }
 
-void cluster_prefetch_open(struct cluster *c, uint64_t blkno, uint32_t gen, bool write)
+/* Take r as new in mode and leave it cached: whether it is held now. */
+static bool made_res(struct o2lc_res *r, int mode, unsigned flags)
 {
-	struct o2lc_res *o = open_res(c, blkno, gen), *m = inode_res(c, blkno, gen);
+	int rc;
 
-	if (o) {
-		o2lc_prefetch(o, O2LT_PR, 0);
-		o2lc_res_put(o);
-	}
-	if (m) {
-		o2lc_prefetch(m, write ? O2LT_EX : O2LT_PR, write ? O2LC_NOPR : 0);
-		o2lc_res_put(m);
-	}
+	if (!r)
+		return false;
+	rc = o2lc_lock_new(r, mode, flags | O2LC_TRY);
+	if (rc == O2LC_REFRESH)
+		o2lc_refresh_done(r, false); /* known before: the next user refreshes */
+	if (rc >= 0)
+		o2lc_unlock(r, mode);
+	o2lc_res_put(r);
+	return rc == 0;
+}
+
+bool cluster_made(struct cluster *c, uint64_t blkno, uint32_t gen, bool file)
+{
+	if (file)
+		made_res(open_res(c, blkno, gen), O2LT_PR, 0);
+	return made_res(inode_res(c, blkno, gen), O2LT_EX, file ? O2LC_NOPR : 0);
+}
+
+int cluster_settle(struct cluster *c)
+{
+	return c->lc && o2lc_settle(c->lc) < 0 ? -EIO : 0;
 }
 
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)

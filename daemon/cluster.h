@@ -213,12 +213,23 @@ bool cluster_sys_held(uint64_t blkno, bool ex);
 int cluster_open_hold(struct cluster *c, uint64_t blkno, uint32_t gen, struct cluster_hold *h);
 int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen);
 /*
- * An inode this node is about to open (just made): ask for its open lock
- * (PR) and its inode lock (EX if write, as a writer takes it; else PR) at
- * once, without waiting, so that the opens that follow wait for one round
- * of messages rather than one per lock (o2lc_prefetch).  Any thread.
+ * Inode blkno (generation gen) was just made here, and no other node can
+ * know of it until this node writes it home: its inode lock is taken as
+ * new (o2lc_lock_new: held at once, no message waited for; EX, lowered to
+ * NL rather than PR if file, which may be opened for writing) and, if
+ * file, its open lock too (PR), and both left cached for the operations
+ * that follow.  Never waits (a name the cache knows already is only
+ * asked for), so it may run under the volume mutex.  Returns whether the
+ * inode lock is held now.
  */
-void cluster_prefetch_open(struct cluster *c, uint64_t blkno, uint32_t gen, bool write);
+bool cluster_made(struct cluster *c, uint64_t blkno, uint32_t gen, bool file);
+/*
+ * Before this node writes home what it logged (where other nodes may read
+ * it): wait until every lock taken as new has its place in the lock
+ * service's order (o2lc_settle).  It waits for the service, never for
+ * another node.  0, or -EIO once the cluster is gone.
+ */
+int cluster_settle(struct cluster *c);
 
 /*
  * Of the n orphans blknos (generations gens), the ones worth taking locks

@@ -1075,8 +1075,14 @@ static int make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		RETRY_LOCKED(v, &hd, r, o2_create(v->fs, dir, name, strlen(name), &ni, &blk));
 	if (r == 0)
 		r = make_entry(v, blk, e);
-	/* the new inode's lock is not held: its attributes are not cached */
-	if (r == 0 && v->cluster)
+	/*
+	 * Nobody else can know of the new inode yet: its locks are taken
+	 * as new, no message waited for, and the kernel may keep its
+	 * attributes (it forgets them when the lock goes).  A name the lock
+	 * cache knew already is only asked for: not cached then.
+	 */
+	if (r == 0 && v->cluster &&
+	    !cluster_made(v->cluster, blk, (uint32_t)e->generation, S_ISREG(mode)))
 		e->attr_timeout = 0;
 	unlock(v);
 	release(&hd);
@@ -1416,23 +1422,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fuse_entry_param e;
 	struct cluster_hold *open = NULL;
 	int r = make_node(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e);
-	bool made = r == 0;
 
 	if (r == -EEXIST && v->cluster && !(fi->flags & O_EXCL))
 		r = open_made_elsewhere(req, parent, name, fi, &e);
-	else if (r == 0 && v->cluster)
-		/* a new inode: nobody else waits for its locks, ask for both at once */
-		cluster_prefetch_open(v->cluster, to_blk(v, e.ino), (uint32_t)e.generation,
-				      (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC));
 	if (r == 0) {
 		r = hold_open(v, to_blk(v, e.ino), fi, &open);
-		/*
-		 * Its inode lock is cached now: the kernel may keep the new
-		 * inode's attributes, which nobody else could have changed
-		 * since make_node read them (it forgets them when the lock goes).
-		 */
-		if (r == 0 && made && v->cluster)
-			e.attr_timeout = v->opts.attr_timeout;
 		if (r == 0) {
 			r = open_writer(v, to_blk(v, e.ino), fi);
 			if (r < 0) {

@@ -448,6 +448,14 @@ static int fs_open_elsewhere(void *arg, uint64_t blkno, uint32_t gen)
 
 /* fscore asks whether the operation under way holds a system file's lock
  * (under the volume mutex: answered from what this thread's operation holds). */
+/* fscore's before_home: the locks of inodes made here are known everywhere first. */
+static int fs_before_home(void *arg)
+{
+	struct volume *v = arg;
+
+	return cluster_settle(v->cluster);
+}
+
 static bool fs_lock_held(void *arg, uint64_t blkno, bool ex)
 {
 	(void)arg;
@@ -505,6 +513,7 @@ static bool open_fs(struct volume *v, const struct volume_watch *watch, GError *
 		oo.flags |= O2_OPEN_SHARED;
 		oo.open_elsewhere = fs_open_elsewhere;
 		oo.lock_held = fs_lock_held;
+		oo.before_home = fs_before_home;
 		oo.cluster_arg = v;
 	}
 	if (watch) {

@@ -819,6 +819,12 @@ static int checkpoint_committed(struct o2_fs *fs)
 		return r;
 	if (!j->ncheckpoint && !j->tail && !j->sb_dirty)
 		return 0;
+	if (j->ncheckpoint && fs->opts.before_home) {
+		r = fs->opts.before_home(fs->opts.cluster_arg);
+		if (r < 0)
+			return o2_fail(fs, r, "checkpointing the journal: the cluster did not settle "
+				       "the new inodes' locks");
+	}
 	if (j->ncheckpoint) {
 		v = o2_malloc(j->ncheckpoint * sizeof(*v));
 		if (!v)

@@ -121,6 +121,16 @@ struct o2_open_opts {
 	 */
 	bool (*lock_held)(void *arg, uint64_t blkno, bool ex);
 	/*
+	 * Cluster mounts: called before a checkpoint writes logged blocks
+	 * home, where other nodes may read them without a lock of ours (an
+	 * inode's generation, to name its lock): the daemon returns once
+	 * every lock it took on something new is known to the lock service
+	 * before anything another node might ask.  It must not wait for
+	 * other nodes.  0, or -errno: the checkpoint fails, nothing written.
+	 * NULL: none.
+	 */
+	int (*before_home)(void *arg);
+	/*
 	 * Read-write: how the replay of a journal a crash left goes, for the
 	 * open only (never called after it returns).  Called with done 0 before
 	 * the log is read, then with total (the blocks committed transactions

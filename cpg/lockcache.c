@@ -37,6 +37,8 @@
 #define NONE (-1)
 /* ask()'s flag for o2lc_lock_new's request (beside o2lc_lock's) */
 #define LC_NEW 0x10000u
+/* locks held as new that may wait unannounced (then all are asked for) */
+#define UNANNOUNCED_MAX 1024u
 #define RETRY_US (G_USEC_PER_SEC)
 
 struct o2lc {
@@ -46,7 +48,8 @@ struct o2lc {
 	GMutex mu;
 	GCond cond;
 	unsigned waiters; /* local users waiting on cond: none, no wake-up to pay */
-	unsigned unsettled; /* o2lc_lock_new requests not yet in the service's order */
+	unsigned unsettled; /* o2lc_lock_new locks not yet in the service's order */
+	GQueue unannounced; /* of those, the ones not even asked for yet (r) */
 	GHashTable *res; /* GBytes name -> struct o2lc_res */
 	bool lost;
 	struct o2lc_stats stats;
@@ -87,6 +90,8 @@ struct o2lc_res {
 	unsigned admitted;  /* local users taken while it ran */
 	bool no_pr;	    /* O2LC_NOPR: lower EX to NL, never PR */
 	bool made_here;	    /* held as new (o2lc_lock_new) before the service placed the request */
+	bool unannounced;   /* and not asked for yet (on c->unannounced, through ann_link) */
+	GList *ann_link;
 	bool dc_queued, dc_running;
 	gint64 dc_retry_at; /* after a failed callback: when to try again, or 0 */
 	uint8_t lvb[O2LC_LVB_LEN];
@@ -155,7 +160,7 @@ static void res_on_service_side(struct o2lc_res *r, GSourceFunc fn, gpointer p)
 /* Whether r has anything in flight; under c->mu. */
 static bool res_busy(const struct o2lc_res *r)
 {
-	return r->inval_running || r->refreshing || r->pending != NONE || r->finishing || r->dc_queued || r->dc_running ||
+	return r->unannounced || r->inval_running || r->refreshing || r->pending != NONE || r->finishing || r->dc_queued || r->dc_running ||
 	       r->down_to != NONE || r->dc_retry_at || r->sends;
 }
 
@@ -747,6 +752,7 @@ static void res_free(gpointer p)
 	struct o2lc_res *r = p;
 	g_bytes_unref(r->key);
 	g_list_free_1(r->lru_link);
+	g_list_free_1(r->ann_link);
 	g_free(r);
 }
 
@@ -807,6 +813,30 @@ static bool all_dropped(struct o2lc *c)
 	return true;
 }
 
+/*
+ * Locks held as new that the service never heard of, and that no local
+ * user holds: let go without a message (drop_all: this node leaves, and
+ * what they guard was written home after a settle, or never will be).
+ */
+static void forget_unannounced(struct o2lc *c)
+{
+	GList *l = c->unannounced.head;
+
+	while (l) {
+		GList *next = l->next;
+		struct o2lc_res *r = l->data;
+
+		if (!r->holders[O2LT_PR] && !r->holders[O2LT_EX]) {
+			g_queue_unlink(&c->unannounced, r->ann_link);
+			r->unannounced = false;
+			r->made_here = false;
+			c->unsettled--;
+			r->granted = NONE;
+		}
+		l = next;
+	}
+}
+
 int o2lc_drop_all(struct o2lc *c, GMainContext *ctx, unsigned timeout_ms)
 {
 	gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
@@ -817,6 +847,7 @@ int o2lc_drop_all(struct o2lc *c, GMainContext *ctx, unsigned timeout_ms)
 	for (;;) {
 		g_mutex_lock(&c->mu);
 		err = c->lost ? -ENOTCONN : 0;
+		forget_unannounced(c);
 		bool busy = false;
 		g_hash_table_iter_init(&it, c->res);
 		while (!err && g_hash_table_iter_next(&it, &k, &v)) {
@@ -926,6 +957,8 @@ struct o2lc_res *o2lc_res_get(struct o2lc *c, const void *name, size_t namelen,
 		r->granted = r->pending = r->down_to = r->blocked = NONE;
 		r->lru_link = g_list_alloc();
 		r->lru_link->data = r;
+		r->ann_link = g_list_alloc();
+		r->ann_link->data = r;
 		g_hash_table_insert(c->res, r->key, r);
 	}
 	r->refs++;
@@ -1002,6 +1035,13 @@ static bool may_ask(const struct o2lc_res *r)
 static unsigned ask(struct o2lc_res *r, int mode, unsigned flags)
 {
 	struct send *s = g_new(struct send, 1);
+
+	if (r->unannounced) {
+		/* held as new, unknown to the service: this request makes it known */
+		g_queue_unlink(&r->c->unannounced, r->ann_link);
+		r->unannounced = false;
+		flags |= LC_NEW;
+	}
 	s->r = r;
 	s->mode = mode;
 	s->flags = flags & O2LC_NOQUEUE ? O2LT_F_NOQUEUE : 0;
@@ -1129,6 +1169,17 @@ int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)
 	return rc;
 }
 
+/* Ask for every lock held as new and not asked for yet; under c->mu. */
+static void announce_all(struct o2lc *c)
+{
+	while (c->unannounced.head) {
+		struct o2lc_res *r = c->unannounced.head->data;
+
+		/* nobody waits for the answer (a prefetch's) */
+		r->prefetch_seq = ask(r, r->granted, 0);
+	}
+}
+
 int o2lc_lock_new(struct o2lc_res *r, int mode, unsigned flags)
 {
 	struct o2lc *c = r->c;
@@ -1144,17 +1195,22 @@ int o2lc_lock_new(struct o2lc_res *r, int mode, unsigned flags)
 	}
 	if ((flags & O2LC_NOPR) && mode == O2LT_EX)
 		r->no_pr = true;
-	/* nobody waits for the answer, and nothing is to refresh */
-	r->prefetch_seq = ask(r, mode, (flags & ~(O2LC_NOQUEUE | O2LC_TELL | O2LC_TRY)) | LC_NEW);
+	/* nothing to refresh; asked for later, when this node settles */
 	r->granted = mode;
 	r->made_here = true;
+	r->unannounced = true;
+	g_queue_push_tail_link(&c->unannounced, r->ann_link);
 	c->unsettled++;
+	if (c->unannounced.length >= UNANNOUNCED_MAX)
+		announce_all(c);
 	return take_holder(r, mode);
 }
 
 int o2lc_settle(struct o2lc *c)
 {
 	g_mutex_lock(&c->mu);
+	if (!c->lost)
+		announce_all(c);
 	while (c->unsettled && !c->lost) {
 		c->waiters++;
 		g_cond_wait(&c->cond, &c->mu);

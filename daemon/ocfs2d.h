@@ -239,6 +239,18 @@ void session_request_stats(struct volume *v,
 			   void *arg);
 
 /*
+ * wcache.c: a write-back cache in front of a clustered volume's O_DIRECT
+ * device.  wcache_new wraps inner (the new device owns it) and keeps up to
+ * limit bytes of writes in memory; a flush, or passing the bound, sends
+ * them on.  wcache_write_out sends them without a flush (another node is
+ * to read them); 0 or -errno, and 0 for a device of another kind.
+ * wcache_stats: bytes cached now, bytes sent on so far.
+ */
+int wcache_new(struct o2_blockdev *inner, size_t limit, struct o2_blockdev **ret);
+int wcache_write_out(struct o2_blockdev *dev);
+void wcache_stats(struct o2_blockdev *dev, uint64_t *cached, uint64_t *sent);
+
+/*
  * fuseops.c: the FUSE low-level operations.  fuseops_table fills ret with
  * the table for v (without the xattr operations under noxattr).
  */

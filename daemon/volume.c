@@ -159,6 +159,9 @@ static int fs_writeback(void *arg)
 	g_mutex_lock(&v->lock);
 	if (v->fs && !v->opts.ro)
 		r = volume_note_locked(v, "writing back for another node", o2_fs_writeback(v->fs));
+	/* file data a commit did not flush (an overwrite in place) goes too */
+	if (r == 0 && v->fs && !v->opts.ro)
+		r = volume_note_locked(v, "writing back for another node", wcache_write_out(v->dev));
 	g_mutex_unlock(&v->lock);
 	return r;
 }
@@ -259,11 +262,16 @@ static void fs_waiting(void *arg)
 static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh,
 						       fs_invalidate, fs_waiting };
 
+/* Writes a clustered volume keeps in memory at most (wcache.c) */
+#define WCACHE_LIMIT (64u << 20)
+
 /*
  * A clustered volume: join its cluster and, under the super lock, claim a
  * slot (cluster.h).  The device is opened again with O_DIRECT: no page
- * cache may hide another node's writes (devflags has O2_DEV_DIRECT).  On
- * success the super lock is held until cluster_mount_done.
+ * cache may hide another node's writes (devflags has O2_DEV_DIRECT), and
+ * a read-write mount keeps its writes in the daemon until a flush or a
+ * lock leaving sends them (wcache.c).  On success the super lock is held
+ * until cluster_mount_done.
  */
 static bool join_cluster(struct volume *v, unsigned devflags, const struct o2_super_info *si,
 			 GError **err)
@@ -275,6 +283,17 @@ static bool join_cluster(struct volume *v, unsigned devflags, const struct o2_su
 	v->dev = NULL;
 	if (!open_dev(v, devflags, err))
 		return false;
+	if (!v->opts.ro) {
+		struct o2_blockdev *wc;
+		int r = wcache_new(v->dev, WCACHE_LIMIT, &wc);
+
+		if (r < 0) {
+			g_set_error(err, G_IO_ERROR, g_io_error_from_errno(-r), "%s: %s", v->device,
+				    g_strerror(-r));
+			return false;
+		}
+		v->dev = wc;
+	}
 	v->cluster = cluster_join(v->device, si, err);
 	if (!v->cluster)
 		return false;

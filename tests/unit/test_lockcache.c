@@ -1304,6 +1304,8 @@ START_TEST(test_lock_new)
 	ck_assert_int_eq(o2lc_lock_new(r, O2LT_EX, 0), 0);
 	ck_assert_int_eq(o2lc_res_mode(r), O2LT_EX);
 	mem[0].cached++;
+	g_usleep(20000);
+	ck_assert_uint_eq(stats(0).requests, 0); /* asked for only when settling */
 	ck_assert_int_eq(o2lc_settle(mem[0].c), 0);
 	ck_assert_uint_eq(stats(0).requests, 1);
 	ck_assert_uint_eq(stats(0).waits, 0);
@@ -1329,6 +1331,16 @@ START_TEST(test_lock_new)
 	ck_assert_int_eq(o2lc_lock(r2, O2LT_EX, 0), 0); /* granted in the end, no refresh */
 	o2lc_unlock(r2, O2LT_EX);
 	ck_assert_int_eq(o2lc_lock_new(r, 7, 0), -EINVAL);
+
+	/* a lock held as new and wanted higher is asked for at once */
+	struct o2lc_res *o = o2lc_res_get(mem[1].c, "other", 5, NULL, NULL);
+
+	ck_assert_int_eq(o2lc_lock_new(o, O2LT_PR, 0), 0);
+	ck_assert_int_eq(o2lc_lock(o, O2LT_EX, 0), 0);
+	ck_assert_int_eq(o2lc_settle(mem[1].c), 0);
+	o2lc_unlock(o, O2LT_EX);
+	o2lc_unlock(o, O2LT_PR);
+	o2lc_res_put(o);
 }
 END_TEST
 

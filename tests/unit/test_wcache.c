@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: GPL-2.0-or-later
+/*
+ * The write-back cache in front of a clustered volume's device
+ * (daemon/wcache.c), alone, over a memory device.
+ *
+ * A model of what was written says what every read must return; the
+ * memory device behind says what reached the disk: nothing a flush or the
+ * bound did not send, everything once one did.  Writes are random in
+ * place and length (whole sectors, pages in part, the device's last page,
+ * which is short), with reads of random ranges between them.
+ */
+#include <check.h>
+#include <glib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ocfs2d.h"
+
+#define SIZE ((1u << 20) + 1536u) /* the last page is 1536 bytes */
+#define SECTOR 512u
+
+static uint8_t model[SIZE];
+/* the cache, over a device that counts (and fails on demand), over memory */
+static struct o2_blockdev *mem, *fault, *dev;
+
+static void open_cache(size_t limit)
+{
+	ck_assert_int_eq(o2_blockdev_new_memory(SIZE, &mem), 0);
+	ck_assert_int_eq(o2_faultdev_new(mem, &fault), 0);
+	memset(model, 0, sizeof(model));
+	ck_assert_int_eq(wcache_new(fault, limit, &dev), 0);
+}
+
+static void close_cache(void)
+{
+	o2_blockdev_free(dev); /* and fault with it, which borrows mem */
+	o2_blockdev_free(mem);
+}
+
+/* Flushes that reached the disk. */
+static uint64_t disk_flushes(void)
+{
+	struct o2_fault_counts n;
+
+	o2_faultdev_counts(fault, &n);
+	return n.flushes;
+}
+
+static uint8_t *disk(void)
+{
+	return o2_blockdev_memory_data(mem);
+}
+
+/* A random range of whole sectors: [*off, *off + *len). */
+static void some_range(GRand *rnd, size_t max, uint64_t *off, size_t *len)
+{
+	uint64_t nsec = SIZE / SECTOR;
+	uint64_t s = (uint64_t)g_rand_int_range(rnd, 0, (gint32)nsec);
+	uint64_t n = 1 + (uint64_t)g_rand_int_range(rnd, 0, (gint32)(max / SECTOR));
+
+	if (s + n > nsec)
+		n = nsec - s;
+	*off = s * SECTOR;
+	*len = (size_t)(n * SECTOR);
+}
+
+static void write_some(GRand *rnd, size_t max)
+{
+	static uint8_t buf[64 << 10];
+	uint64_t off;
+	size_t len;
+
+	some_range(rnd, max, &off, &len);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (uint8_t)g_rand_int(rnd);
+	ck_assert_int_eq(o2_blockdev_write(dev, buf, len, off), 0);
+	memcpy(model + off, buf, len);
+}
+
+static void read_some(GRand *rnd)
+{
+	static uint8_t buf[64 << 10];
+	uint64_t off;
+	size_t len;
+
+	some_range(rnd, sizeof(buf), &off, &len);
+	ck_assert_int_eq(o2_blockdev_read(dev, buf, len, off), 0);
+	ck_assert_msg(memcmp(buf, model + off, len) == 0, "read of %zu bytes at %llu differs", len,
+		      (unsigned long long)off);
+}
+
+/* Writes stay in the cache, reads see them, a flush sends them all. */
+START_TEST(test_cached_until_flush)
+{
+	GRand *rnd = g_rand_new_with_seed(1);
+	uint64_t cached, sent;
+
+	open_cache(64u << 20);
+	for (int i = 0; i < 2000; i++) {
+		write_some(rnd, 16 << 10);
+		read_some(rnd);
+	}
+	/* the device's last page, short, written in part */
+	uint8_t tail[SECTOR];
+
+	memset(tail, 0xab, sizeof(tail));
+	ck_assert_int_eq(o2_blockdev_write(dev, tail, SECTOR, SIZE - SECTOR), 0);
+	memcpy(model + SIZE - SECTOR, tail, SECTOR);
+	for (size_t i = 0; i < SIZE; i++)
+		ck_assert_msg(disk()[i] == 0, "byte %zu reached the disk before a flush", i);
+	wcache_stats(dev, &cached, &sent);
+	ck_assert_uint_gt(cached, 0);
+	ck_assert_uint_eq(sent, 0);
+	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	ck_assert_uint_eq(o2_blockdev_flushes(dev), 1);
+	ck_assert_uint_eq(disk_flushes(), 1);
+	ck_assert(memcmp(disk(), model, SIZE) == 0);
+	wcache_stats(dev, &cached, &sent);
+	ck_assert_uint_eq(cached, 0);
+	ck_assert_uint_gt(sent, 0);
+	for (int i = 0; i < 200; i++)
+		read_some(rnd);
+	/* written out without a flush: on the disk, no flush counted */
+	write_some(rnd, 16 << 10);
+	ck_assert_int_eq(wcache_write_out(dev), 0);
+	ck_assert(memcmp(disk(), model, SIZE) == 0);
+	ck_assert_uint_eq(disk_flushes(), 1);
+	close_cache();
+	g_rand_free(rnd);
+}
+END_TEST
+
+/* Past the bound, writes go on to the disk; reads still see the model. */
+START_TEST(test_bound)
+{
+	GRand *rnd = g_rand_new_with_seed(2);
+	uint64_t cached, sent;
+
+	open_cache(64u << 10);
+	for (int i = 0; i < 3000; i++) {
+		write_some(rnd, 32 << 10);
+		read_some(rnd);
+		wcache_stats(dev, &cached, &sent);
+		ck_assert_uint_le(cached, (64u << 10) + (32u << 10) + 4096);
+	}
+	ck_assert_uint_gt(sent, 0);
+	ck_assert_uint_eq(disk_flushes(), 0);
+	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	ck_assert(memcmp(disk(), model, SIZE) == 0);
+	close_cache();
+	g_rand_free(rnd);
+}
+END_TEST
+
+static volatile gint stop;
+
+static gpointer flusher(gpointer p)
+{
+	while (!g_atomic_int_get(&stop))
+		ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	return NULL;
+}
+
+/* fsync flushes without the volume's lock: reads and writes go on meanwhile. */
+START_TEST(test_flush_beside_writes)
+{
+	GRand *rnd = g_rand_new_with_seed(3);
+
+	open_cache(64u << 20);
+	stop = 0;
+	GThread *th = g_thread_new("flusher", flusher, NULL);
+
+	for (int i = 0; i < 5000; i++) {
+		write_some(rnd, 8 << 10);
+		read_some(rnd);
+	}
+	g_atomic_int_set(&stop, 1);
+	g_thread_join(th);
+	ck_assert_uint_gt(disk_flushes(), 0);
+	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	ck_assert(memcmp(disk(), model, SIZE) == 0);
+	close_cache();
+	g_rand_free(rnd);
+}
+END_TEST
+
+/* A write the disk refuses: the flush fails, and nothing cached is lost. */
+START_TEST(test_failed_send_kept)
+{
+	GRand *rnd = g_rand_new_with_seed(4);
+	struct o2_fault_plan plan = { .fail_write = 1 };
+
+	open_cache(64u << 20);
+	for (int i = 0; i < 100; i++)
+		write_some(rnd, 16 << 10);
+	o2_faultdev_set_plan(fault, &plan);
+	ck_assert_int_eq(o2_blockdev_flush(dev), -EIO);
+	for (int i = 0; i < 100; i++)
+		read_some(rnd);
+	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	ck_assert(memcmp(disk(), model, SIZE) == 0);
+	close_cache();
+	g_rand_free(rnd);
+}
+END_TEST
+
+static Suite *wcache_suite(void)
+{
+	Suite *s = suite_create("wcache");
+	TCase *tc = tcase_create("cache");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_cached_until_flush);
+	tcase_add_test(tc, test_bound);
+	tcase_add_test(tc, test_flush_beside_writes);
+	tcase_add_test(tc, test_failed_send_kept);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(wcache_suite());
+
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -826,6 +826,32 @@ int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode
 	return hold_res(c, inode_res(c, blkno, gen), blkno, mode, false, 0, h);
 }
 
+int cluster_lock_inode_cached(struct cluster *c, uint64_t blkno, uint32_t gen,
+			      struct cluster_hold *h)
+{
+	struct o2lc_res *r = inode_res(c, blkno, gen);
+	int rc;
+
+	if (!r)
+		return -EINVAL;
+	/* a try that asks nothing: held already, or not at all */
+	rc = o2lc_lock(r, O2LT_PR, O2LC_TRY | O2LC_NOQUEUE);
+	if (rc == O2LC_REFRESH) {
+		/* regained, not refreshed: not for this caller (it holds the volume mutex) */
+		o2lc_refresh_done(r, false);
+		o2lc_unlock(r, O2LT_PR);
+		rc = -EWOULDBLOCK;
+	}
+	if (rc < 0) {
+		o2lc_res_put(r);
+		return rc;
+	}
+	h->res = r;
+	h->mode = O2LT_PR;
+	h->drop = false;
+	return 0;
+}
+
 int cluster_lock_inode_flags(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
 			     unsigned flags, struct cluster_hold *h)
 {

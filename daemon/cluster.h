@@ -144,6 +144,13 @@ int cluster_lock_inode(struct cluster *c, uint64_t blkno, uint32_t gen, int mode
 #define CLUSTER_WRITER 0x2u
 int cluster_lock_inode_flags(struct cluster *c, uint64_t blkno, uint32_t gen, int mode,
 			     unsigned flags, struct cluster_hold *h);
+/*
+ * The M lock of inode blkno PR into h only if this node holds it already
+ * (cached, refreshed, nobody waiting for it): no message, no wait, so it
+ * may be taken under the volume mutex.  0, or -EWOULDBLOCK / -EAGAIN.
+ */
+int cluster_lock_inode_cached(struct cluster *c, uint64_t blkno, uint32_t gen,
+			      struct cluster_hold *h);
 /* Let go of what h holds (nothing if it holds nothing). */
 void cluster_unlock(struct cluster_hold *h);
 /*

@@ -656,11 +656,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = OCFS2D_MAX_WRITE;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
-	/* readdirplus hands out attributes under the directory's lock alone */
-	if (!v->cluster)
-		conn->want |= conn->capable & FUSE_CAP_READDIRPLUS;
-	else
-		conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS;
+	/* readdirplus: attributes where their locks are held (do_readdir) */
+	conn->want |= conn->capable & FUSE_CAP_READDIRPLUS;
 	conn->want |= conn->capable & FUSE_CAP_ASYNC_READ;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
 	/*
@@ -1968,6 +1965,22 @@ static bool is_dot(const char *name)
 	return !strcmp(name, ".") || !strcmp(name, "..");
 }
 
+/*
+ * Clustered, under the volume mutex: whether readdirplus may give inode
+ * blk's attributes - this node holds its lock already (no message, no
+ * wait; taken into h while they are read), so what it reads of the inode
+ * is current, and the kernel forgets the attributes when the lock goes.  An inode the kernel does not know
+ * has no generation here to name the lock: the name alone then.
+ */
+static bool plus_held(struct volume *v, uint64_t blk, struct cluster_hold *h)
+{
+	const uint64_t *n = g_hash_table_lookup(v->nodes, &blk);
+
+	if (!v->cluster)
+		return true;
+	return n && cluster_lock_inode_cached(v->cluster, blk, (uint32_t)n[2], h) == 0;
+}
+
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		       struct fuse_file_info *fi, bool plus)
 {
@@ -1982,9 +1995,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	struct o2_inode *dir = NULL;
+	struct held hd = { .n = 0 };
+	bool locked = false;
 
-	if (plus) {
+	/* clustered: the names under the directory's lock, as a lookup reads them */
+	if (plus && v->cluster)
+		r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
+	if (plus && r == 0) {
 		lock(v);
+		locked = true;
 		r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
 	}
 	for (guint i = off < 0 ? 0 : (guint)off; r == 0 && i < s->ents->len; i++) {
@@ -2005,9 +2024,18 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				 * since, and its inode freed or even reused.  Entries
 				 * handed to the kernel must be what the name is now.
 				 */
+				struct cluster_hold ih = { 0 };
+
 				r = o2_dir_lookup(v->fs, dir, e->name, strlen(e->name), &de);
-				if (r == 0)
+				if (r == 0 && !plus_held(v, de.ino, &ih)) {
+					/* its lock is not held here: the name alone */
+					ep.attr.st_ino = (ino_t)volume_node_id(v, de.ino);
+					ep.attr.st_mode = dt_mode(de.type);
+					de.ino = 0;
+				} else if (r == 0) {
 					r = make_entry(v, de.ino, &ep);
+				}
+				cluster_unlock(&ih);
 				if (r == -ESTALE || r == -ENOENT) {
 					r = 0; /* gone since opendir */
 					continue;
@@ -2018,7 +2046,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			n = fuse_add_direntry_plus(req, buf + used, size - used, e->name, &ep,
 						   (off_t)i + 1);
 			if (n > size - used) {
-				if (!is_dot(e->name))
+				if (!is_dot(e->name) && de.ino)
 					node_unref(v, de.ino, 1); /* not sent after all */
 				break;
 			}
@@ -2034,8 +2062,9 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	if (dir)
 		o2_inode_unref(dir);
-	if (plus)
+	if (locked)
 		unlock(v);
+	release(&hd);
 	if (r < 0 && used == 0)
 		fuse_reply_err(req, -note(v, "readdir", r));
 	else

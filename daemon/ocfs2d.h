@@ -244,10 +244,14 @@ void session_request_stats(struct volume *v,
  * limit bytes of writes in memory; a flush, or passing the bound, sends
  * them on.  wcache_write_out sends them without a flush (another node is
  * to read them); 0 or -errno, and 0 for a device of another kind.
- * wcache_stats: bytes cached now, bytes sent on so far.
+ * Clean copies of what was sent or read serve reads of file data
+ * (o2_blockdev_read_data) until wcache_drop_clean.  wcache_stats: bytes of
+ * pages holding writes not sent yet, bytes sent on so far.
  */
 int wcache_new(struct o2_blockdev *inner, size_t limit, struct o2_blockdev **ret);
 int wcache_write_out(struct o2_blockdev *dev);
+/* Forget every clean copy (a lock went to NL: another node may write now). */
+void wcache_drop_clean(struct o2_blockdev *dev);
 void wcache_stats(struct o2_blockdev *dev, uint64_t *cached, uint64_t *sent);
 
 /*

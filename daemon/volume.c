@@ -203,6 +203,8 @@ static void fs_lost(void *arg, uint64_t blkno)
 	g_mutex_lock(&v->lock);
 	if (v->fs)
 		o2_fs_drop_cached(v->fs, 0);
+	if (v->dev)
+		wcache_drop_clean(v->dev);
 	if (blkno && v->se && !v->kernel_gone) {
 		const uint64_t *n = g_hash_table_lookup(v->nodes, &blkno);
 

@@ -13,6 +13,17 @@
  * (wcache_write_out: a lock leaving this node, so that the next node reads
  * what this one wrote).  Reads see the cached writes.
  *
+ * What was sent stays as a clean copy (and so does file data read from
+ * the disk), up to a bound of its own, for reads of file data alone
+ * (o2_blockdev_read_data: the caller holds the lock covering them).  A
+ * copy is good while this node keeps every lock it had when it got it:
+ * another node writes a block only under a lock this node must first
+ * give up (its inode's, or the allocator's through which the block went
+ * to another use).  So every clean copy goes whenever a lock goes to NL
+ * (wcache_drop_clean, as fscore's own cache of clean blocks does), and a
+ * metadata read, which may be made without a lock (an inode's generation,
+ * to name its lock), never sees them.
+ *
  * Why it is safe: fscore is correct on any device whose writes may be
  * lost or reordered until a flush (the crash suite's model of a disk);
  * this is one.  Ordered data before a journal commit comes free: the
@@ -20,6 +31,11 @@
  * It dies with the daemon, as a crashed node's page cache does: what a
  * SIGKILLed daemon had not flushed never reaches the disk, not even after
  * another node has recovered the slot.
+ *
+ * Pages are kept by sector (a bit each of what is known and what is to
+ * send): a page may hold blocks of several owners (blocks smaller than a
+ * page), and only the sectors this node wrote may ever be sent, never a
+ * neighbour's read along with them.
  *
  * Threads: fscore calls read and write under the volume mutex, and may
  * flush without it (fsync): one mutex of the device's own guards the pages,
@@ -38,17 +54,23 @@
 struct wcache {
 	struct o2_blockdev dev; /* first: what fscore is given */
 	struct o2_blockdev *inner;
+	unsigned ss, spp;  /* sector size, sectors a page */
 	GMutex mu;
 	GHashTable *pages; /* page index (uint64_t *) -> struct page */
-	size_t bytes, limit;
-	uint8_t *stage;	   /* SEND_MAX bytes, aligned for O_DIRECT */
-	uint64_t sent;	   /* bytes sent on to the device so far */
+	GPtrArray *dirty;  /* pages with sectors to send, in no order */
+	GQueue clean;	   /* the other pages, oldest first */
+	size_t bytes, limit; /* bytes of the dirty pages, and their bound */
+	size_t clean_bytes, clean_limit;
+	uint8_t *stage; /* SEND_MAX bytes, aligned for O_DIRECT */
+	uint64_t sent;	/* bytes sent on to the device so far */
 };
 
 struct page {
 	uint64_t idx;
-	uint32_t len; /* PAGE, or less for the last page of the device */
-	uint8_t *data; /* aligned for O_DIRECT */
+	uint32_t valid; /* sectors whose bytes are known (written or read) */
+	uint32_t dirty; /* sectors written and not sent yet (within valid) */
+	GList link;	/* on clean, when nothing is dirty */
+	uint8_t *data;	/* aligned for O_DIRECT */
 };
 
 static void page_free(gpointer p)
@@ -64,14 +86,85 @@ static struct wcache *wc_of(struct o2_blockdev *dev)
 	return (struct wcache *)dev;
 }
 
-/* Whether any page of [off, off + len) is cached; under mu. */
-static bool cached_in(struct wcache *w, uint64_t off, size_t len)
+/* The sectors of page idx that [off, off + len) covers, as a mask. */
+static uint32_t mask_of(struct wcache *w, uint64_t idx, uint64_t off, size_t len)
 {
-	if (!g_hash_table_size(w->pages))
+	uint64_t ps = idx * PAGE, s = MAX(ps, off), e = MIN(ps + PAGE, off + len);
+	unsigned a = (unsigned)((s - ps) / w->ss), b = (unsigned)((e - ps) / w->ss);
+
+	return (uint32_t)(((1ull << b) - 1) & ~((1ull << a) - 1));
+}
+
+static void clean_remove(struct wcache *w, struct page *pg)
+{
+	g_queue_unlink(&w->clean, &pg->link);
+	w->clean_bytes -= PAGE;
+}
+
+/* pg has nothing to send now: onto the clean queue, the oldest going past the bound. */
+static void make_clean(struct wcache *w, struct page *pg)
+{
+	g_queue_push_tail_link(&w->clean, &pg->link);
+	w->clean_bytes += PAGE;
+	while (w->clean_bytes > w->clean_limit && w->clean.head) {
+		struct page *old = w->clean.head->data;
+
+		clean_remove(w, old);
+		g_hash_table_remove(w->pages, &old->idx);
+	}
+}
+
+/* Page idx, made (knowing nothing) if absent; NULL: no memory.  Under mu. */
+static struct page *page_get(struct wcache *w, uint64_t idx, bool *made)
+{
+	struct page *pg = g_hash_table_lookup(w->pages, &idx);
+
+	*made = false;
+	if (pg)
+		return pg;
+	pg = g_new0(struct page, 1);
+	pg->idx = idx;
+	pg->link.data = pg;
+	if (posix_memalign((void **)&pg->data, PAGE, PAGE)) {
+		g_free(pg);
+		return NULL;
+	}
+	g_hash_table_insert(w->pages, &pg->idx, pg);
+	*made = true;
+	return pg;
+}
+
+/* Copy the dirty sectors of [off, off + len) over buf; whether there were any.  Under mu. */
+static bool overlay_dirty(struct wcache *w, uint8_t *buf, size_t len, uint64_t off)
+{
+	bool any = false;
+
+	if (!w->dirty->len)
 		return false;
-	for (uint64_t i = off / PAGE; i <= (off + len - 1) / PAGE; i++)
-		if (g_hash_table_contains(w->pages, &i))
+	for (uint64_t i = off / PAGE; i <= (off + len - 1) / PAGE; i++) {
+		struct page *pg = g_hash_table_lookup(w->pages, &i);
+		uint32_t m = pg ? pg->dirty & mask_of(w, i, off, len) : 0;
+
+		for (unsigned k = 0; m && k < w->spp; k++) {
+			if (!(m & (1u << k)))
+				continue;
+			memcpy(buf + (i * PAGE + k * w->ss - off), pg->data + k * w->ss, w->ss);
+			any = true;
+		}
+	}
+	return any;
+}
+
+static bool dirty_in(struct wcache *w, uint64_t off, size_t len)
+{
+	if (!w->dirty->len)
+		return false;
+	for (uint64_t i = off / PAGE; i <= (off + len - 1) / PAGE; i++) {
+		struct page *pg = g_hash_table_lookup(w->pages, &i);
+
+		if (pg && (pg->dirty & mask_of(w, i, off, len)))
 			return true;
+	}
 	return false;
 }
 
@@ -80,22 +173,67 @@ static int wc_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off)
 	struct wcache *w = wc_of(dev);
 	int r;
 
-	if (!len)
-		return 0;
 	g_mutex_lock(&w->mu);
-	if (!cached_in(w, off, len)) {
-		/* nothing of it cached, and nothing leaves the disk behind us */
+	if (!dirty_in(w, off, len)) {
+		/* nothing of it waits to be sent, and nothing leaves the disk behind us */
 		g_mutex_unlock(&w->mu);
 		return o2_blockdev_read(w->inner, buf, len, off);
 	}
 	r = o2_blockdev_read(w->inner, buf, len, off);
-	for (uint64_t i = off / PAGE; r == 0 && i <= (off + len - 1) / PAGE; i++) {
-		struct page *pg = g_hash_table_lookup(w->pages, &i);
+	if (r == 0)
+		overlay_dirty(w, buf, len, off);
+	g_mutex_unlock(&w->mu);
+	return r;
+}
 
-		if (pg) {
-			uint64_t ps = i * PAGE, s = MAX(ps, off), e = MIN(ps + pg->len, off + len);
+static int wc_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off)
+{
+	struct wcache *w = wc_of(dev);
+	uint64_t first = off / PAGE, last = (off + len - 1) / PAGE;
+	bool all = true, made;
+	int r;
+
+	g_mutex_lock(&w->mu);
+	for (uint64_t i = first; i <= last && all; i++) {
+		struct page *pg = g_hash_table_lookup(w->pages, &i);
+		uint32_t m = mask_of(w, i, off, len);
+
+		all = pg && (pg->valid & m) == m;
+	}
+	if (all) {
+		for (uint64_t i = first; i <= last; i++) {
+			struct page *pg = g_hash_table_lookup(w->pages, &i);
+			uint64_t ps = i * PAGE, s = MAX(ps, off), e = MIN(ps + PAGE, off + len);
 
 			memcpy((uint8_t *)buf + (s - off), pg->data + (s - ps), (size_t)(e - s));
+		}
+		g_mutex_unlock(&w->mu);
+		return 0;
+	}
+	r = o2_blockdev_read(w->inner, buf, len, off);
+	if (r == 0) {
+		overlay_dirty(w, buf, len, off);
+		/* what was read is known now: kept as a clean copy */
+		for (uint64_t i = first; i <= last; i++) {
+			uint32_t m = mask_of(w, i, off, len);
+			struct page *pg = page_get(w, i, &made);
+
+			if (!pg)
+				break;
+			m &= ~pg->valid;
+			if (m) {
+				uint64_t ps = i * PAGE;
+				int64_t shift = (int64_t)ps - (int64_t)off;
+
+				/* buf holds the page from ps on (part of it when shift < 0) */
+				for (unsigned k = 0; k < w->spp; k++)
+					if (m & (1u << k))
+						memcpy(pg->data + k * w->ss,
+						       (uint8_t *)buf + shift + (int64_t)k * w->ss, w->ss);
+				pg->valid |= m;
+			}
+			if (made)
+				make_clean(w, pg);
 		}
 	}
 	g_mutex_unlock(&w->mu);
@@ -109,82 +247,85 @@ static int cmp_page(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
+/* Write the run [start, start + len) staged so far; under mu. */
+static int send_run(struct wcache *w, uint64_t start, size_t len)
+{
+	int r = len ? o2_blockdev_write(w->inner, w->stage, len, start) : 0;
+
+	if (r == 0)
+		w->sent += len;
+	return r;
+}
+
 /*
- * Send every cached page to the device in block order, contiguous pages in
- * one write; under mu.  A page leaves the cache only once it is sent.
+ * Send every dirty sector to the device in order, contiguous ones in one
+ * write; under mu.  Pages become clean only once all of it is sent (a
+ * failure leaves them all to send again).
  */
 static int send_all(struct wcache *w)
 {
-	guint n = g_hash_table_size(w->pages);
-	struct page **v;
-	GHashTableIter it;
-	gpointer val;
-	guint i = 0, j;
+	struct page **v = (struct page **)w->dirty->pdata;
+	guint n = w->dirty->len;
+	uint64_t start = 0;
+	size_t len = 0;
 	int r = 0;
 
 	if (!n)
 		return 0;
-	v = g_new(struct page *, n);
-	g_hash_table_iter_init(&it, w->pages);
-	while (g_hash_table_iter_next(&it, NULL, &val))
-		v[i++] = val;
 	qsort(v, n, sizeof(*v), cmp_page);
-	for (i = 0; i < n && r == 0; i = j) {
-		size_t len = v[i]->len;
+	for (guint i = 0; i < n && r == 0; i++) {
+		for (unsigned k = 0; k < w->spp && r == 0; k++) {
+			uint64_t at = v[i]->idx * PAGE + (uint64_t)k * w->ss;
 
-		memcpy(w->stage, v[i]->data, v[i]->len);
-		for (j = i + 1; j < n && v[j - 1]->len == PAGE && v[j]->idx == v[j - 1]->idx + 1 &&
-				len + v[j]->len <= SEND_MAX;
-		     j++) {
-			memcpy(w->stage + len, v[j]->data, v[j]->len);
-			len += v[j]->len;
-		}
-		r = o2_blockdev_write(w->inner, w->stage, len, v[i]->idx * PAGE);
-		if (r < 0)
-			break;
-		w->sent += len;
-		for (guint k = i; k < j; k++) {
-			w->bytes -= v[k]->len;
-			g_hash_table_remove(w->pages, &v[k]->idx);
+			if (!(v[i]->dirty & (1u << k)))
+				continue;
+			if (len && (start + len != at || len + w->ss > SEND_MAX)) {
+				r = send_run(w, start, len);
+				len = 0;
+			}
+			if (!len)
+				start = at;
+			memcpy(w->stage + len, v[i]->data + k * w->ss, w->ss);
+			len += w->ss;
 		}
 	}
-	g_free(v);
-	return r;
+	if (r == 0)
+		r = send_run(w, start, len);
+	if (r < 0)
+		return r;
+	for (guint i = 0; i < n; i++) {
+		v[i]->dirty = 0;
+		w->bytes -= PAGE;
+		make_clean(w, v[i]);
+	}
+	g_ptr_array_set_size(w->dirty, 0);
+	return 0;
 }
 
 static int wc_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off)
 {
 	struct wcache *w = wc_of(dev);
+	bool made;
 	int r = 0;
 
-	if (!len)
-		return 0;
 	g_mutex_lock(&w->mu);
 	for (uint64_t i = off / PAGE; i <= (off + len - 1) / PAGE; i++) {
-		struct page *pg = g_hash_table_lookup(w->pages, &i);
-		uint64_t ps = i * PAGE, s = MAX(ps, off);
-		uint32_t plen = (uint32_t)MIN((uint64_t)PAGE, dev->size - ps);
-		uint64_t e = MIN(ps + plen, off + len);
+		struct page *pg = page_get(w, i, &made);
+		uint64_t ps = i * PAGE, s = MAX(ps, off), e = MIN(ps + PAGE, off + len);
 
 		if (!pg) {
-			pg = g_new0(struct page, 1);
-			pg->idx = i;
-			pg->len = plen;
-			if (posix_memalign((void **)&pg->data, PAGE, PAGE)) {
-				g_free(pg);
-				r = -ENOMEM;
-				break;
-			}
-			/* a page written in part: the rest as the disk has it */
-			if ((s > ps || e < ps + plen) &&
-			    (r = o2_blockdev_read(w->inner, pg->data, plen, ps)) < 0) {
-				page_free(pg);
-				break;
-			}
-			g_hash_table_insert(w->pages, &pg->idx, pg);
-			w->bytes += plen;
+			r = -ENOMEM;
+			break;
+		}
+		if (!pg->dirty) {
+			if (!made)
+				clean_remove(w, pg);
+			g_ptr_array_add(w->dirty, pg);
+			w->bytes += PAGE;
 		}
 		memcpy(pg->data + (s - ps), (const uint8_t *)buf + (s - off), (size_t)(e - s));
+		pg->valid |= mask_of(w, i, off, len);
+		pg->dirty |= mask_of(w, i, off, len);
 	}
 	/* past the bound: on to the device now (not durable until a flush) */
 	if (r == 0 && w->bytes > w->limit)
@@ -211,7 +352,8 @@ static void wc_destroy(struct o2_blockdev *dev)
 	/* what no flush sent is lost, as a crashed node's page cache is: the
 	   volume closed without one (an error), and its locks may be gone */
 	if (w->bytes)
-		g_warning("dropping %zu bytes of writes never flushed to the device", w->bytes);
+		g_warning("dropping writes to %zu pages never flushed to the device", w->bytes / PAGE);
+	g_ptr_array_free(w->dirty, TRUE);
 	g_hash_table_destroy(w->pages);
 	o2_blockdev_free(w->inner);
 	free(w->stage);
@@ -224,12 +366,16 @@ static const struct o2_blockdev_ops wc_ops = {
 	.write = wc_write,
 	.flush = wc_flush,
 	.destroy = wc_destroy,
+	.read_data = wc_read_data,
 };
 
 int wcache_new(struct o2_blockdev *inner, size_t limit, struct o2_blockdev **ret)
 {
-	struct wcache *w = g_new0(struct wcache, 1);
+	struct wcache *w;
 
+	if (!inner->sector_size || PAGE % inner->sector_size || PAGE / inner->sector_size > 32)
+		return -EINVAL;
+	w = g_new0(struct wcache, 1);
 	if (posix_memalign((void **)&w->stage, PAGE, SEND_MAX)) {
 		g_free(w);
 		return -ENOMEM;
@@ -239,9 +385,13 @@ int wcache_new(struct o2_blockdev *inner, size_t limit, struct o2_blockdev **ret
 	w->dev.sector_size = inner->sector_size;
 	w->dev.read_only = inner->read_only;
 	w->inner = inner;
+	w->ss = inner->sector_size;
+	w->spp = PAGE / w->ss;
 	w->limit = limit;
+	w->clean_limit = limit;
 	g_mutex_init(&w->mu);
 	w->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, page_free);
+	w->dirty = g_ptr_array_new();
 	*ret = &w->dev;
 	return 0;
 }
@@ -257,6 +407,28 @@ int wcache_write_out(struct o2_blockdev *dev)
 	r = send_all(w);
 	g_mutex_unlock(&w->mu);
 	return r;
+}
+
+void wcache_drop_clean(struct o2_blockdev *dev)
+{
+	struct wcache *w = wc_of(dev);
+
+	if (dev->ops != &wc_ops)
+		return;
+	g_mutex_lock(&w->mu);
+	while (w->clean.head) {
+		struct page *pg = w->clean.head->data;
+
+		clean_remove(w, pg);
+		g_hash_table_remove(w->pages, &pg->idx);
+	}
+	/* a dirty page knows only what it is to send */
+	for (guint i = 0; i < w->dirty->len; i++) {
+		struct page *pg = w->dirty->pdata[i];
+
+		pg->valid = pg->dirty;
+	}
+	g_mutex_unlock(&w->mu);
 }
 
 void wcache_stats(struct o2_blockdev *dev, uint64_t *cached, uint64_t *sent)

@@ -36,6 +36,18 @@ int o2_blockdev_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t of
 	return dev->ops->read(dev, buf, len, off);
 }
 
+int o2_blockdev_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off)
+{
+	int r = check_range(dev, len, off);
+
+	if (r < 0)
+		return r;
+	if (len == 0)
+		return 0;
+	return dev->ops->read_data ? dev->ops->read_data(dev, buf, len, off)
+				   : dev->ops->read(dev, buf, len, off);
+}
+
 int o2_blockdev_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off)
 {
 	int r = check_range(dev, len, off);

@@ -30,9 +30,9 @@ int o2_data_write(struct o2_fs *fs, uint64_t dev_off, const uint8_t *buf, size_t
 	tmp = o2_malloc(span);
 	if (!tmp)
 		return -ENOMEM;
-	r = o2_blockdev_read(fs->dev, tmp, bs, first);
+	r = o2_blockdev_read_data(fs->dev, tmp, bs, first);
 	if (r == 0 && span > bs)
-		r = o2_blockdev_read(fs->dev, tmp + span - bs, bs, end - bs);
+		r = o2_blockdev_read_data(fs->dev, tmp + span - bs, bs, end - bs);
 	if (r == 0) {
 		memcpy(tmp + (dev_off - first), buf, len);
 		r = o2_blockdev_write(fs->dev, tmp, span, first);

@@ -266,7 +266,7 @@ static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 	if (ext->flags & O2_EXTENT_UNWRITTEN)
 		memset(buf, 0, bytes);
 	else
-		r = o2_blockdev_read(fs->dev, buf, bytes, ext->blkno << fs->bits);
+		r = o2_blockdev_read_data(fs->dev, buf, bytes, ext->blkno << fs->bits);
 	if (r == 0)
 		r = o2_clusters_alloc(t, fs, 1, n, &start, &got);
 	if (r < 0)

@@ -352,7 +352,7 @@ static int read_span(struct o2_fs *fs, uint64_t dev_off, uint8_t *out, size_t n,
 				k = n;
 			if (!*tmp && !(*tmp = o2_malloc(fs->bs)))
 				return -ENOMEM;
-			r = o2_read_blocks(fs, blk, 1, *tmp);
+			r = o2_read_data_blocks(fs, blk, 1, *tmp);
 			if (r < 0)
 				return r;
 			memcpy(out, *tmp + in_blk, k);
@@ -360,7 +360,7 @@ static int read_span(struct o2_fs *fs, uint64_t dev_off, uint8_t *out, size_t n,
 			k = n & ~(size_t)(fs->bs - 1);
 			if (k > READ_CHUNK)
 				k = READ_CHUNK;
-			r = o2_read_blocks(fs, blk, (unsigned)(k >> fs->bits), out);
+			r = o2_read_data_blocks(fs, blk, (unsigned)(k >> fs->bits), out);
 			if (r < 0)
 				return r;
 		}

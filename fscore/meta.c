@@ -13,19 +13,31 @@
 #include "internal.h"
 #include "meta.h"
 
-int o2_read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf)
+static int read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf, bool data)
 {
+	size_t len = (size_t)count << fs->bits;
 	int r;
 
 	/* a range past the end is a bad pointer on disk, not an I/O error */
 	if (blkno >= fs->nblocks || count > fs->nblocks - blkno)
 		return o2_corrupt(fs, blkno, "lies beyond the end of the device (%llu blocks)",
 				  (unsigned long long)fs->nblocks);
-	r = o2_blockdev_read(fs->dev, buf, (size_t)count << fs->bits, blkno << fs->bits);
+	r = data ? o2_blockdev_read_data(fs->dev, buf, len, blkno << fs->bits)
+		 : o2_blockdev_read(fs->dev, buf, len, blkno << fs->bits);
 	if (r < 0)
 		return o2_fail(fs, r, "block %llu: read failed: %s", (unsigned long long)blkno,
 			       strerror(-r));
 	return 0;
+}
+
+int o2_read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf)
+{
+	return read_blocks(fs, blkno, count, buf, false);
+}
+
+int o2_read_data_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf)
+{
+	return read_blocks(fs, blkno, count, buf, true);
 }
 
 int o2_read_meta(struct o2_fs *fs, uint64_t blkno, enum o2_meta_kind kind, void *buf)

@@ -16,6 +16,8 @@ struct o2_fs;
 
 /* Read count blocks at blkno; a range outside the volume is -EUCLEAN. */
 int o2_read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf);
+/* The same for file data (o2_blockdev_read_data: a cache may answer it). */
+int o2_read_data_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *buf);
 
 /*
  * Copy one metadata block out of the cache (reading it if needed) and, on

@@ -18,6 +18,7 @@
 
 #define SIZE ((1u << 20) + 1536u) /* the last page is 1536 bytes */
 #define SECTOR 512u
+#define PAGE_BYTES 4096u
 
 static uint8_t model[SIZE];
 /* the cache, over a device that counts (and fails on demand), over memory */
@@ -84,7 +85,11 @@ static void read_some(GRand *rnd)
 	size_t len;
 
 	some_range(rnd, sizeof(buf), &off, &len);
-	ck_assert_int_eq(o2_blockdev_read(dev, buf, len, off), 0);
+	/* metadata reads and data reads alike (the data's from clean copies too) */
+	if (g_rand_boolean(rnd))
+		ck_assert_int_eq(o2_blockdev_read(dev, buf, len, off), 0);
+	else
+		ck_assert_int_eq(o2_blockdev_read_data(dev, buf, len, off), 0);
 	ck_assert_msg(memcmp(buf, model + off, len) == 0, "read of %zu bytes at %llu differs", len,
 		      (unsigned long long)off);
 }
@@ -204,6 +209,54 @@ START_TEST(test_failed_send_kept)
 }
 END_TEST
 
+/*
+ * Clean copies answer reads of file data, never metadata reads, and go
+ * at wcache_drop_clean; a sector written is sent alone, never its
+ * neighbours in the page (another owner's blocks, changed meanwhile).
+ */
+START_TEST(test_clean_copies)
+{
+	uint8_t a[PAGE_BYTES], b[PAGE_BYTES], got[PAGE_BYTES];
+
+	open_cache(64u << 20);
+	memset(a, 'a', sizeof(a));
+	memset(b, 'b', sizeof(b));
+	ck_assert_int_eq(o2_blockdev_write(dev, a, sizeof(a), 8192), 0);
+	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	/* another node changes the block after this node gave its lock up */
+	memcpy(disk() + 8192, b, sizeof(b));
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192), 0);
+	ck_assert(memcmp(got, a, sizeof(a)) == 0); /* the copy: no lock was lost yet */
+	ck_assert_int_eq(o2_blockdev_read(dev, got, sizeof(got), 8192), 0);
+	ck_assert(memcmp(got, b, sizeof(b)) == 0); /* metadata reads go to the disk */
+	wcache_drop_clean(dev);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192), 0);
+	ck_assert(memcmp(got, b, sizeof(b)) == 0);
+	/* read once, kept: the disk changing under it is not seen until a drop */
+	memcpy(disk() + 8192, a, sizeof(a));
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192), 0);
+	ck_assert(memcmp(got, b, sizeof(b)) == 0);
+	wcache_drop_clean(dev);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192), 0);
+	ck_assert(memcmp(got, a, sizeof(a)) == 0);
+
+	/* one sector of a page written; another node changes its neighbour */
+	memset(disk() + 16384, 'o', PAGE_BYTES);
+	ck_assert_int_eq(o2_blockdev_write(dev, b, SECTOR, 16384), 0);
+	memset(disk() + 16384 + SECTOR, 'n', SECTOR);
+	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	for (unsigned i = 0; i < SECTOR; i++) {
+		ck_assert_uint_eq(disk()[16384 + i], 'b');
+		ck_assert_uint_eq(disk()[16384 + SECTOR + i], 'n');
+		ck_assert_uint_eq(disk()[16384 + 2 * SECTOR + i], 'o');
+	}
+	/* a data read of the page after: the written sector from the cache, the rest read */
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 16384), 0);
+	ck_assert(memcmp(got, disk() + 16384, sizeof(got)) == 0);
+	close_cache();
+}
+END_TEST
+
 static Suite *wcache_suite(void)
 {
 	Suite *s = suite_create("wcache");
@@ -214,6 +267,7 @@ static Suite *wcache_suite(void)
 	tcase_add_test(tc, test_bound);
 	tcase_add_test(tc, test_flush_beside_writes);
 	tcase_add_test(tc, test_failed_send_kept);
+	tcase_add_test(tc, test_clean_copies);
 	suite_add_tcase(s, tc);
 	return s;
 }

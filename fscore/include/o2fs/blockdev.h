@@ -20,6 +20,13 @@ struct o2_blockdev_ops {
 	int (*write)(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off);
 	int (*flush)(struct o2_blockdev *dev);
 	void (*destroy)(struct o2_blockdev *dev);
+	/*
+	 * Optional: a read of file data, which the caller reads under the
+	 * lock that covers it (never a read of metadata, which a cluster
+	 * mount may read without one): a cache may answer it from what it
+	 * kept of earlier writes and reads.  NULL: read.
+	 */
+	int (*read_data)(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off);
 };
 
 struct o2_blockdev {
@@ -58,6 +65,8 @@ struct o2_blockdev {
  */
 int o2_blockdev_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off);
 int o2_blockdev_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off);
+/* o2_blockdev_read for file data (ops->read_data where there is one). */
+int o2_blockdev_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off);
 /*
  * Make every completed write durable.  Safe to call from another thread
  * while the device's other calls run (their owner's lock not held): the

@@ -813,6 +813,16 @@ static bool all_dropped(struct o2lc *c)
 	return true;
 }
 
+/* r, held as new and unknown to the service, goes without a message; under c->mu. */
+static void let_go_unannounced(struct o2lc_res *r)
+{
+	g_queue_unlink(&r->c->unannounced, r->ann_link);
+	r->unannounced = false;
+	r->made_here = false;
+	r->c->unsettled--;
+	r->granted = NONE;
+}
+
 /*
  * Locks held as new that the service never heard of, and that no local
  * user holds: let go without a message (drop_all: this node leaves, and
@@ -826,13 +836,8 @@ static void forget_unannounced(struct o2lc *c)
 		GList *next = l->next;
 		struct o2lc_res *r = l->data;
 
-		if (!r->holders[O2LT_PR] && !r->holders[O2LT_EX]) {
-			g_queue_unlink(&c->unannounced, r->ann_link);
-			r->unannounced = false;
-			r->made_here = false;
-			c->unsettled--;
-			r->granted = NONE;
-		}
+		if (!r->holders[O2LT_PR] && !r->holders[O2LT_EX])
+			let_go_unannounced(r);
 		l = next;
 	}
 }
@@ -1204,6 +1209,20 @@ int o2lc_lock_new(struct o2lc_res *r, int mode, unsigned flags)
 	if (c->unannounced.length >= UNANNOUNCED_MAX)
 		announce_all(c);
 	return take_holder(r, mode);
+}
+
+bool o2lc_forget_unannounced(struct o2lc_res *r)
+{
+	struct o2lc *c = r->c;
+	bool gone = false;
+
+	g_mutex_lock(&c->mu);
+	if (r->unannounced && !r->holders[O2LT_PR] && !r->holders[O2LT_EX]) {
+		let_go_unannounced(r);
+		gone = true;
+	}
+	g_mutex_unlock(&c->mu);
+	return gone;
 }
 
 int o2lc_settle(struct o2lc *c)

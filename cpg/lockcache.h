@@ -249,6 +249,13 @@ void o2lc_prefetch(struct o2lc_res *r, int mode, unsigned flags);
 int o2lc_lock_new(struct o2lc_res *r, int mode, unsigned flags);
 
 /*
+ * If r is held as new, the service never heard of it and no local user
+ * holds it: let it go without a message (what it guards was never written
+ * where another node could find it) and return true.  Else false.
+ */
+bool o2lc_forget_unannounced(struct o2lc_res *r);
+
+/*
  * Wait until every o2lc_lock_new request has its place in the service's
  * order: from then on no other node's request for those locks can come
  * before this node's.  It waits for the service, never for another node.

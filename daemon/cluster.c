@@ -1109,6 +1109,11 @@ int cluster_open_elsewhere(struct cluster *c, uint64_t blkno, uint32_t gen)
 
 	if (!r)
 		return -EINVAL;
+	/* made here and never written home: nobody else can have it open */
+	if (o2lc_forget_unannounced(r)) {
+		o2lc_res_forget(r);
+		return 0;
+	}
 	rc = lock_res(c, r, O2LT_EX, O2LC_NOQUEUE | O2LC_TELL);
 	if (rc == O2LC_REFRESH) {
 		o2lc_refresh_done(r, true);

@@ -1332,6 +1332,20 @@ START_TEST(test_lock_new)
 	o2lc_unlock(r2, O2LT_EX);
 	ck_assert_int_eq(o2lc_lock_new(r, 7, 0), -EINVAL);
 
+	/* one never asked for and held by nobody goes without a message */
+	struct o2lc_res *f = o2lc_res_get(mem[2].c, "fresh", 5, NULL, NULL);
+	uint64_t before = stats(2).requests;
+
+	ck_assert_int_eq(o2lc_lock_new(f, O2LT_PR, 0), 0);
+	ck_assert(!o2lc_forget_unannounced(f)); /* held */
+	o2lc_unlock(f, O2LT_PR);
+	ck_assert(o2lc_forget_unannounced(f));
+	ck_assert(!o2lc_forget_unannounced(f));
+	ck_assert_int_eq(o2lc_res_mode(f), -1);
+	ck_assert_int_eq(o2lc_settle(mem[2].c), 0);
+	ck_assert_uint_eq(stats(2).requests, before);
+	o2lc_res_forget(f);
+
 	/* a lock held as new and wanted higher is asked for at once */
 	struct o2lc_res *o = o2lc_res_get(mem[1].c, "other", 5, NULL, NULL);
 

@@ -1663,7 +1663,7 @@ void fuseops_sync_job(gpointer data, gpointer user_data)
 }
 
 /*
- * A volume served by one thread (the polling loop, the default) gives its
+ * A volume served in turns (session_serve, the default) gives its
  * fsyncs to threads of their own: the serving thread goes on with other
  * requests - the writes of the files that will fsync next - while the
  * device flushes, and fsyncs from many callers meet on the flushes and

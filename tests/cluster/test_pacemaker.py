@@ -60,6 +60,10 @@ def main():
         sys.exit(2)
     ctl, agent = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     daemon = os.path.join(os.path.dirname(ctl), "..", "daemon", "ocfs2d")
+    # each node's own daemon, on its own /run: a control socket of the
+    # caller's (the demo sets one) would be one daemon for both nodes, which
+    # mounts in the namespaces of whichever node started it
+    os.environ.pop("OCFS2D_CONTROL", None)
     need_cluster_tools("namespaces, corosync, pacemaker",
                        ("corosync", "pacemakerd", "crm_resource", "crm_attribute", "cibadmin",
                         "fsck.ocfs2", "unshare", "nsenter", "ip"),

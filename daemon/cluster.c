@@ -715,7 +715,10 @@ void cluster_set_fs(struct cluster *c, const struct cluster_fs_ops *ops, void *a
  * idle one).  Leaving EX, everything this node changed goes home first, so
  * that the other node reads it from the disk; our journal is one log for
  * every inode, so all of it is written back, as the kernel's checkpoint on
- * downconvert does.  Leaving for NL, whatever is cached may go stale.
+ * downconvert does.  Only a lock leaving this node (for NL) needs the log
+ * emptied too: one kept at PR still keeps every other node from writing
+ * what it covers, so a replay of our log cannot undo another node's work.
+ * Leaving for NL, whatever is cached may go stale.
  */
 static int inode_downconvert(struct o2lc_res *r, int from, int to, uint8_t *lvb, void *data)
 {
@@ -726,7 +729,9 @@ static int inode_downconvert(struct o2lc_res *r, int from, int to, uint8_t *lvb,
 	if (!c->fs_ops)
 		return 0;
 	if (from == O2LT_EX)
-		rc = c->fs_ops->writeback(c->fs_arg);
+		rc = c->fs_ops->writeback(c->fs_arg, to == O2LT_NL ? O2_WB_ALL : O2_WB_HOME);
+	else if (to == O2LT_NL)
+		rc = c->fs_ops->writeback(c->fs_arg, O2_WB_LOG);
 	if (rc == 0 && to == O2LT_NL) {
 		size_t len;
 		const uint8_t *name = o2lc_res_name(r, &len);

@@ -94,8 +94,10 @@ const char *cluster_group(const struct cluster *c);
  * changes (EX) before it takes the volume mutex, and drops them after; the
  * lock cache keeps them cached between operations.  The filesystem side
  * (volume.c) says what must happen when a lock moves:
- *   writeback: a lock leaves EX: put everything changed on the disk
- *     (0, or -errno: the lock stays and the write-back is retried);
+ *   writeback: a lock leaves EX, or leaves this node: put everything
+ *     changed on the disk, as far as `how` says (o2_fs_writeback: HOME
+ *     from EX to PR, ALL from EX to NL, LOG from PR to NL); 0, or -errno:
+ *     the lock stays and the write-back is retried;
  *   lost: inode blkno's lock goes to NL: whatever is cached may go stale
  *     (blocks, and what the kernel caches of the inode);
  *   refresh: an inode lock is regained: its block, read without the lock
@@ -112,7 +114,7 @@ const char *cluster_group(const struct cluster *c);
  * the volume mutex.  Set before the first inode lock is taken.
  */
 struct cluster_fs_ops {
-	int (*writeback)(void *arg);
+	int (*writeback)(void *arg, enum o2_writeback how);
 	void (*lost)(void *arg, uint64_t blkno);
 	void (*refresh)(void *arg, uint64_t blkno);
 	void (*invalidate)(void *arg, uint64_t blkno);

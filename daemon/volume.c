@@ -151,16 +151,16 @@ static bool probe_fs(struct volume *v, struct o2_fs **ret, GError **err)
  * cache's downconvert thread or an operation's, never with the volume
  * mutex held: no operation waits for a cluster lock while holding it.
  */
-static int fs_writeback(void *arg)
+static int fs_writeback(void *arg, enum o2_writeback how)
 {
 	struct volume *v = arg;
 	int r = 0;
 
 	g_mutex_lock(&v->lock);
 	if (v->fs && !v->opts.ro)
-		r = volume_note_locked(v, "writing back for another node", o2_fs_writeback(v->fs));
+		r = volume_note_locked(v, "writing back for another node", o2_fs_writeback(v->fs, how));
 	/* file data a commit did not flush (an overwrite in place) goes too */
-	if (r == 0 && v->fs && !v->opts.ro)
+	if (r == 0 && v->fs && !v->opts.ro && how != O2_WB_LOG)
 		r = volume_note_locked(v, "writing back for another node", wcache_write_out(v->dev));
 	g_mutex_unlock(&v->lock);
 	return r;

@@ -71,6 +71,8 @@ struct o2_journal {
 	uint32_t tail;	   /* s_start on disk; 0 = empty */
 	uint32_t next_tid; /* sequence of the running transaction */
 	bool sb_dirty;	   /* in-memory tail/sequence differ from the disk */
+	bool home_kept;	   /* every committed block is home, but the log still
+			      replays them (o2_journal_write_home) */
 	/* the running transaction */
 	struct o2_list running;
 	unsigned nrunning;
@@ -799,11 +801,14 @@ static int cmp_blkno(const void *a, const void *b)
 }
 
 /*
- * Write every committed block home and mark the log empty.  The running
- * transaction is left alone: buffers it changed again go home with their
- * committed (frozen) content.
+ * Write every committed block home and, unless keep_log, mark the log
+ * empty.  The running transaction is left alone: buffers it changed again
+ * go home with their committed (frozen) content.  A kept log still names
+ * the blocks home already, so replay writes them again: the same content,
+ * harmless while nobody else may have changed them since (see
+ * o2_journal_write_home).
  */
-static int checkpoint_committed(struct o2_fs *fs)
+static int checkpoint(struct o2_fs *fs, bool keep_log)
 {
 	struct o2_journal *j = fs->journal;
 	struct o2_buf **v = NULL;
@@ -817,7 +822,7 @@ static int checkpoint_committed(struct o2_fs *fs)
 	r = inflight_finish(fs, j);
 	if (r < 0)
 		return r;
-	if (!j->ncheckpoint && !j->tail && !j->sb_dirty)
+	if (!j->ncheckpoint && (keep_log || (!j->tail && !j->sb_dirty)))
 		return 0;
 	if (j->ncheckpoint && fs->opts.before_home) {
 		r = fs->opts.before_home(fs->opts.cluster_arg);
@@ -843,7 +848,7 @@ static int checkpoint_committed(struct o2_fs *fs)
 			(void)fs->close_progress(fs->close_arg, i + 1, n + 1);
 	}
 	r = batch_flush(fs, j);
-	if (r == 0)
+	if (r == 0 && !keep_log)
 		r = dev_flush(fs);
 	if (r < 0)
 		goto out_abort;
@@ -851,13 +856,16 @@ static int checkpoint_committed(struct o2_fs *fs)
 	 * Only now may the log forget them - durably, before the next commit
 	 * writes over the old log.
 	 */
-	r = write_sb(fs, j, 0, j->next_tid, 0);
-	if (r == 0)
-		r = dev_flush(fs);
-	if (r < 0)
-		goto out_abort;
-	j->tail = 0;
-	j->nlive_revokes = 0;
+	if (!keep_log) {
+		r = write_sb(fs, j, 0, j->next_tid, 0);
+		if (r == 0)
+			r = dev_flush(fs);
+		if (r < 0)
+			goto out_abort;
+		j->tail = 0;
+		j->nlive_revokes = 0;
+	}
+	j->home_kept = keep_log;
 	for (unsigned i = 0; i < n; i++) {
 		o2_list_del(&v[i]->clink);
 		v[i]->in_log = false;
@@ -877,6 +885,11 @@ out_abort:
 	return o2_fs_abort(fs, r, "checkpointing the journal");
 }
 
+static int checkpoint_committed(struct o2_fs *fs)
+{
+	return checkpoint(fs, false);
+}
+
 int o2_journal_checkpoint(struct o2_fs *fs)
 {
 	int r;
@@ -885,6 +898,23 @@ int o2_journal_checkpoint(struct o2_fs *fs)
 		return 0;
 	r = o2_journal_commit(fs);
 	return r < 0 ? r : checkpoint_committed(fs);
+}
+
+int o2_journal_write_home(struct o2_fs *fs)
+{
+	int r;
+
+	if (!fs->journal)
+		return 0;
+	r = o2_journal_commit(fs);
+	return r < 0 ? r : checkpoint(fs, true);
+}
+
+int o2_journal_forget_home(struct o2_fs *fs)
+{
+	if (!fs->journal || !fs->journal->home_kept)
+		return 0;
+	return checkpoint_committed(fs);
 }
 
 /* ---- handles ---- */
@@ -1029,6 +1059,18 @@ int o2_trans_revoke(struct o2_trans *t, uint64_t blkno)
 
 	if (fs->ro_reason)
 		return -EROFS;
+	/*
+	 * A log kept by o2_journal_write_home still replays blocks nothing
+	 * here remembers (they went home, and may have left the cache): it is
+	 * emptied first, rather than have a replay write a freed block over
+	 * its next use.
+	 */
+	if (j->home_kept && (!b || !b->in_log)) {
+		int r = checkpoint_committed(fs);
+
+		if (r < 0)
+			return r;
+	}
 	if (!b)
 		return 0; /* not cached, so not in the log: nothing to revoke */
 	/*

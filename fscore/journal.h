@@ -92,6 +92,17 @@ uint64_t o2_journal_durable_writes(const struct o2_fs *fs);
 bool o2_journal_unsynced(const struct o2_fs *fs);
 /* Commit, write every logged block home, and empty the log. */
 int o2_journal_checkpoint(struct o2_fs *fs);
+/*
+ * Commit and write every logged block home, but leave the log as it is
+ * on disk, saving its two flushes: after a crash, replay writes those
+ * blocks home once more.  That is harmless only while no other node may
+ * change them, i.e. while this node keeps, at least in PR, every cluster
+ * lock it changed them under.  o2_journal_forget_home then empties the
+ * log (if a kept one is pending), as o2_journal_checkpoint would: call it
+ * before any such lock leaves this node.
+ */
+int o2_journal_write_home(struct o2_fs *fs);
+int o2_journal_forget_home(struct o2_fs *fs);
 
 /* Largest number of credits one transaction may take. */
 unsigned o2_journal_max_credits(const struct o2_fs *fs);

@@ -488,7 +488,7 @@ int o2_fs_sync(struct o2_fs *fs)
 	return 0;
 }
 
-int o2_fs_writeback(struct o2_fs *fs)
+int o2_fs_writeback(struct o2_fs *fs, enum o2_writeback how)
 {
 	int r;
 
@@ -498,7 +498,17 @@ int o2_fs_writeback(struct o2_fs *fs)
 		return -EROFS;
 	/* the truncate log stays: flushing it changes the global bitmap,
 	 * which the caller may not hold the lock of */
-	r = o2_journal_checkpoint(fs);
+	switch (how) {
+	case O2_WB_HOME:
+		r = o2_journal_write_home(fs);
+		break;
+	case O2_WB_LOG:
+		r = o2_journal_forget_home(fs);
+		break;
+	default:
+		r = o2_journal_checkpoint(fs);
+		break;
+	}
 	if (r < 0)
 		return o2_fs_abort(fs, r, "write-back");
 	return 0;

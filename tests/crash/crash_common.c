@@ -239,6 +239,10 @@ void wl_generate(struct workload *w, const struct wl_params *p)
 			push_step(w, ST_TICK)->clock_ms = 6000;
 		if (below(&rng, 100) < 3)
 			push_step(w, ST_COMMIT);
+		if (below(&rng, 100) < 4)
+			push_step(w, ST_HOME);
+		if (below(&rng, 100) < 1)
+			push_step(w, ST_FORGET);
 	}
 	free(avail);
 	free(fresh);
@@ -751,6 +755,12 @@ int wl_execute(struct wl_run *run, const struct workload *w)
 			break;
 		case ST_TICK:
 			r = post(run, &pc, "o2_fs_tick", o2_fs_tick(fs));
+			break;
+		case ST_HOME:
+			r = post(run, &pc, "o2_journal_write_home", o2_journal_write_home(fs));
+			break;
+		case ST_FORGET:
+			r = post(run, &pc, "o2_journal_forget_home", o2_journal_forget_home(fs));
 			break;
 		case ST_DATA:
 			r = do_data(run, s);

@@ -67,7 +67,10 @@ struct wl_params {
 	unsigned sync_pct;   /* % chance of an o2_fs_sync after a handle */
 };
 
-enum step_kind { ST_HANDLE, ST_SYNC, ST_COMMIT, ST_CHECKPOINT, ST_TICK, ST_DATA };
+/* ST_HOME: o2_journal_write_home (a lock going to PR); ST_FORGET:
+   o2_journal_forget_home (a lock leaving the node) */
+enum step_kind { ST_HANDLE, ST_SYNC, ST_COMMIT, ST_CHECKPOINT, ST_TICK, ST_DATA, ST_HOME,
+		 ST_FORGET };
 
 struct wl_ref {
 	unsigned target;

@@ -178,12 +178,19 @@ int o2_fs_tick(struct o2_fs *fs);
  * Cluster coherence (O2_OPEN_SHARED).  o2_fs_writeback commits and writes
  * every logged block home, so that another node reading the device sees
  * all that this handle changed (before a lock leaves EX); it leaves the
- * truncate log as it is (flushing it changes the global bitmap).  o2_fs_drop_cached
+ * truncate log as it is (flushing it changes the global bitmap).  How far:
+ * O2_WB_ALL also empties the log (a lock leaving this node: another node
+ * may change those blocks next, and a replay of this log must not undo
+ * that); O2_WB_HOME leaves the log on disk as it is, saving two flushes (a
+ * lock going from EX to PR: while this node keeps it, nobody else writes
+ * what it covers, so replaying it again is harmless); O2_WB_LOG only
+ * empties a log O2_WB_HOME left (a lock going from PR to NL).  o2_fs_drop_cached
  * forgets cached blocks that another node may have changed: blkno's alone,
  * or with blkno 0 every clean block (after a lock is lost).  Blocks with
  * changes not yet home are never dropped: write back first.
  */
-int o2_fs_writeback(struct o2_fs *fs);
+enum o2_writeback { O2_WB_ALL, O2_WB_HOME, O2_WB_LOG };
+int o2_fs_writeback(struct o2_fs *fs, enum o2_writeback how);
 void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno);
 /*
  * Between o2_fs_unlocked_reads(fs, true) and (fs, false) the caller reads

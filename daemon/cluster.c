@@ -786,17 +786,14 @@ static int lock_res(struct cluster *c, struct o2lc_res *r, int mode, unsigned fl
 	return o2lc_lock(r, mode, flags);
 }
 
-/* hold_res's blkno for a system file: regained, every cached block goes. */
-#define SYS_FILE UINT64_MAX
-
 /*
  * Take r (just got) in mode into h.  An inode lock regained refreshes
  * inode blkno (its block may have been read without the lock); a system
- * file's (SYS_FILE) drops every cached block (its groups and directory
- * blocks may have been read, unlocked, for an estimate); drop: the lock
- * goes when h lets it go, rather than staying cached.
+ * file's (sys) counts as lost until now: every cached block it covers is
+ * read again (its groups and directory blocks may have been read,
+ * unlocked, for an estimate).
  */
-static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int mode, bool drop,
+static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int mode, bool sys,
 		    unsigned lcflags, struct cluster_hold *h)
 {
 	int rc;
@@ -805,23 +802,20 @@ static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int m
 		return -EINVAL;
 	rc = lock_res(c, r, mode, lcflags);
 	if (rc == O2LC_REFRESH) {
-		if (blkno == SYS_FILE && c->fs_ops)
-			c->fs_ops->lost(c->fs_arg, 0);
+		if (sys && c->fs_ops)
+			c->fs_ops->lost(c->fs_arg, blkno);
 		else if (blkno && c->fs_ops)
 			c->fs_ops->refresh(c->fs_arg, blkno);
 		o2lc_refresh_done(r, true);
 		rc = 0;
 	}
 	if (rc < 0) {
-		if (drop)
-			o2lc_res_forget(r);
-		else
-			o2lc_res_put(r);
+		o2lc_res_put(r);
 		return rc == -ENOTCONN ? -EIO : rc;
 	}
 	h->res = r;
 	h->mode = mode;
-	h->drop = drop;
+	h->drop = false;
 	return 0;
 }
 
@@ -918,7 +912,7 @@ static int lock_slot_files(struct cluster *c, struct o2_fs *fs, unsigned slot, b
 
 		r = sysfile(fs, kept[i], slot, &blkno, &gen);
 		if (r == 0)
-			r = hold_res(c, inode_res(c, blkno, gen), SYS_FILE, O2LT_EX, false, 0,
+			r = hold_res(c, inode_res(c, blkno, gen), blkno, O2LT_EX, true, 0,
 				     &c->slot_files[i]);
 	}
 	if (r == 0)
@@ -941,7 +935,7 @@ static int take_sys(struct cluster *c, struct held *hd, uint64_t blkno, uint32_t
 
 	if (i == HELD_MAX)
 		return -EINVAL;
-	r = hold_res(c, inode_res(c, blkno, gen), SYS_FILE, mode, false, 0, &hd->h[i]);
+	r = hold_res(c, inode_res(c, blkno, gen), blkno, mode, true, 0, &hd->h[i]);
 	if (r < 0)
 		return r;
 	hd->blk[i] = blkno;

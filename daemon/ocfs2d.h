@@ -245,13 +245,15 @@ void session_request_stats(struct volume *v,
  * them on.  wcache_write_out sends them without a flush (another node is
  * to read them); 0 or -errno, and 0 for a device of another kind.
  * Clean copies of what was sent or read serve reads of file data
- * (o2_blockdev_read_data) until wcache_drop_clean.  wcache_stats: bytes of
+ * (o2_blockdev_read_data) until their owner's lock is lost (wcache_lost).  wcache_stats: bytes of
  * pages holding writes not sent yet, bytes sent on so far.
  */
 int wcache_new(struct o2_blockdev *inner, size_t limit, struct o2_blockdev **ret);
 int wcache_write_out(struct o2_blockdev *dev);
 /* Forget every clean copy (a lock went to NL: another node may write now). */
 void wcache_drop_clean(struct o2_blockdev *dev);
+/* Inode owner's lock went to NL: its copies, and those of no named owner, go; 0: all. */
+void wcache_lost(struct o2_blockdev *dev, uint64_t owner);
 void wcache_stats(struct o2_blockdev *dev, uint64_t *cached, uint64_t *sent);
 
 /*

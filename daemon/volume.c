@@ -187,7 +187,9 @@ static int kernel_names_lost(struct volume *v)
 }
 
 /*
- * A lock lost: every clean block goes, and the kernel forgets the inode's
+ * A lock lost: the clean blocks it covers go (o2_fs_lost; with blkno 0, a
+ * lock of no known inode, every clean block), and so do the clean copies
+ * of its file data (wcache.c), and the kernel forgets the inode's
  * attributes, which it caches only while this node holds the lock, and -
  * a directory's - the names it looked up in it.  Neither notification
  * waits for anything a request holds (attributes: no page lock, no
@@ -201,13 +203,16 @@ static void fs_lost(void *arg, uint64_t blkno)
 	struct volume *v = arg;
 
 	g_mutex_lock(&v->lock);
-	if (v->fs)
+	const uint64_t *n = blkno ? g_hash_table_lookup(v->nodes, &blkno) : NULL;
+
+	if (v->fs && blkno)
+		o2_fs_lost(v->fs, blkno);
+	else if (v->fs)
 		o2_fs_drop_cached(v->fs, 0);
 	if (v->dev)
-		wcache_drop_clean(v->dev);
-	if (blkno && v->se && !v->kernel_gone) {
-		const uint64_t *n = g_hash_table_lookup(v->nodes, &blkno);
-
+		wcache_lost(v->dev, blkno);
+	/* the kernel knows no system file */
+	if ((n || (blkno && blkno == v->root)) && v->se && !v->kernel_gone) {
 		fuse_lowlevel_notify_inval_inode(v->se, volume_node_id(v, blkno), -1, 0);
 		if (v->names_cached && (blkno == v->root || (n && (n[2] & NODE_DIR))))
 			kernel_names_lost(v);

@@ -16,13 +16,21 @@
  * What was sent stays as a clean copy (and so does file data read from
  * the disk), up to a bound of its own, for reads of file data alone
  * (o2_blockdev_read_data: the caller holds the lock covering them).  A
- * copy is good while this node keeps every lock it had when it got it:
- * another node writes a block only under a lock this node must first
- * give up (its inode's, or the allocator's through which the block went
- * to another use).  So every clean copy goes whenever a lock goes to NL
- * (wcache_drop_clean, as fscore's own cache of clean blocks does), and a
  * metadata read, which may be made without a lock (an inode's generation,
  * to name its lock), never sees them.
+ *
+ * A copy is good while this node keeps the lock it was got under: another
+ * node writes a block only under a lock this node must first give up (the
+ * inode's whose data it is, or - for a block given to another use - its
+ * old owner's, or the allocator's it went back through).  A page knows
+ * the inode its clean sectors belong to (the owner the caller names; 0:
+ * none named) and the epoch it was last known good in; wcache_lost stamps
+ * an owner's loss (and, with 0, everyone's), and a page an owner's loss
+ * may have made stale forgets its clean sectors when next used, as
+ * fscore's block cache does (o2_fs_lost).  A copy serves only reads for
+ * its own owner: a block this node freed and another reused keeps its old
+ * owner's name, and never answers for the new one.  A copy of no named
+ * owner serves anyone, but only until the next loss of any lock.
  *
  * Why it is safe: fscore is correct on any device whose writes may be
  * lost or reordered until a flush (the crash suite's model of a disk);
@@ -50,6 +58,7 @@
 
 #define PAGE 4096u
 #define SEND_MAX (1u << 20) /* bytes sent in one write */
+#define LOST_SLOTS 4096	    /* owners' losses, by hash (sharing one costs a read) */
 
 struct wcache {
 	struct o2_blockdev dev; /* first: what fscore is given */
@@ -63,12 +72,17 @@ struct wcache {
 	size_t clean_bytes, clean_limit;
 	uint8_t *stage; /* SEND_MAX bytes, aligned for O_DIRECT */
 	uint64_t sent;	/* bytes sent on to the device so far */
+	/* wcache_lost: losses so far, the newest, and per owner slot (slot 0: all) */
+	uint64_t epoch, last_loss;
+	uint64_t lost[LOST_SLOTS];
 };
 
 struct page {
 	uint64_t idx;
 	uint32_t valid; /* sectors whose bytes are known (written or read) */
 	uint32_t dirty; /* sectors written and not sent yet (within valid) */
+	uint64_t owner; /* whose file data the clean sectors are (0: not named) */
+	uint64_t seen;	/* the epoch they were last known good in */
 	GList link;	/* on clean, when nothing is dirty */
 	uint8_t *data;	/* aligned for O_DIRECT */
 };
@@ -112,6 +126,40 @@ static void make_clean(struct wcache *w, struct page *pg)
 		clean_remove(w, old);
 		g_hash_table_remove(w->pages, &old->idx);
 	}
+}
+
+static size_t lost_slot(uint64_t owner)
+{
+	return (size_t)((owner * 0x9E3779B97F4A7C15ull) >> 20) & (LOST_SLOTS - 1);
+}
+
+/*
+ * Forget pg's clean sectors if a loss since they were last known good may
+ * have made them stale; they are good now otherwise.  Under mu.
+ */
+static void page_settle(struct wcache *w, struct page *pg)
+{
+	if (pg->seen < w->last_loss && (pg->valid & ~pg->dirty) &&
+	    (!pg->owner || pg->seen < w->lost[0] || pg->seen < w->lost[lost_slot(pg->owner)]))
+		pg->valid = pg->dirty;
+	pg->seen = w->epoch;
+}
+
+/*
+ * Sectors m of pg are now owner's (written or read for it): clean sectors
+ * outside m that another owner's are forgotten, then the page is owner's.
+ * Under mu, after page_settle.
+ */
+static void page_own(struct page *pg, uint32_t m, uint64_t owner)
+{
+	if (pg->owner != owner && (pg->valid & ~pg->dirty & ~m)) {
+		if (!pg->owner) {
+			/* good now (settled), and nobody's in particular: stays so */
+			return;
+		}
+		pg->valid = pg->dirty | m;
+	}
+	pg->owner = owner;
 }
 
 /* Page idx, made (knowing nothing) if absent; NULL: no memory.  Under mu. */
@@ -186,19 +234,28 @@ static int wc_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off)
 	return r;
 }
 
-static int wc_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off)
+static int wc_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off,
+			uint64_t owner)
 {
 	struct wcache *w = wc_of(dev);
 	uint64_t first = off / PAGE, last = (off + len - 1) / PAGE;
 	bool all = true, made;
 	int r;
 
+	if (!owner)
+		return wc_read(dev, buf, len, off); /* named by nobody: trusts no copy */
 	g_mutex_lock(&w->mu);
 	for (uint64_t i = first; i <= last && all; i++) {
 		struct page *pg = g_hash_table_lookup(w->pages, &i);
 		uint32_t m = mask_of(w, i, off, len);
 
-		all = pg && (pg->valid & m) == m;
+		if (!pg) {
+			all = false;
+			break;
+		}
+		page_settle(w, pg);
+		/* our own writes not sent yet are good for anyone */
+		all = ((pg->owner == owner || !pg->owner ? pg->valid : pg->dirty) & m) == m;
 	}
 	if (all) {
 		for (uint64_t i = first; i <= last; i++) {
@@ -206,6 +263,7 @@ static int wc_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t
 			uint64_t ps = i * PAGE, s = MAX(ps, off), e = MIN(ps + PAGE, off + len);
 
 			memcpy((uint8_t *)buf + (s - off), pg->data + (s - ps), (size_t)(e - s));
+			page_own(pg, mask_of(w, i, off, len), owner);
 		}
 		g_mutex_unlock(&w->mu);
 		return 0;
@@ -213,14 +271,16 @@ static int wc_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t
 	r = o2_blockdev_read(w->inner, buf, len, off);
 	if (r == 0) {
 		overlay_dirty(w, buf, len, off);
-		/* what was read is known now: kept as a clean copy */
+		/* what was read is known now: kept as a clean copy of owner's */
 		for (uint64_t i = first; i <= last; i++) {
 			uint32_t m = mask_of(w, i, off, len);
 			struct page *pg = page_get(w, i, &made);
 
 			if (!pg)
 				break;
-			m &= ~pg->valid;
+			page_settle(w, pg);
+			page_own(pg, m, owner);
+			m &= ~pg->dirty;
 			if (m) {
 				uint64_t ps = i * PAGE;
 				int64_t shift = (int64_t)ps - (int64_t)off;
@@ -294,6 +354,8 @@ static int send_all(struct wcache *w)
 	if (r < 0)
 		return r;
 	for (guint i = 0; i < n; i++) {
+		/* what was sent is good now; older clean sectors may not be */
+		page_settle(w, v[i]);
 		v[i]->dirty = 0;
 		w->bytes -= PAGE;
 		make_clean(w, v[i]);
@@ -302,7 +364,9 @@ static int send_all(struct wcache *w)
 	return 0;
 }
 
-static int wc_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off)
+/* A write of owner's file data (0: metadata, or data of no named owner). */
+static int wc_write_data(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off,
+			 uint64_t owner)
 {
 	struct wcache *w = wc_of(dev);
 	bool made;
@@ -317,6 +381,8 @@ static int wc_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64
 			r = -ENOMEM;
 			break;
 		}
+		page_settle(w, pg);
+		page_own(pg, mask_of(w, i, off, len), owner);
 		if (!pg->dirty) {
 			if (!made)
 				clean_remove(w, pg);
@@ -332,6 +398,11 @@ static int wc_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64
 		r = send_all(w);
 	g_mutex_unlock(&w->mu);
 	return r;
+}
+
+static int wc_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off)
+{
+	return wc_write_data(dev, buf, len, off, 0);
 }
 
 static int wc_flush(struct o2_blockdev *dev)
@@ -367,6 +438,7 @@ static const struct o2_blockdev_ops wc_ops = {
 	.flush = wc_flush,
 	.destroy = wc_destroy,
 	.read_data = wc_read_data,
+	.write_data = wc_write_data,
 };
 
 int wcache_new(struct o2_blockdev *inner, size_t limit, struct o2_blockdev **ret)
@@ -428,6 +500,22 @@ void wcache_drop_clean(struct o2_blockdev *dev)
 
 		pg->valid = pg->dirty;
 	}
+	g_mutex_unlock(&w->mu);
+}
+
+void wcache_lost(struct o2_blockdev *dev, uint64_t owner)
+{
+	struct wcache *w = wc_of(dev);
+
+	if (!owner) {
+		wcache_drop_clean(dev);
+		return;
+	}
+	if (dev->ops != &wc_ops)
+		return;
+	g_mutex_lock(&w->mu);
+	w->last_loss = ++w->epoch;
+	w->lost[lost_slot(owner)] = w->epoch;
 	g_mutex_unlock(&w->mu);
 }
 

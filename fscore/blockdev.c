@@ -36,7 +36,8 @@ int o2_blockdev_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t of
 	return dev->ops->read(dev, buf, len, off);
 }
 
-int o2_blockdev_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off)
+int o2_blockdev_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off,
+			  uint64_t owner)
 {
 	int r = check_range(dev, len, off);
 
@@ -44,8 +45,28 @@ int o2_blockdev_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64
 		return r;
 	if (len == 0)
 		return 0;
-	return dev->ops->read_data ? dev->ops->read_data(dev, buf, len, off)
+	return dev->ops->read_data ? dev->ops->read_data(dev, buf, len, off, owner)
 				   : dev->ops->read(dev, buf, len, off);
+}
+
+int o2_blockdev_write_data(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off,
+			   uint64_t owner)
+{
+	int r;
+
+	if (!dev->ops->write_data)
+		return o2_blockdev_write(dev, buf, len, off);
+	r = check_range(dev, len, off);
+	if (r < 0)
+		return r;
+	if (dev->read_only)
+		return -EROFS;
+	if (len == 0)
+		return 0;
+	r = dev->ops->write_data(dev, buf, len, off, owner);
+	if (r == 0)
+		dev->writes++;
+	return r;
 }
 
 int o2_blockdev_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off)

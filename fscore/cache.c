@@ -12,6 +12,16 @@
 #include "error.h"
 #include "internal.h"
 
+/*
+ * Locks lost (o2_cache_lost) are remembered by epoch, not by walking the
+ * cache: a buffer notes the epoch in which its content was last known
+ * good (b->seen), and a clean one is checked when next used.  An owner's
+ * loss stamps its slot of lost[] (owners sharing a slot only make each
+ * other's blocks read again), and a block with no owner the cache can
+ * name is suspect after any loss.
+ */
+#define LOST_SLOTS 4096
+
 struct o2_cache {
 	struct o2_buf **table;
 	size_t nbuckets, count, max_clean;
@@ -22,6 +32,9 @@ struct o2_cache {
 	uint8_t *pool;		/* spare block buffers, each holding the next's address */
 	size_t npool;
 	unsigned unlocked;	/* o2_cache_unlocked_reads depth */
+	/* o2_cache_lost: losses so far, the newest one, and per owner slot */
+	uint64_t epoch, last_loss;
+	uint64_t lost[LOST_SLOTS];
 };
 
 /*
@@ -362,6 +375,68 @@ static int read_ahead(struct o2_fs *fs, struct o2_buf *b)
 	return 1;
 }
 
+/*
+ * The inode whose cluster lock covers clean buffer b, as far as its
+ * content names one: an inode block is its own; a directory block's
+ * trailer and an indexed directory's root name their directory, a group
+ * descriptor its allocator.  0: none known (an extent block, an xattr
+ * block, ...).  A block changes owner only through a lock of its old
+ * owner's (another node frees it) or a free of this node's, which forgets
+ * it (o2_trans_revoke); a reused inode block is refreshed when its new
+ * inode's lock is first taken.
+ */
+static uint64_t owner_of(const struct o2_fs *fs, const struct o2_buf *b)
+{
+	switch (b->kind) {
+	case O2_META_INODE:
+		return b->blkno;
+	case O2_META_DIR_BLOCK: {
+		const struct o2_dir_trailer *t =
+			(const void *)(b->data + fs->bs - sizeof(struct o2_dir_trailer));
+
+		if (memcmp(t->db_signature, O2_SIG_DIRTRL, sizeof(O2_SIG_DIRTRL)) == 0)
+			return le64(t->db_parent_dinode);
+		return 0;
+	}
+	case O2_META_GROUP: {
+		const struct o2_group_desc *g = (const void *)b->data;
+
+		if (memcmp(g->bg_signature, O2_SIG_GROUP, sizeof(O2_SIG_GROUP)) == 0)
+			return le64(g->bg_parent_dinode);
+		return 0;
+	}
+	case O2_META_DX_ROOT: {
+		const struct o2_dx_root_block *d = (const void *)b->data;
+
+		if (memcmp(d->dr_signature, O2_SIG_DXROOT, sizeof(O2_SIG_DXROOT)) == 0)
+			return le64(d->dr_dir_blkno);
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+static size_t lost_slot(uint64_t owner)
+{
+	return bucket_in(LOST_SLOTS, owner);
+}
+
+/* A clean buffer some lock lost since its content was known good may be stale. */
+static bool suspect(const struct o2_fs *fs, struct o2_buf *b)
+{
+	const struct o2_cache *c = fs->cache;
+	uint64_t owner;
+
+	if (b->seen >= c->last_loss || b->dirty || b->in_running || b->in_log)
+		return false;
+	owner = owner_of(fs, b);
+	if (!owner || b->seen < c->lost[0] || b->seen < c->lost[lost_slot(owner)])
+		return true;
+	b->seen = c->epoch; /* known good now */
+	return false;
+}
+
 /* Drop b from the cache unless it is in use or logged. */
 static bool forget_buf(struct o2_fs *fs, struct o2_buf *b)
 {
@@ -383,7 +458,7 @@ int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret
 
 	/* a block read without its lock is not trusted, and a read without
 	   its lock trusts no clean copy: read it again */
-	if (b && (b->unlocked || c->unlocked) && !b->dirty && forget_buf(fs, b))
+	if (b && (b->unlocked || c->unlocked || suspect(fs, b)) && !b->dirty && forget_buf(fs, b))
 		b = NULL;
 	if (b) {
 		c->st.hits++;
@@ -420,6 +495,7 @@ int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret
 	}
 	b->refs = 1;
 	b->unlocked = c->unlocked > 0;
+	b->seen = c->epoch;
 	insert(c, b);
 	*ret = b;
 	return 0;
@@ -464,6 +540,7 @@ int o2_bnew(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
 	memset(b->data, 0, fs->bs);
 	b->kind = kind;
 	b->unlocked = false;
+	b->seen = c->epoch;
 	*ret = b;
 	return 0;
 }
@@ -473,6 +550,7 @@ void o2_cache_mark_clean(struct o2_fs *fs, struct o2_buf *b)
 	struct o2_cache *c = fs->cache;
 
 	b->dirty = false;
+	b->seen = c->epoch; /* what this handle wrote is what is home */
 	if (evictable(b) && !o2_list_linked(&b->lru)) {
 		o2_list_add_tail(&c->lru, &b->lru);
 		c->nclean_lru++;
@@ -515,6 +593,15 @@ void o2_cache_drop_clean(struct o2_fs *fs)
 		unhash(c, b);
 		free_buf(fs, b);
 	}
+}
+
+void o2_cache_lost(struct o2_fs *fs, uint64_t owner)
+{
+	struct o2_cache *c = fs->cache;
+
+	c->last_loss = ++c->epoch;
+	/* slot 0 stands for every owner: a loss of no known owner */
+	c->lost[owner ? lost_slot(owner) : 0] = c->epoch;
 }
 
 void o2_cache_stats(const struct o2_fs *fs, struct o2_cache_stats *ret)

@@ -47,6 +47,8 @@ struct o2_buf {
 	bool revoked;	     /* in_log, and revoked by the running transaction */
 	bool unlocked;	     /* read without the cluster lock that covers it: a
 				later read takes it from the device again */
+	uint64_t seen;	     /* cache epoch when the content was last known good
+				(o2_cache_lost) */
 	struct o2_buf *hnext; /* hash chain */
 	struct o2_list lru;  /* clean buffers, least recently used first */
 	struct o2_list tlink; /* the running transaction's buffers */
@@ -96,6 +98,13 @@ struct o2_buf *o2_cache_peek(struct o2_fs *fs, uint64_t blkno);
 void o2_cache_forget(struct o2_fs *fs, uint64_t blkno);
 /* Forget every clean block (another node may have changed the disk). */
 void o2_cache_drop_clean(struct o2_fs *fs);
+/*
+ * The cluster lock of inode owner went (another node may change what it
+ * covers): a clean block that names owner (its inode block, its directory
+ * blocks) or names no owner is read again at its next use; owner 0: every
+ * clean block is.  Blocks with changes not yet home are kept.
+ */
+void o2_cache_lost(struct o2_fs *fs, uint64_t owner);
 /* A buffer went clean (written home, or forgotten): it may be evicted again. */
 void o2_cache_mark_clean(struct o2_fs *fs, struct o2_buf *b);
 void o2_cache_stats(const struct o2_fs *fs, struct o2_cache_stats *ret);

@@ -24,18 +24,18 @@ int o2_data_write(struct o2_fs *fs, uint64_t dev_off, const uint8_t *buf, size_t
 	int r;
 
 	if ((dev_off % bs) == 0 && (len % bs) == 0) {
-		r = o2_blockdev_write(fs->dev, buf, len, dev_off);
+		r = o2_blockdev_write_data(fs->dev, buf, len, dev_off, fs->io_owner);
 		return r < 0 ? o2_fs_abort(fs, r, "writing file data") : 0;
 	}
 	tmp = o2_malloc(span);
 	if (!tmp)
 		return -ENOMEM;
-	r = o2_blockdev_read_data(fs->dev, tmp, bs, first);
+	r = o2_blockdev_read_data(fs->dev, tmp, bs, first, fs->io_owner);
 	if (r == 0 && span > bs)
-		r = o2_blockdev_read_data(fs->dev, tmp + span - bs, bs, end - bs);
+		r = o2_blockdev_read_data(fs->dev, tmp + span - bs, bs, end - bs, fs->io_owner);
 	if (r == 0) {
 		memcpy(tmp + (dev_off - first), buf, len);
-		r = o2_blockdev_write(fs->dev, tmp, span, first);
+		r = o2_blockdev_write_data(fs->dev, tmp, span, first, fs->io_owner);
 		if (r < 0)
 			r = o2_fs_abort(fs, r, "writing file data");
 	}
@@ -47,7 +47,7 @@ static const uint8_t zeros[256 << 10];
 
 int o2_data_dev_write(struct o2_fs *fs, const void *buf, size_t len, uint64_t dev_off)
 {
-	int r = o2_blockdev_write(fs->dev, buf, len, dev_off);
+	int r = o2_blockdev_write_data(fs->dev, buf, len, dev_off, fs->io_owner);
 
 	return r < 0 ? o2_fs_abort(fs, r, "writing file data") : 0;
 }

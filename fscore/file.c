@@ -266,7 +266,7 @@ static int cow_step(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 	if (ext->flags & O2_EXTENT_UNWRITTEN)
 		memset(buf, 0, bytes);
 	else
-		r = o2_blockdev_read_data(fs->dev, buf, bytes, ext->blkno << fs->bits);
+		r = o2_blockdev_read_data(fs->dev, buf, bytes, ext->blkno << fs->bits, fs->io_owner);
 	if (r == 0)
 		r = o2_clusters_alloc(t, fs, 1, n, &start, &got);
 	if (r < 0)
@@ -537,7 +537,21 @@ static bool sparse(const struct o2_fs *fs)
 	return o2_has_incompat(fs, O2_FEATURE_INCOMPAT_SPARSE_ALLOC);
 }
 
+static ssize_t write_file(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf,
+			  size_t len);
+
 ssize_t o2_write(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf, size_t len)
+{
+	ssize_t r;
+
+	fs->io_owner = ino;
+	r = write_file(fs, ino, off, buf, len);
+	fs->io_owner = 0;
+	return r;
+}
+
+static ssize_t write_file(struct o2_fs *fs, uint64_t ino, uint64_t off, const void *buf,
+			  size_t len)
 {
 	struct o2_buf *ib;
 	const uint8_t *src = buf;

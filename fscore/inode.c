@@ -371,8 +371,29 @@ static int read_span(struct o2_fs *fs, uint64_t dev_off, uint8_t *out, size_t n,
 	return 0;
 }
 
+static ssize_t read_inode(struct o2_fs *fs, struct o2_inode *inode, uint64_t off, void *buf,
+			  size_t len);
+
+static uint32_t in_flags(const struct o2_inode *inode)
+{
+	return le32(o2_di(inode)->i_flags);
+}
+
 ssize_t o2_inode_read(struct o2_fs *fs, struct o2_inode *inode, uint64_t off, void *buf,
 		      size_t len)
+{
+	ssize_t r;
+
+	/* a system file's data (the slot map) is read without its lock: no
+	   owner named, so no cache answers for it */
+	fs->io_owner = (in_flags(inode) & O2_FL_SYSTEM) ? 0 : inode->info.blkno;
+	r = read_inode(fs, inode, off, buf, len);
+	fs->io_owner = 0;
+	return r;
+}
+
+static ssize_t read_inode(struct o2_fs *fs, struct o2_inode *inode, uint64_t off, void *buf,
+			  size_t len)
 {
 	const struct o2_inode_info *in = &inode->info;
 	uint8_t *out = buf, *tmp = NULL;

@@ -21,6 +21,9 @@
 
 struct o2_fs {
 	struct o2_blockdev *dev;
+	/* the inode whose file data is being read or written (o2_write,
+	   o2_inode_read), named to the device's data calls; 0: none */
+	uint64_t io_owner;
 	unsigned flags;
 	uint32_t bs;		/* block size */
 	uint32_t bits;		/* log2 block size */

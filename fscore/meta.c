@@ -22,7 +22,8 @@ static int read_blocks(struct o2_fs *fs, uint64_t blkno, unsigned count, void *b
 	if (blkno >= fs->nblocks || count > fs->nblocks - blkno)
 		return o2_corrupt(fs, blkno, "lies beyond the end of the device (%llu blocks)",
 				  (unsigned long long)fs->nblocks);
-	r = data ? o2_blockdev_read_data(fs->dev, buf, len, blkno << fs->bits)
+	r = data && fs->io_owner ? o2_blockdev_read_data(fs->dev, buf, len, blkno << fs->bits,
+							 fs->io_owner)
 		 : o2_blockdev_read(fs->dev, buf, len, blkno << fs->bits);
 	if (r < 0)
 		return o2_fail(fs, r, "block %llu: read failed: %s", (unsigned long long)blkno,

@@ -558,6 +558,11 @@ void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno)
 		o2_cache_drop_clean(fs);
 }
 
+void o2_fs_lost(struct o2_fs *fs, uint64_t ino)
+{
+	o2_cache_lost(fs, ino);
+}
+
 void o2_fs_unlocked_reads(struct o2_fs *fs, bool on)
 {
 	o2_cache_unlocked_reads(fs, on);

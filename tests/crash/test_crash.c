@@ -214,7 +214,8 @@ static void spy_destroy(struct o2_blockdev *dev)
 {
 }
 
-static const struct o2_blockdev_ops spy_ops = { spy_read, spy_write, spy_flush, spy_destroy, NULL };
+static const struct o2_blockdev_ops spy_ops = { spy_read, spy_write, spy_flush, spy_destroy, NULL,
+						 NULL };
 
 /*
  * The log reused right after a checkpoint.  Big transactions, each synced,

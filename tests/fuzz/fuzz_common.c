@@ -217,7 +217,8 @@ static void fzd_destroy(struct o2_blockdev *bd)
 	/* lives as long as the process */
 }
 
-static const struct o2_blockdev_ops fzd_ops = { fzd_read, fzd_write, fzd_flush, fzd_destroy, NULL };
+static const struct o2_blockdev_ops fzd_ops = { fzd_read, fzd_write, fzd_flush, fzd_destroy, NULL,
+						NULL };
 
 struct fz_dev *fz_dev_new(const uint8_t *base, size_t size)
 {

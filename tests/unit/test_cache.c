@@ -8,6 +8,7 @@
  */
 #include <check.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../testenv.h"
 #include "unit_vol.h"
@@ -86,6 +87,51 @@ START_TEST(unlocked_read_not_trusted)
 }
 END_TEST
 
+/*
+ * A lock lost (o2_fs_lost): the blocks it covers are read again at their
+ * next use, another inode's stay cached, and a lost lock of no known
+ * owner (o2_fs_drop_cached with 0) takes every clean block.
+ */
+START_TEST(lost_lock_drops_its_blocks)
+{
+	static const struct uv_geom g = { .bs = 4096, .cs = 4096 };
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	uint64_t a, b;
+	struct uv v;
+
+	uv_make(&v, &g);
+	struct o2_fs *fs = v.fs;
+	uint64_t root = o2_fs_super(fs)->root_blkno;
+
+	ck_assert_int_eq(o2_create(fs, root, "a", 1, &ni, &a), 0);
+	ck_assert_int_eq(o2_create(fs, root, "b", 1, &ni, &b), 0);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	ck_assert_int_eq(uid_now(fs, a), 0);
+	ck_assert_int_eq(uid_now(fs, b), 0);
+
+	set_uid_behind(&v, a, 7);
+	set_uid_behind(&v, b, 8);
+	o2_fs_lost(fs, a);
+	ck_assert_int_eq(uid_now(fs, a), 7);
+	ck_assert_int_eq(uid_now(fs, b), 0);
+	/* read again after the loss: trusted until the next one */
+	set_uid_behind(&v, a, 9);
+	ck_assert_int_eq(uid_now(fs, a), 7);
+	/* another owner's loss leaves both alone */
+	o2_fs_lost(fs, root);
+	ck_assert_int_eq(uid_now(fs, a), 7);
+	ck_assert_int_eq(uid_now(fs, b), 0);
+	o2_fs_drop_cached(fs, 0);
+	ck_assert_int_eq(uid_now(fs, a), 9);
+	ck_assert_int_eq(uid_now(fs, b), 8);
+	set_uid_behind(&v, a, 0);
+	set_uid_behind(&v, b, 0);
+
+	uv_finish(&v, "after the lost locks", true);
+	uv_free(&v);
+}
+END_TEST
+
 int main(void)
 {
 	test_env_init();
@@ -93,6 +139,7 @@ int main(void)
 	TCase *tc = tcase_create("shared");
 
 	tcase_add_test(tc, unlocked_read_not_trusted);
+	tcase_add_test(tc, lost_lock_drops_its_blocks);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 

@@ -74,7 +74,12 @@ static void write_some(GRand *rnd, size_t max)
 	some_range(rnd, max, &off, &len);
 	for (size_t i = 0; i < len; i++)
 		buf[i] = (uint8_t)g_rand_int(rnd);
-	ck_assert_int_eq(o2_blockdev_write(dev, buf, len, off), 0);
+	/* metadata (no owner) or some inode's data */
+	if (g_rand_boolean(rnd))
+		ck_assert_int_eq(o2_blockdev_write(dev, buf, len, off), 0);
+	else
+		ck_assert_int_eq(o2_blockdev_write_data(dev, buf, len, off,
+							(uint64_t)g_rand_int_range(rnd, 0, 3)), 0);
 	memcpy(model + off, buf, len);
 }
 
@@ -89,7 +94,8 @@ static void read_some(GRand *rnd)
 	if (g_rand_boolean(rnd))
 		ck_assert_int_eq(o2_blockdev_read(dev, buf, len, off), 0);
 	else
-		ck_assert_int_eq(o2_blockdev_read_data(dev, buf, len, off), 0);
+		ck_assert_int_eq(o2_blockdev_read_data(dev, buf, len, off,
+						       (uint64_t)g_rand_int_range(rnd, 0, 3)), 0);
 	ck_assert_msg(memcmp(buf, model + off, len) == 0, "read of %zu bytes at %llu differs", len,
 		      (unsigned long long)off);
 }
@@ -225,19 +231,19 @@ START_TEST(test_clean_copies)
 	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
 	/* another node changes the block after this node gave its lock up */
 	memcpy(disk() + 8192, b, sizeof(b));
-	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192), 0);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192, 7), 0);
 	ck_assert(memcmp(got, a, sizeof(a)) == 0); /* the copy: no lock was lost yet */
 	ck_assert_int_eq(o2_blockdev_read(dev, got, sizeof(got), 8192), 0);
 	ck_assert(memcmp(got, b, sizeof(b)) == 0); /* metadata reads go to the disk */
 	wcache_drop_clean(dev);
-	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192), 0);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192, 7), 0);
 	ck_assert(memcmp(got, b, sizeof(b)) == 0);
 	/* read once, kept: the disk changing under it is not seen until a drop */
 	memcpy(disk() + 8192, a, sizeof(a));
-	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192), 0);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192, 7), 0);
 	ck_assert(memcmp(got, b, sizeof(b)) == 0);
 	wcache_drop_clean(dev);
-	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192), 0);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192, 7), 0);
 	ck_assert(memcmp(got, a, sizeof(a)) == 0);
 
 	/* one sector of a page written; another node changes its neighbour */
@@ -251,8 +257,65 @@ START_TEST(test_clean_copies)
 		ck_assert_uint_eq(disk()[16384 + 2 * SECTOR + i], 'o');
 	}
 	/* a data read of the page after: the written sector from the cache, the rest read */
-	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 16384), 0);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 16384, 7), 0);
 	ck_assert(memcmp(got, disk() + 16384, sizeof(got)) == 0);
+	close_cache();
+}
+END_TEST
+
+/*
+ * Copies know their owner: a lock lost takes its owner's copies (and those
+ * of no named owner), not another's, and a copy never answers a read for
+ * another owner (the block went to another use).
+ */
+START_TEST(test_owners)
+{
+	uint8_t a[PAGE_BYTES], b[PAGE_BYTES], n[PAGE_BYTES], got[PAGE_BYTES];
+
+	open_cache(64u << 20);
+	memset(a, 'a', sizeof(a));
+	memset(b, 'b', sizeof(b));
+	memset(n, 'n', sizeof(n));
+	ck_assert_int_eq(o2_blockdev_write_data(dev, a, sizeof(a), 8192, 11), 0);
+	ck_assert_int_eq(o2_blockdev_write_data(dev, b, sizeof(b), 12288, 22), 0);
+	ck_assert_int_eq(o2_blockdev_write(dev, a, sizeof(a), 16384), 0);
+	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	/* another node writes all three, having taken 11's lock */
+	memcpy(disk() + 8192, n, sizeof(n));
+	memcpy(disk() + 12288, n, sizeof(n));
+	memcpy(disk() + 16384, n, sizeof(n));
+	wcache_lost(dev, 11);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192, 11), 0);
+	ck_assert(memcmp(got, n, sizeof(n)) == 0);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 12288, 22), 0);
+	ck_assert(memcmp(got, b, sizeof(b)) == 0); /* 22's lock is still here */
+	/* a copy of no named owner went with the loss */
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 16384, 33), 0);
+	ck_assert(memcmp(got, n, sizeof(n)) == 0);
+	/* 22's block read for 44 (freed here, reused): from the disk */
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 12288, 44), 0);
+	ck_assert(memcmp(got, n, sizeof(n)) == 0);
+	/* now 44's: 22's loss leaves it, 44's takes it */
+	memcpy(disk() + 12288, a, sizeof(a));
+	wcache_lost(dev, 22);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 12288, 44), 0);
+	ck_assert(memcmp(got, n, sizeof(n)) == 0);
+	wcache_lost(dev, 44);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 12288, 44), 0);
+	ck_assert(memcmp(got, a, sizeof(a)) == 0);
+	/* a write not sent yet is good for any reader, whatever is lost */
+	ck_assert_int_eq(o2_blockdev_write_data(dev, b, sizeof(b), 8192, 11), 0);
+	wcache_lost(dev, 11);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192, 55), 0);
+	ck_assert(memcmp(got, b, sizeof(b)) == 0);
+	/* sent, the copy is 55's, the last reader to name an owner */
+	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	memcpy(disk() + 8192, n, sizeof(n));
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192, 55), 0);
+	ck_assert(memcmp(got, b, sizeof(b)) == 0);
+	wcache_lost(dev, 55);
+	ck_assert_int_eq(o2_blockdev_read_data(dev, got, sizeof(got), 8192, 55), 0);
+	ck_assert(memcmp(got, n, sizeof(n)) == 0);
 	close_cache();
 }
 END_TEST
@@ -268,6 +331,7 @@ static Suite *wcache_suite(void)
 	tcase_add_test(tc, test_flush_beside_writes);
 	tcase_add_test(tc, test_failed_send_kept);
 	tcase_add_test(tc, test_clean_copies);
+	tcase_add_test(tc, test_owners);
 	suite_add_tcase(s, tc);
 	return s;
 }

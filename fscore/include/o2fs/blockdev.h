@@ -24,9 +24,15 @@ struct o2_blockdev_ops {
 	 * Optional: a read of file data, which the caller reads under the
 	 * lock that covers it (never a read of metadata, which a cluster
 	 * mount may read without one): a cache may answer it from what it
-	 * kept of earlier writes and reads.  NULL: read.
+	 * kept of earlier writes and reads.  owner: the inode whose lock
+	 * covers the data; a read that names none (0) trusts no cache.
+	 * NULL: read.
 	 */
-	int (*read_data)(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off);
+	int (*read_data)(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off,
+			 uint64_t owner);
+	/* Optional: a write of owner's file data (as read_data).  NULL: write. */
+	int (*write_data)(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off,
+			  uint64_t owner);
 };
 
 struct o2_blockdev {
@@ -65,8 +71,11 @@ struct o2_blockdev {
  */
 int o2_blockdev_read(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off);
 int o2_blockdev_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off);
-/* o2_blockdev_read for file data (ops->read_data where there is one). */
-int o2_blockdev_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off);
+/* o2_blockdev_read and _write for file data of inode owner (ops->read_data, write_data). */
+int o2_blockdev_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64_t off,
+			  uint64_t owner);
+int o2_blockdev_write_data(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off,
+			   uint64_t owner);
 /*
  * Make every completed write durable.  Safe to call from another thread
  * while the device's other calls run (their owner's lock not held): the

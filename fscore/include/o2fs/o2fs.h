@@ -193,6 +193,14 @@ enum o2_writeback { O2_WB_ALL, O2_WB_HOME, O2_WB_LOG };
 int o2_fs_writeback(struct o2_fs *fs, enum o2_writeback how);
 void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno);
 /*
+ * The lock of inode ino went to NL (or a system file's lock is regained):
+ * cached blocks it covers - its inode block, its directory blocks, an
+ * allocator's groups - and those whose owner the cache cannot tell
+ * (extent blocks, xattr blocks, ...) are read again at their next use;
+ * the rest stay.
+ */
+void o2_fs_lost(struct o2_fs *fs, uint64_t ino);
+/*
  * Between o2_fs_unlocked_reads(fs, true) and (fs, false) the caller reads
  * blocks without the cluster locks that cover them (an inode's generation
  * before its lock can be named, an inode the kernel forgot): those reads

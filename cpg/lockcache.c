@@ -379,14 +379,12 @@ static void settled(struct o2lc_res *r, bool held)
 
 /* ---- the service side ---- */
 
-static gboolean send_lock(gpointer p)
+/* s's request went to the service as id, or failed with it; under c->mu. */
+static void lock_sent(struct o2lc *c, struct send *s, int64_t id)
 {
-	struct send *s = p;
 	struct o2lc_res *r = s->r;
-	struct o2lc *c = r->c;
-	g_mutex_lock(&c->mu);
+
 	r->sends--;
-	int64_t id = c->lost ? -ENOTCONN : c->backend->lock(c->be, r->name, r->namelen, s->mode, s->flags);
 	if (id < 0) {
 		r->done_error = (int)id;
 		r->done_seq = r->pending_seq;
@@ -397,8 +395,42 @@ static gboolean send_lock(gpointer p)
 		c->stats.requests++;
 	}
 	kick(r);
+}
+
+static gboolean send_lock(gpointer p)
+{
+	struct send *s = p;
+	struct o2lc_res *r = s->r;
+	struct o2lc *c = r->c;
+	g_mutex_lock(&c->mu);
+	lock_sent(c, s, c->lost ? -ENOTCONN
+				: c->backend->lock(c->be, r->name, r->namelen, s->mode, s->flags));
 	g_mutex_unlock(&c->mu);
 	g_free(s);
+	cache_unref(c);
+	return G_SOURCE_REMOVE;
+}
+
+/* A GPtrArray of struct send: one message for them all (backend->lock_batch). */
+static gboolean send_lock_batch(gpointer p)
+{
+	GPtrArray *v = p;
+	struct o2lc *c = ((struct send *)v->pdata[0])->r->c;
+	g_autofree struct o2lc_lockreq *reqs = g_new(struct o2lc_lockreq, v->len);
+
+	g_mutex_lock(&c->mu);
+	for (guint i = 0; i < v->len; i++) {
+		const struct send *s = v->pdata[i];
+
+		reqs[i] = (struct o2lc_lockreq){ s->r->name, s->r->namelen, s->mode, s->flags };
+	}
+	int64_t id = c->lost ? -ENOTCONN : c->backend->lock_batch(c->be, reqs, v->len);
+	for (guint i = 0; i < v->len; i++)
+		lock_sent(c, v->pdata[i], id < 0 ? id : id + (int64_t)i);
+	if (id >= 0)
+		c->stats.batched += v->len - 1;
+	g_mutex_unlock(&c->mu);
+	g_ptr_array_free(v, TRUE);
 	cache_unref(c);
 	return G_SOURCE_REMOVE;
 }
@@ -1037,7 +1069,8 @@ static bool may_ask(const struct o2lc_res *r)
 }
 
 /* Send a lock request for mode (o2lc_lock's flags): its sequence number. */
-static unsigned ask(struct o2lc_res *r, int mode, unsigned flags)
+/* ask's bookkeeping: the request to send for r (r->pending_seq names it). */
+static struct send *ask_prepare(struct o2lc_res *r, int mode, unsigned flags)
 {
 	struct send *s = g_new(struct send, 1);
 
@@ -1058,7 +1091,12 @@ static unsigned ask(struct o2lc_res *r, int mode, unsigned flags)
 	r->pending_id = 0;
 	if (!++r->pending_seq)
 		++r->pending_seq;
-	res_on_service_side(r, send_lock, s);
+	return s;
+}
+
+static unsigned ask(struct o2lc_res *r, int mode, unsigned flags)
+{
+	res_on_service_side(r, send_lock, ask_prepare(r, mode, flags));
 	return r->pending_seq;
 }
 
@@ -1174,13 +1212,27 @@ int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)
 	return rc;
 }
 
-/* Ask for every lock held as new and not asked for yet; under c->mu. */
+/*
+ * Ask for every lock held as new and not asked for yet, in batches of one
+ * message each where the backend has them; under c->mu.
+ */
 static void announce_all(struct o2lc *c)
 {
+	while (c->unannounced.head && c->backend->lock_batch) {
+		GPtrArray *v = g_ptr_array_new_with_free_func(g_free);
+
+		while (c->unannounced.head && v->len < O2LC_BATCH_MAX) {
+			struct o2lc_res *r = c->unannounced.head->data;
+
+			g_ptr_array_add(v, ask_prepare(r, r->granted, 0));
+			r->prefetch_seq = r->pending_seq; /* nobody waits for the answer */
+			r->sends++;
+		}
+		on_service_side(c, send_lock_batch, v);
+	}
 	while (c->unannounced.head) {
 		struct o2lc_res *r = c->unannounced.head->data;
 
-		/* nobody waits for the answer (a prefetch's) */
 		r->prefetch_seq = ask(r, r->granted, 0);
 	}
 }

@@ -93,11 +93,26 @@
  * whose outcome comes back through o2lc_event, or -errno.  Called on the
  * service side.
  */
+struct o2lc_lockreq {
+	const void *name;
+	size_t namelen;
+	int mode;
+	unsigned flags;
+};
+
 struct o2lc_backend {
 	int64_t (*lock)(void *be, const void *name, size_t namelen, int mode, unsigned flags);
 	int64_t (*down)(void *be, const void *name, size_t namelen, int new_mode, const void *lvb);
 	int64_t (*cancel)(void *be, const void *name, size_t namelen);
+	/*
+	 * Optional: n lock requests in one message, applied in order; their
+	 * ids are the one returned and the n - 1 after it (at most
+	 * O2LC_BATCH_MAX).  How new locks are announced when there are many
+	 * (o2lc_settle): NULL, one lock call each.
+	 */
+	int64_t (*lock_batch)(void *be, const struct o2lc_lockreq *reqs, size_t n);
 };
+#define O2LC_BATCH_MAX 1024
 
 struct o2lc;
 struct o2lc_res;
@@ -279,6 +294,7 @@ bool o2lc_lvb(struct o2lc_res *r, uint8_t *lvb);
 struct o2lc_stats {
 	uint64_t locks;		/* o2lc_lock calls that succeeded */
 	uint64_t requests;	/* lock requests sent to the service */
+	uint64_t batched;	/* of those, sent in a batch's message after its first */
 	uint64_t downconverts;	/* downconverts sent to the service */
 	uint64_t cancels;	/* conversions cancelled to break a deadlock */
 	uint64_t blocking;	/* BLOCKING events received */

@@ -165,6 +165,26 @@ int64_t o2ls_lock(struct o2ls *ls, const void *name, size_t namelen, int mode, u
 	return sent(ls, buf, o2lt_msg_lock(buf, sizeof(buf), id, name, namelen, mode, flags), id);
 }
 
+int64_t o2ls_lock_batch(struct o2ls *ls, const struct o2ls_lockreq *reqs, size_t n)
+{
+	if (n == 0 || n > O2LS_BATCH_MAX)
+		return -EINVAL;
+	size_t cap = n * O2LT_MSG_SMALL, len = 0;
+	g_autofree uint8_t *locks = g_malloc(cap);
+	g_autofree uint8_t *buf = g_malloc(cap + O2LT_MSG_SMALL);
+	uint64_t first = ls->next_reqid + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		ssize_t l = o2lt_msg_lock(locks + len, cap - len, first + i, reqs[i].name,
+					  reqs[i].namelen, reqs[i].mode, reqs[i].flags);
+		if (l < 0)
+			return l;
+		len += (size_t)l;
+	}
+	ls->next_reqid += n;
+	return sent(ls, buf, o2lt_msg_batch(buf, cap + O2LT_MSG_SMALL, locks, len), first);
+}
+
 int64_t o2ls_down(struct o2ls *ls, const void *name, size_t namelen, int new_mode, const void *lvb)
 {
 	uint8_t buf[O2LT_MSG_SMALL];

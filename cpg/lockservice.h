@@ -66,5 +66,19 @@ size_t o2ls_members(const struct o2ls *ls, struct o2lt_member_info *buf, size_t 
 int64_t o2ls_lock(struct o2ls *ls, const void *name, size_t namelen, int mode, unsigned flags);
 int64_t o2ls_down(struct o2ls *ls, const void *name, size_t namelen, int new_mode, const void *lvb);
 int64_t o2ls_cancel(struct o2ls *ls, const void *name, size_t namelen);
+/* One request of o2ls_lock_batch. */
+struct o2ls_lockreq {
+	const void *name;
+	size_t namelen;
+	int mode;
+	unsigned flags;
+};
+/*
+ * n LOCK requests in one message (locktab's BATCH), applied in order: their
+ * ids are the returned one and the n - 1 after it.  At most
+ * O2LS_BATCH_MAX of them.
+ */
+#define O2LS_BATCH_MAX 4096
+int64_t o2ls_lock_batch(struct o2ls *ls, const struct o2ls_lockreq *reqs, size_t n);
 int64_t o2ls_fenced(struct o2ls *ls, uint32_t nodeid);
 int64_t o2ls_recovered(struct o2ls *ls, uint32_t nodeid);

@@ -33,6 +33,7 @@ enum msg_type {
 	MSG_FENCED = 4,
 	MSG_RECOVERED = 5,
 	MSG_SNAPSHOT = 6,
+	MSG_BATCH = 7,
 };
 
 #define DOWN_F_LVB 0x1u
@@ -597,6 +598,17 @@ static ssize_t msg_node(void *buf, size_t size, enum msg_type type, uint64_t req
 	return n;
 }
 
+/* BATCH body: whole LOCK messages one after another (the header's reqid is 0) */
+ssize_t o2lt_msg_batch(void *buf, size_t size, const void *locks, size_t len)
+{
+	if (!locks || len == 0 || len > O2LT_MSG_MAX - HDR_LEN)
+		return -EINVAL;
+	ssize_t n = put_header(buf, size, HDR_LEN + len, MSG_BATCH, 0, 0);
+	if (n >= 0)
+		memcpy((uint8_t *)buf + HDR_LEN, locks, len);
+	return n;
+}
+
 ssize_t o2lt_msg_fenced(void *buf, size_t size, uint64_t reqid, uint32_t nodeid)
 {
 	return msg_node(buf, size, MSG_FENCED, reqid, nodeid);
@@ -846,6 +858,51 @@ static void count_input(struct o2lt_table *t)
 	}
 }
 
+/*
+ * The LOCK messages of a BATCH, in order: fn(t, s, inner) for each, once
+ * every one has been found well formed (a batch is refused whole, before
+ * any of it is applied).  -EBADMSG for a malformed one.
+ */
+static int batch_each(struct o2lt_table *t, struct member *s, const struct msg *m,
+		      void (*fn)(struct o2lt_table *, struct member *, const struct msg *))
+{
+	for (int pass = 0; pass < 2; pass++) {
+		size_t at = 0;
+
+		if (m->flags || m->reqid || m->bodylen == 0)
+			return -EBADMSG;
+		while (at < m->bodylen) {
+			struct msg in;
+			struct named n;
+
+			if (m->bodylen - at < HDR_LEN)
+				return -EBADMSG;
+			size_t l = get32(m->body + at + 8);
+			if (l < HDR_LEN || l > m->bodylen - at || parse_header(m->body + at, l, &in) ||
+			    in.type != MSG_LOCK || parse_named(&in, false, &n) || n.mode > O2LT_EX ||
+			    (in.flags & ~LOCK_FLAGS))
+				return -EBADMSG;
+			if (pass)
+				fn(t, s, &in);
+			at += l;
+		}
+	}
+	return 0;
+}
+
+static void batch_lock(struct o2lt_table *t, struct member *s, const struct msg *in)
+{
+	(void)apply_lock(t, s, in); /* checked well formed already */
+}
+
+static void batch_refuse(struct o2lt_table *t, struct member *s, const struct msg *in)
+{
+	struct named n = { 0 };
+
+	(void)parse_named(in, false, &n);
+	emit_refused(t, s->id, in->reqid, n.name, n.namelen, -EAGAIN);
+}
+
 static int deliver_synced(struct o2lt_table *t, struct o2lt_member sender, const void *buf,
 			  size_t len)
 {
@@ -864,6 +921,8 @@ static int deliver_synced(struct o2lt_table *t, struct o2lt_member sender, const
 		 * would never hear of it: it holds nothing until it is synced.
 		 */
 		struct named n;
+		if (m.type == MSG_BATCH)
+			return batch_each(t, s, &m, batch_refuse);
 		bool named = (m.type == MSG_LOCK || m.type == MSG_DOWN || m.type == MSG_CANCEL) &&
 			     !parse_named(&m, m.type == MSG_DOWN && (m.flags & DOWN_F_LVB), &n);
 		emit_refused(t, s->id, m.reqid, named ? n.name : NULL, named ? n.namelen : 0, -EAGAIN);
@@ -876,6 +935,7 @@ static int deliver_synced(struct o2lt_table *t, struct o2lt_member sender, const
 	case MSG_FENCED: return apply_fenced(t, &m);
 	case MSG_RECOVERED: return apply_recovered(t, s, &m);
 	case MSG_SNAPSHOT: return apply_snapshot_seen(t, &m);
+	case MSG_BATCH: return batch_each(t, s, &m, batch_lock);
 	default: return -EBADMSG;
 	}
 }

@@ -244,6 +244,14 @@ ssize_t o2lt_msg_lock(void *buf, size_t size, uint64_t reqid, const void *name, 
 ssize_t o2lt_msg_down(void *buf, size_t size, uint64_t reqid, const void *name, size_t namelen,
 		      int new_mode, const void *lvb);
 ssize_t o2lt_msg_cancel(void *buf, size_t size, uint64_t reqid, const void *name, size_t namelen);
+/*
+ * BATCH: LOCK messages (as o2lt_msg_lock made them, len bytes one after
+ * another) in one message, applied in order as if sent one by one - the
+ * announcement of many new inodes' locks at once.  A batch with anything
+ * but well-formed LOCK messages in it is refused whole (-EBADMSG).  Needs
+ * HDR (24) + len bytes.
+ */
+ssize_t o2lt_msg_batch(void *buf, size_t size, const void *locks, size_t len);
 ssize_t o2lt_msg_fenced(void *buf, size_t size, uint64_t reqid, uint32_t nodeid);
 ssize_t o2lt_msg_recovered(void *buf, size_t size, uint64_t reqid, uint32_t nodeid);
 

@@ -105,7 +105,18 @@ static int64_t be_cancel(void *be, const void *name, size_t len)
 	return o2ls_cancel(be, name, len);
 }
 
-static const struct o2lc_backend backend = { be_lock, be_down, be_cancel };
+static int64_t be_lock_batch(void *be, const struct o2lc_lockreq *reqs, size_t n)
+{
+	g_autofree struct o2ls_lockreq *v = g_new(struct o2ls_lockreq, n);
+
+	G_STATIC_ASSERT(O2LC_BATCH_MAX <= O2LS_BATCH_MAX);
+	for (size_t i = 0; i < n; i++)
+		v[i] = (struct o2ls_lockreq){ reqs[i].name, reqs[i].namelen, reqs[i].mode,
+					      reqs[i].flags };
+	return o2ls_lock_batch(be, v, n);
+}
+
+static const struct o2lc_backend backend = { be_lock, be_down, be_cancel, be_lock_batch };
 
 static void set_state(struct cluster *c, enum cluster_state st, const char *why)
 {
@@ -815,7 +826,6 @@ static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int m
 	}
 	h->res = r;
 	h->mode = mode;
-	h->drop = false;
 	return 0;
 }
 
@@ -847,7 +857,6 @@ int cluster_lock_inode_cached(struct cluster *c, uint64_t blkno, uint32_t gen,
 	}
 	h->res = r;
 	h->mode = O2LT_PR;
-	h->drop = false;
 	return 0;
 }
 
@@ -1032,10 +1041,7 @@ void cluster_unlock(struct cluster_hold *h)
 	if (!h->res)
 		return;
 	o2lc_unlock(h->res, h->mode);
-	if (h->drop)
-		o2lc_res_forget(h->res);
-	else
-		o2lc_res_put(h->res);
+	o2lc_res_put(h->res);
 	h->res = NULL;
 }
 

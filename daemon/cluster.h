@@ -125,7 +125,6 @@ void cluster_set_fs(struct cluster *c, const struct cluster_fs_ops *ops, void *a
 struct cluster_hold {
 	struct o2lc_res *res; /* NULL: nothing held */
 	int mode;
-	bool drop; /* the lock goes when let go (open locks) */
 };
 
 /*

@@ -830,7 +830,7 @@ static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv,
 	g_variant_builder_add(&lb, "{st}", "wait_us", (guint64)st.wait_us);
 	g_variant_builder_add(&lb, "{st}", "writeback_us", (guint64)st.writeback_us);
 	g_variant_builder_add(&lb, "{st}", "messages",
-			      (guint64)(st.requests + st.downconverts + st.cancels));
+			      (guint64)(st.requests - st.batched + st.downconverts + st.cancels));
 	g_variant_builder_add(&b, "{sv}", "locks", g_variant_builder_end(&lb));
 	o2d_volume_complete_cluster_state(vol, inv, g_variant_builder_end(&b));
 	return TRUE;

@@ -362,7 +362,7 @@ static int64_t be_cancel(void *be, const void *name, size_t namelen)
 	return o2ls_cancel(be, name, namelen);
 }
 
-static const struct o2lc_backend backend = { be_lock, be_down, be_cancel };
+static const struct o2lc_backend backend = { be_lock, be_down, be_cancel, NULL };
 
 int main(int argc, char **argv)
 {

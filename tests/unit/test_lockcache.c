@@ -194,7 +194,30 @@ static int64_t be_cancel(void *be, const void *name, size_t namelen)
 	return be_send(m, o2lt_msg_cancel(buf, sizeof(buf), (uint64_t)m->next_reqid++, name, namelen), buf);
 }
 
-static const struct o2lc_backend backend = { be_lock, be_down, be_cancel };
+/* new locks announced together: one BATCH on the bus */
+static int64_t be_lock_batch(void *be, const struct o2lc_lockreq *reqs, size_t n)
+{
+	struct member *m = be;
+	size_t cap = n * O2LT_MSG_SMALL, len = 0;
+	g_autofree uint8_t *locks = g_malloc(cap);
+	g_autofree uint8_t *buf = g_malloc(cap + O2LT_MSG_SMALL);
+	int64_t first = m->next_reqid;
+
+	for (size_t i = 0; i < n; i++) {
+		ssize_t l = o2lt_msg_lock(locks + len, cap - len, (uint64_t)m->next_reqid++,
+					  reqs[i].name, reqs[i].namelen, reqs[i].mode, reqs[i].flags);
+		if (l < 0)
+			return l;
+		len += (size_t)l;
+	}
+	ssize_t l = o2lt_msg_batch(buf, cap + O2LT_MSG_SMALL, locks, len);
+	if (l < 0)
+		return l;
+	bus_send(m->id, buf, (size_t)l);
+	return first;
+}
+
+static const struct o2lc_backend backend = { be_lock, be_down, be_cancel, be_lock_batch };
 
 /* members join one at a time, each synced (by snapshot) before the next */
 static void form_group(void *arg)

@@ -1088,6 +1088,61 @@ START_TEST(test_new)
 }
 END_TEST
 
+/* A BATCH of LOCKs: as if sent one by one; anything malformed in it refuses it whole. */
+START_TEST(test_batch)
+{
+	uint8_t locks[4 * O2LT_MSG_SMALL], buf[24 + sizeof(locks)];
+	size_t len = 0;
+	ssize_t n;
+
+	JOIN(0, 1, 2);
+	req_lock(1, "c", O2LT_PR, 0, 1);
+	GRANTED(1, "c", O2LT_PR, 1);
+	n = o2lt_msg_lock(locks + len, sizeof(locks) - len, 2, "a", 1, O2LT_EX, O2LT_F_NEW);
+	len += (size_t)n;
+	n = o2lt_msg_lock(locks + len, sizeof(locks) - len, 3, "b", 1, O2LT_PR, O2LT_F_NEW);
+	len += (size_t)n;
+	n = o2lt_msg_lock(locks + len, sizeof(locks) - len, 4, "c", 1, O2LT_EX, O2LT_F_NEW);
+	len += (size_t)n;
+	mcast(0, buf, o2lt_msg_batch(buf, sizeof(buf), locks, len));
+	GRANTED(0, "a", O2LT_EX, 2);
+	GRANTED(0, "b", O2LT_PR, 3);
+	expect_ev(__LINE__, 0, O2LT_EV_QUEUED, "c", O2LT_EX, 4, 0);
+	BLOCKING(1, "c", O2LT_EX);
+	req_down(1, "c", O2LT_NL, NULL, 5);
+	GRANTED(0, "c", O2LT_EX, 4);
+
+	/* a good LOCK, then a DOWN, then one cut short: nothing of it applies */
+	struct dumps d;
+	size_t good;
+
+	dumps_take(&d);
+	len = (size_t)o2lt_msg_lock(locks, sizeof(locks), 6, "d", 1, O2LT_EX, 0);
+	good = len;
+	len += (size_t)o2lt_msg_down(locks + len, sizeof(locks) - len, 7, "a", 1, O2LT_NL, NULL);
+	n = o2lt_msg_batch(buf, sizeof(buf), locks, len);
+	ck_assert_int_gt(n, 0);
+	action_begin();
+	deliver_input(nodes[2].id, buf, (size_t)n);
+	expect_rc_all(__LINE__, -EBADMSG);
+	n = o2lt_msg_batch(buf, sizeof(buf), locks, good + 10);
+	action_begin();
+	deliver_input(nodes[2].id, buf, (size_t)n);
+	expect_rc_all(__LINE__, -EBADMSG);
+	dumps_same(__LINE__, &d);
+	/* a batch inside a batch is no LOCK either */
+	n = o2lt_msg_batch(buf, sizeof(buf), locks, good);
+	memcpy(locks, buf, (size_t)n);
+	n = o2lt_msg_batch(buf, sizeof(buf), locks, (size_t)n);
+	action_begin();
+	deliver_input(nodes[2].id, buf, (size_t)n);
+	expect_rc_all(__LINE__, -EBADMSG);
+	dumps_same(__LINE__, &d);
+	ck_assert_int_eq(o2lt_msg_batch(buf, sizeof(buf), locks, 0), -EINVAL);
+	ck_assert_int_eq(o2lt_msg_batch(buf, 30, locks, good), -ENOBUFS);
+}
+END_TEST
+
 /* 6. CANCEL of a waiting request, of a conversion, of nothing; deadlock way out. */
 START_TEST(test_cancel)
 {
@@ -2765,6 +2820,7 @@ static Suite *locktab_suite(void)
 	tcase_add_test(tc, test_conversions);
 	tcase_add_test(tc, test_noqueue);
 	tcase_add_test(tc, test_new);
+	tcase_add_test(tc, test_batch);
 	tcase_add_test(tc, test_cancel);
 	tcase_add_test(tc, test_lvb);
 	tcase_add_test(tc, test_down_errors);

@@ -112,6 +112,57 @@ static int node_ref(struct volume *v, uint64_t blk, uint32_t gen, bool dir)
 	return 0;
 }
 
+/* Bound on v->gens: past it, it starts again (it only saves reads). */
+#define GENS_MAX 65536
+
+/* blk, forgotten by the kernel, was gen with its lock still cached here. */
+static void gen_remember(struct volume *v, uint64_t blk, uint32_t gen)
+{
+	uint64_t *g = g_new(uint64_t, 2);
+
+	if (g_hash_table_size(v->gens) >= GENS_MAX)
+		g_hash_table_remove_all(v->gens);
+	g[0] = blk;
+	g[1] = gen;
+	g_hash_table_replace(v->gens, g, g);
+}
+
+/*
+ * blk's generation known without reading the inode unlocked: the one the
+ * kernel was handed (or had when it forgot the inode), if this node still
+ * holds that lock (a try that asks nothing) and the inode, read under it,
+ * is still that one in use.  Nobody else can free the inode while the
+ * lock is here; this node's own free shows in its cached block.  Under
+ * the volume mutex.  false: read it unlocked (fuseops_gen_unlocked).
+ */
+static bool known_gen(struct volume *v, uint64_t blk, uint32_t *gen)
+{
+	const uint64_t *n = g_hash_table_lookup(v->nodes, &blk);
+	const uint64_t *g = n ? NULL : g_hash_table_lookup(v->gens, &blk);
+	struct cluster_hold h = { 0 };
+	struct o2_inode *in;
+	bool ok;
+
+	if (!v->cluster || (!n && !g))
+		return false;
+	uint32_t cand = n ? (uint32_t)n[2] : (uint32_t)g[1];
+
+	if (cluster_lock_inode_cached(v->cluster, blk, cand, &h) < 0)
+		return false;
+	ok = o2_inode_get(v->fs, blk, &in) == 0;
+	if (ok) {
+		const struct o2_inode_info *ii = o2_inode_info(in);
+
+		ok = ii->generation == cand && (ii->flags & O2_INODE_VALID) &&
+		     !(ii->flags & O2_INODE_ORPHANED);
+		o2_inode_unref(in);
+	}
+	cluster_unlock(&h);
+	if (ok)
+		*gen = cand;
+	return ok;
+}
+
 static void node_unref(struct volume *v, uint64_t blk, uint64_t count)
 {
 	uint64_t *n = g_hash_table_lookup(v->nodes, &blk);
@@ -129,13 +180,28 @@ static void node_unref(struct volume *v, uint64_t blk, uint64_t count)
 	 * beyond lock_cache=N, least recently used first, and a node deleting
 	 * the inode asks for its open lock (cluster_open_elsewhere).
 	 */
+	uint32_t gen = (uint32_t)n[2];
+
 	g_hash_table_remove(v->nodes, &blk);
 	if (v->fs) {
-		/* without the inode's lock, if clustered (fuseops_gen_unlocked) */
-		o2_fs_unlocked_reads(v->fs, true);
+		/*
+		 * Under the inode's lock if this node still holds it (a try that
+		 * asks nothing), else without it (fuseops_gen_unlocked), which
+		 * would leave the cached inode to be read again at its next use:
+		 * a new epoch has the kernel forget every inode at once.
+		 */
+		struct cluster_hold h = { 0 };
+		bool held = !v->cluster || cluster_lock_inode_cached(v->cluster, blk, gen, &h) == 0;
+
+		if (!held)
+			o2_fs_unlocked_reads(v->fs, true);
 		int r = o2_inode_close_ref(v->fs, blk);
 
-		o2_fs_unlocked_reads(v->fs, false);
+		if (!held)
+			o2_fs_unlocked_reads(v->fs, false);
+		if (h.res)
+			gen_remember(v, blk, gen);
+		cluster_unlock(&h);
 		if (r < 0)
 			volume_note_locked(v, "freeing an unlinked inode", r);
 	}
@@ -200,7 +266,8 @@ static uint32_t node_gen(struct volume *v, uint64_t blk)
 		return v->bitmap_gen;
 	if (n)
 		return (uint32_t)n[2];
-	fuseops_gen_unlocked(v, blk, &gen);
+	if (!known_gen(v, blk, &gen))
+		fuseops_gen_unlocked(v, blk, &gen);
 	return gen;
 }
 
@@ -451,7 +518,7 @@ static int name_target(struct volume *v, uint64_t dir, const char *name, uint64_
 		return 0;
 	if (r < 0)
 		return r;
-	r = fuseops_gen_unlocked(v, de.ino, gen);
+	r = known_gen(v, de.ino, gen) ? 0 : fuseops_gen_unlocked(v, de.ino, gen);
 	if (r == 0)
 		*blk = de.ino;
 	return r;

@@ -103,6 +103,9 @@ struct volume {
 	/* who watches the close (an Unmount's job), or NULL */
 	const struct volume_watch *close_watch;
 	GHashTable *nodes;	/* inode number -> {number, lookup count, generation | NODE_DIR} (uint64_t[3]) */
+	/* inode number -> generation ({number, generation}, uint64_t[2]) of
+	   inodes the kernel forgot while their lock stayed cached (fuseops.c) */
+	GHashTable *gens;
 	bool ro_reported;	/* the turn to read-only is in the log */
 	/*
 	 * An fsync is flushing the device without the lock (fuseops.c,

@@ -898,6 +898,8 @@ static void volume_release(struct volume *v)
 		fuse_session_destroy(v->se);
 	if (v->nodes)
 		g_hash_table_destroy(v->nodes);
+	if (v->gens)
+		g_hash_table_destroy(v->gens);
 	g_mutex_clear(&v->lock);
 	g_cond_clear(&v->flush_cond);
 	g_cond_clear(&v->inval_cond);
@@ -984,6 +986,7 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 	v->refs = 1;
 	v->claim_fd = -1;
 	v->nodes = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
+	v->gens = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
 
 	if (!prepare_mountpoint(v->mountpoint, err) || !open_fs(v, watch, err))
 		goto fail;

@@ -49,27 +49,9 @@ int o2_blockdev_read_data(struct o2_blockdev *dev, void *buf, size_t len, uint64
 				   : dev->ops->read(dev, buf, len, off);
 }
 
-int o2_blockdev_write_data(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off,
-			   uint64_t owner)
-{
-	int r;
-
-	if (!dev->ops->write_data)
-		return o2_blockdev_write(dev, buf, len, off);
-	r = check_range(dev, len, off);
-	if (r < 0)
-		return r;
-	if (dev->read_only)
-		return -EROFS;
-	if (len == 0)
-		return 0;
-	r = dev->ops->write_data(dev, buf, len, off, owner);
-	if (r == 0)
-		dev->writes++;
-	return r;
-}
-
-int o2_blockdev_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off)
+/* A write: ops->write_data with owner where there is one (data), else ops->write. */
+static int write_as(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off,
+		    bool data, uint64_t owner)
 {
 	int r = check_range(dev, len, off);
 
@@ -79,10 +61,22 @@ int o2_blockdev_write(struct o2_blockdev *dev, const void *buf, size_t len, uint
 		return -EROFS;
 	if (len == 0)
 		return 0;
-	r = dev->ops->write(dev, buf, len, off);
+	r = data && dev->ops->write_data ? dev->ops->write_data(dev, buf, len, off, owner)
+					 : dev->ops->write(dev, buf, len, off);
 	if (r == 0)
 		dev->writes++;
 	return r;
+}
+
+int o2_blockdev_write_data(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off,
+			   uint64_t owner)
+{
+	return write_as(dev, buf, len, off, true, owner);
+}
+
+int o2_blockdev_write(struct o2_blockdev *dev, const void *buf, size_t len, uint64_t off)
+{
+	return write_as(dev, buf, len, off, false, 0);
 }
 
 int o2_blockdev_flush(struct o2_blockdev *dev)

@@ -13,8 +13,8 @@
  * (wcache_write_out: a lock leaving this node, so that the next node reads
  * what this one wrote).  Reads see the cached writes.
  *
- * What was sent stays as a clean copy (and so does file data read from
- * the disk), up to a bound of its own, for reads of file data alone
+ * What was sent of file data stays as a clean copy (and so does file data
+ * read from the disk), up to a bound of its own, for reads of file data alone
  * (o2_blockdev_read_data: the caller holds the lock covering them).  A
  * metadata read, which may be made without a lock (an inode's generation,
  * to name its lock), never sees them.
@@ -29,8 +29,10 @@
  * may have made stale forgets its clean sectors when next used, as
  * fscore's block cache does (o2_fs_lost).  A copy serves only reads for
  * its own owner: a block this node freed and another reused keeps its old
- * owner's name, and never answers for the new one.  A copy of no named
- * owner serves anyone, but only until the next loss of any lock.
+ * owner's name, and never answers for the new one.  A page written with
+ * no owner named (metadata, the journal) is not kept once sent; one read
+ * for an owner after it was written so, while no lock was lost, serves
+ * anyone until the next loss of any lock.
  *
  * Why it is safe: fscore is correct on any device whose writes may be
  * lost or reordered until a flush (the crash suite's model of a disk);
@@ -358,7 +360,12 @@ static int send_all(struct wcache *w)
 		page_settle(w, v[i]);
 		v[i]->dirty = 0;
 		w->bytes -= PAGE;
-		make_clean(w, v[i]);
+		/* a page of no named owner (the journal's, metadata going home)
+		   is never read as file data: it would only push data out */
+		if (v[i]->owner)
+			make_clean(w, v[i]);
+		else
+			g_hash_table_remove(w->pages, &v[i]->idx);
 	}
 	g_ptr_array_set_size(w->dirty, 0);
 	return 0;

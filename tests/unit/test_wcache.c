@@ -227,7 +227,7 @@ START_TEST(test_clean_copies)
 	open_cache(64u << 20);
 	memset(a, 'a', sizeof(a));
 	memset(b, 'b', sizeof(b));
-	ck_assert_int_eq(o2_blockdev_write(dev, a, sizeof(a), 8192), 0);
+	ck_assert_int_eq(o2_blockdev_write_data(dev, a, sizeof(a), 8192, 7), 0);
 	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
 	/* another node changes the block after this node gave its lock up */
 	memcpy(disk() + 8192, b, sizeof(b));

@@ -57,10 +57,10 @@
 #include <string.h>
 
 #include "ocfs2d.h"
+#include "o2fs/losses.h"
 
 #define PAGE 4096u
 #define SEND_MAX (1u << 20) /* bytes sent in one write */
-#define LOST_SLOTS 4096	    /* owners' losses, by hash (sharing one costs a read) */
 
 struct wcache {
 	struct o2_blockdev dev; /* first: what fscore is given */
@@ -74,9 +74,7 @@ struct wcache {
 	size_t clean_bytes, clean_limit;
 	uint8_t *stage; /* SEND_MAX bytes, aligned for O_DIRECT */
 	uint64_t sent;	/* bytes sent on to the device so far */
-	/* wcache_lost: losses so far, the newest, and per owner slot (slot 0: all) */
-	uint64_t epoch, last_loss;
-	uint64_t lost[LOST_SLOTS];
+	struct o2_losses losses; /* wcache_lost; a page's seen is checked against them */
 };
 
 struct page {
@@ -130,21 +128,15 @@ static void make_clean(struct wcache *w, struct page *pg)
 	}
 }
 
-static size_t lost_slot(uint64_t owner)
-{
-	return (size_t)((owner * 0x9E3779B97F4A7C15ull) >> 20) & (LOST_SLOTS - 1);
-}
-
 /*
  * Forget pg's clean sectors if a loss since they were last known good may
  * have made them stale; they are good now otherwise.  Under mu.
  */
 static void page_settle(struct wcache *w, struct page *pg)
 {
-	if (pg->seen < w->last_loss && (pg->valid & ~pg->dirty) &&
-	    (!pg->owner || pg->seen < w->lost[0] || pg->seen < w->lost[lost_slot(pg->owner)]))
+	if ((pg->valid & ~pg->dirty) && o2_losses_suspect(&w->losses, pg->seen, pg->owner))
 		pg->valid = pg->dirty;
-	pg->seen = w->epoch;
+	pg->seen = o2_losses_now(&w->losses);
 }
 
 /*
@@ -521,8 +513,7 @@ void wcache_lost(struct o2_blockdev *dev, uint64_t owner)
 	if (dev->ops != &wc_ops)
 		return;
 	g_mutex_lock(&w->mu);
-	w->last_loss = ++w->epoch;
-	w->lost[lost_slot(owner)] = w->epoch;
+	o2_losses_stamp(&w->losses, owner);
 	g_mutex_unlock(&w->mu);
 }
 

@@ -11,16 +11,7 @@
 #include "cache.h"
 #include "error.h"
 #include "internal.h"
-
-/*
- * Locks lost (o2_cache_lost) are remembered by epoch, not by walking the
- * cache: a buffer notes the epoch in which its content was last known
- * good (b->seen), and a clean one is checked when next used.  An owner's
- * loss stamps its slot of lost[] (owners sharing a slot only make each
- * other's blocks read again), and a block with no owner the cache can
- * name is suspect after any loss.
- */
-#define LOST_SLOTS 4096
+#include "o2fs/losses.h"
 
 struct o2_cache {
 	struct o2_buf **table;
@@ -32,9 +23,8 @@ struct o2_cache {
 	uint8_t *pool;		/* spare block buffers, each holding the next's address */
 	size_t npool;
 	unsigned unlocked;	/* o2_cache_unlocked_reads depth */
-	/* o2_cache_lost: losses so far, the newest one, and per owner slot */
-	uint64_t epoch, last_loss;
-	uint64_t lost[LOST_SLOTS];
+	/* o2_cache_lost: a buffer's seen is checked against them at its next use */
+	struct o2_losses losses;
 };
 
 /*
@@ -417,23 +407,16 @@ static uint64_t owner_of(const struct o2_fs *fs, const struct o2_buf *b)
 	}
 }
 
-static size_t lost_slot(uint64_t owner)
-{
-	return bucket_in(LOST_SLOTS, owner);
-}
-
 /* A clean buffer some lock lost since its content was known good may be stale. */
 static bool suspect(const struct o2_fs *fs, struct o2_buf *b)
 {
 	const struct o2_cache *c = fs->cache;
-	uint64_t owner;
 
-	if (b->seen >= c->last_loss || b->dirty || b->in_running || b->in_log)
+	if (b->seen >= c->losses.last || b->dirty || b->in_running || b->in_log)
 		return false;
-	owner = owner_of(fs, b);
-	if (!owner || b->seen < c->lost[0] || b->seen < c->lost[lost_slot(owner)])
+	if (o2_losses_suspect(&c->losses, b->seen, owner_of(fs, b)))
 		return true;
-	b->seen = c->epoch; /* known good now */
+	b->seen = o2_losses_now(&c->losses); /* known good now */
 	return false;
 }
 
@@ -495,7 +478,7 @@ int o2_bread(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret
 	}
 	b->refs = 1;
 	b->unlocked = c->unlocked > 0;
-	b->seen = c->epoch;
+	b->seen = o2_losses_now(&c->losses);
 	insert(c, b);
 	*ret = b;
 	return 0;
@@ -540,7 +523,7 @@ int o2_bnew(struct o2_fs *fs, uint64_t blkno, uint8_t kind, struct o2_buf **ret)
 	memset(b->data, 0, fs->bs);
 	b->kind = kind;
 	b->unlocked = false;
-	b->seen = c->epoch;
+	b->seen = o2_losses_now(&c->losses);
 	*ret = b;
 	return 0;
 }
@@ -550,7 +533,7 @@ void o2_cache_mark_clean(struct o2_fs *fs, struct o2_buf *b)
 	struct o2_cache *c = fs->cache;
 
 	b->dirty = false;
-	b->seen = c->epoch; /* what this handle wrote is what is home */
+	b->seen = o2_losses_now(&c->losses); /* what this handle wrote is what is home */
 	if (evictable(b) && !o2_list_linked(&b->lru)) {
 		o2_list_add_tail(&c->lru, &b->lru);
 		c->nclean_lru++;
@@ -597,11 +580,7 @@ void o2_cache_drop_clean(struct o2_fs *fs)
 
 void o2_cache_lost(struct o2_fs *fs, uint64_t owner)
 {
-	struct o2_cache *c = fs->cache;
-
-	c->last_loss = ++c->epoch;
-	/* slot 0 stands for every owner: a loss of no known owner */
-	c->lost[owner ? lost_slot(owner) : 0] = c->epoch;
+	o2_losses_stamp(&fs->cache->losses, owner);
 }
 
 void o2_cache_stats(const struct o2_fs *fs, struct o2_cache_stats *ret)

@@ -881,6 +881,7 @@ static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GV
 	g_variant_builder_add(&b, "{st}", "journal_commits", (guint64)st.journal_commits);
 	g_variant_builder_add(&b, "{st}", "journal_checkpoints", (guint64)st.journal_checkpoints);
 	g_variant_builder_add(&b, "{st}", "journal_log_blocks", (guint64)st.journal_log_blocks);
+	g_variant_builder_add(&b, "{st}", "journal_times_home", (guint64)st.journal_times_home);
 	g_variant_builder_add(&b, "{st}", "device_flushes", (guint64)st.device_flushes);
 	g_variant_builder_add(&b, "{st}", "fsyncs", (guint64)st.fsyncs);
 	g_variant_builder_add(&b, "{st}", "fsync_commits", (guint64)st.fsync_commits);

@@ -20,7 +20,11 @@
  * A block revoked by a transaction still in the log is never logged again
  * until the log has been checkpointed: fsck.ocfs2 1.8.7 loops forever
  * replaying a block logged after a revoke of it, and the kernel would
- * accept such a log, so we never write one.  Checkpointing does not need
+ * accept such a log, so we never write one.
+ *
+ * One exception to "nothing uncommitted goes home": a running transaction
+ * of inode times alone may be written home unlogged when a checkpoint or
+ * write-back asks for it (home_times, below).  Checkpointing does not need
  * the running transaction: a buffer changed again after its commit keeps
  * its committed content in b->frozen for the checkpoint to write.
  *
@@ -73,6 +77,7 @@ struct o2_journal {
 	bool sb_dirty;	   /* in-memory tail/sequence differ from the disk */
 	bool home_kept;	   /* every committed block is home, but the log still
 			      replays them (o2_journal_write_home) */
+	bool times_only;   /* the running transaction changes inode times alone */
 	/* the running transaction */
 	struct o2_list running;
 	unsigned nrunning;
@@ -885,6 +890,61 @@ out_abort:
 	return o2_fs_abort(fs, r, "checkpointing the journal");
 }
 
+/*
+ * A running transaction that changed nothing but the times of inode blocks
+ * whose home copies are current (not in the log: no committed change of
+ * theirs waits to go home) may skip the log and go home as it is: each
+ * such block differs from its home copy in its first sector alone (times
+ * and block check, offsets 0x30-0x87), which a device writes whole, so a
+ * crash leaves either time, never a torn block.  No flush: what was never
+ * fsynced need not be durable, and an fsync of the inode flushes (its
+ * transaction number stays the running one's, so a later fsync commits
+ * whatever runs then and flushes, which covers these writes).  This is
+ * what lets a lock leave a node that only overwrote file data without a
+ * commit and its flushes ("Cluster locks" in ARCHITECTURE.md, Coherence).
+ */
+static int home_times(struct o2_fs *fs)
+{
+	struct o2_journal *j = fs->journal;
+	struct o2_list *pos, *tmp;
+	int r;
+
+	if (!j->times_only || !j->nrunning || j->nrevokes || j->handles)
+		return 0;
+	for (pos = j->running.next; pos != &j->running; pos = pos->next) {
+		struct o2_buf *b = o2_container_of(pos, struct o2_buf, tlink);
+
+		if (b->kind != O2_META_INODE || b->in_log || b->frozen)
+			return 0;
+	}
+	for (pos = j->running.next; pos != &j->running; pos = pos->next) {
+		struct o2_buf *b = o2_container_of(pos, struct o2_buf, tlink);
+
+		if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+			o2_blockcheck_compute(b->data, fs->bs,
+					      b->data + o2_meta_check_offset(fs, b->kind));
+		r = batch_add(fs, j, b->blkno, b->data);
+		if (r < 0)
+			return o2_fs_abort(fs, r, "writing inode times home");
+	}
+	r = batch_flush(fs, j);
+	if (r < 0)
+		return o2_fs_abort(fs, r, "writing inode times home");
+	o2_list_for_each_safe(pos, tmp, &j->running) {
+		struct o2_buf *b = o2_container_of(pos, struct o2_buf, tlink);
+
+		o2_list_del(&b->tlink);
+		b->in_running = false;
+		o2_cache_mark_clean(fs, b);
+		o2_brelse(fs, b);
+	}
+	j->nrunning = 0;
+	j->credits = 0;
+	j->times_only = false;
+	j->st.times_home++;
+	return 0;
+}
+
 static int checkpoint_committed(struct o2_fs *fs)
 {
 	return checkpoint(fs, false);
@@ -896,7 +956,9 @@ int o2_journal_checkpoint(struct o2_fs *fs)
 
 	if (!fs->journal)
 		return 0;
-	r = o2_journal_commit(fs);
+	r = home_times(fs);
+	if (r == 0)
+		r = o2_journal_commit(fs);
 	return r < 0 ? r : checkpoint_committed(fs);
 }
 
@@ -906,7 +968,9 @@ int o2_journal_write_home(struct o2_fs *fs)
 
 	if (!fs->journal)
 		return 0;
-	r = o2_journal_commit(fs);
+	r = home_times(fs);
+	if (r == 0)
+		r = o2_journal_commit(fs);
 	return r < 0 ? r : checkpoint(fs, true);
 }
 
@@ -1002,7 +1066,10 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 	/* an inode's own block changes: its fsync must commit this transaction */
 	if (b->kind == O2_META_INODE)
 		o2_trans_mark_inode(t, b->blkno, !t->times_only);
+	bool times = t->times_only && b->kind == O2_META_INODE;
+
 	if (b->in_running) {
+		j->times_only = j->times_only && times;
 		t->joined = true;
 		return 0;
 	}
@@ -1028,6 +1095,7 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 	b->in_running = true;
 	b->refs++;
 	o2_list_add_tail(&j->running, &b->tlink);
+	j->times_only = (j->nrunning || j->nrevokes ? j->times_only : true) && times;
 	if (!j->nrunning++)
 		j->started_ns = o2_now_ns(fs);
 	return 0;
@@ -1059,6 +1127,7 @@ int o2_trans_revoke(struct o2_trans *t, uint64_t blkno)
 
 	if (fs->ro_reason)
 		return -EROFS;
+	j->times_only = false;
 	/*
 	 * A log kept by o2_journal_write_home still replays blocks nothing
 	 * here remembers (they went home, and may have left the cache): it is

@@ -110,6 +110,7 @@ unsigned o2_journal_max_credits(const struct o2_fs *fs);
 struct o2_journal_stats {
 	uint32_t head, tail, next_tid;
 	uint32_t commits, checkpoints, log_blocks_written;
+	uint32_t times_home; /* running transactions of inode times alone written home */
 	uint32_t ring_blocks;
 };
 void o2_journal_stats(const struct o2_fs *fs, struct o2_journal_stats *ret);

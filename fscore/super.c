@@ -576,6 +576,7 @@ void o2_fs_stats(const struct o2_fs *fs, struct o2_fs_stats *ret)
 	ret->journal_commits = js.commits;
 	ret->journal_checkpoints = js.checkpoints;
 	ret->journal_log_blocks = js.log_blocks_written;
+	ret->journal_times_home = js.times_home;
 	ret->device_flushes = fs->dev ? o2_blockdev_flushes(fs->dev) : 0;
 	ret->fsyncs = fs->fsyncs;
 	ret->fsync_commits = fs->fsync_commits;

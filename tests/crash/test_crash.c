@@ -763,6 +763,154 @@ START_TEST(crash_fdatasync)
 }
 END_TEST
 
+/* The file's mtime on a replayed volume open on fs, in seconds. */
+static int64_t fds_mtime(struct o2_fs *fs, uint64_t ino)
+{
+	struct o2_inode *in;
+	int64_t t;
+
+	ck_assert_int_eq(o2_inode_get(fs, ino, &in), 0);
+	t = in->info.mtime.sec;
+	o2_inode_unref(in);
+	return t;
+}
+
+/*
+ * A lock leaving a node that only overwrote file data: the transaction of
+ * the inode's times goes home unlogged (home_times), no commit, no flush.
+ * The file is written and checkpointed; overwritten inside and written
+ * back for a lock going to NL (O2_WB_ALL), fsync'ed (a flush); overwritten
+ * again and written back for EX to PR (O2_WB_HOME); then a new file joins
+ * an overwrite's transaction, which must commit.  A crash at every write
+ * and flush, each disk also as a few seeds leave the unflushed writes: the
+ * volume replays, the file keeps its size, every sector holds the old or
+ * the new bytes (the new after the fsync's flush), its mtime is one the
+ * file had (the newest after that flush); fsck.ocfs2 -fn passes, and
+ * fsck.ocfs2's replay leaves the file as ours does.
+ */
+START_TEST(crash_times_home)
+{
+	const struct vol_image *v = &vols[VOL_4K];
+	struct o2_blockdev *mem = vol_image_dev(v), *crash;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	struct o2_fs_stats s0, s1;
+	uint8_t *a = malloc(FDS_SIZE), *b = malloc(FDS_SIZE), *got = malloc(FDS_SIZE),
+		*theirs = malloc(FDS_SIZE);
+	uint64_t ino, g, size, fsize;
+	int64_t t0, t1, t2, t3;
+	struct o2_fs *fs;
+	char err[256];
+	size_t w0, flush_at, end, judged = 0;
+	bool fsck = have_fsck();
+
+	ck_assert(a && b && got && theirs);
+	fds_pattern(a, FDS_SIZE, 3);
+	memcpy(b, a, FDS_SIZE);
+	fds_pattern(b + FDS_OFF, FDS_LEN, 4);
+	ck_assert_int_eq(o2_crashdev_new(mem, &crash), 0);
+	ck_assert_int_eq(open_rw(crash, &clk, &fs, err, sizeof(err)), 0);
+	ck_assert_int_eq(o2_create(fs, o2_fs_super(fs)->root_blkno, "f", 1, &ni, &ino), 0);
+	ck_assert_int_eq(o2_write(fs, ino, 0, a, FDS_SIZE), (ssize_t)FDS_SIZE);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	t0 = (int64_t)(clk.ns / 1000000000ull);
+
+	/* overwritten, a lock leaves: the times home, no commit, no flush */
+	w0 = o2_crashdev_nops(crash);
+	clk.ns += 5000000000ull;
+	t1 = (int64_t)(clk.ns / 1000000000ull);
+	o2_fs_stats(fs, &s0);
+	ck_assert_int_eq(o2_write(fs, ino, FDS_OFF, b + FDS_OFF, FDS_LEN), (ssize_t)FDS_LEN);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	o2_fs_stats(fs, &s1);
+	ck_assert_uint_eq(s1.journal_times_home, s0.journal_times_home + 1);
+	ck_assert_uint_eq(s1.journal_commits, s0.journal_commits);
+	ck_assert_uint_eq(s1.device_flushes, s0.device_flushes);
+	for (size_t i = w0; i < o2_crashdev_nops(crash); i++)
+		ck_assert_msg(!o2_crashdev_op_is_flush(crash, i), "the write-back flushed (op %zu)", i);
+
+	/* fsync: nothing to commit, one flush */
+	ck_assert_int_eq(o2_fs_fsync(fs, ino, false), 0);
+	o2_fs_stats(fs, &s0);
+	ck_assert_uint_eq(s0.journal_commits, s1.journal_commits);
+	ck_assert_uint_eq(s0.device_flushes, s1.device_flushes + 1);
+	flush_at = o2_crashdev_nops(crash) - 1;
+	ck_assert(o2_crashdev_op_is_flush(crash, flush_at));
+
+	/* again, for EX to PR; then with a new file in the transaction: a commit */
+	clk.ns += 5000000000ull;
+	t2 = (int64_t)(clk.ns / 1000000000ull);
+	ck_assert_int_eq(o2_write(fs, ino, FDS_OFF, b + FDS_OFF, FDS_LEN), (ssize_t)FDS_LEN);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_HOME), 0);
+	clk.ns += 5000000000ull;
+	t3 = (int64_t)(clk.ns / 1000000000ull);
+	ck_assert_int_eq(o2_write(fs, ino, FDS_OFF, b + FDS_OFF, FDS_LEN), (ssize_t)FDS_LEN);
+	ck_assert_int_eq(o2_create(fs, o2_fs_super(fs)->root_blkno, "g", 1, &ni, &g), 0);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	o2_fs_stats(fs, &s1);
+	ck_assert_uint_eq(s1.journal_times_home, s0.journal_times_home + 1);
+	ck_assert_uint_eq(s1.journal_commits, s0.journal_commits + 1);
+	end = o2_crashdev_nops(crash);
+	o2_fs_abandon(fs);
+
+	for (size_t p = w0; p <= end; p++) {
+		for (unsigned k = 0; k < 4; k++) {
+			uint64_t seed = k ? crash_seed(p * 7 + k) : 0;
+			struct o2_blockdev *dev;
+			int64_t mt;
+
+			ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
+			ck_assert_msg(open_rw(dev, &clk, &fs, err, sizeof(err)) == 0,
+				      "crash point %zu seed %llu: open: %s", p,
+				      (unsigned long long)seed, err);
+			fds_read(fs, ino, &size, got);
+			mt = fds_mtime(fs, ino);
+			ck_assert_int_eq(o2_fs_close(fs), 0);
+			ck_assert_uint_eq(size, FDS_SIZE);
+			for (uint32_t off = 0; off < FDS_SIZE; off += 512) {
+				bool old = memcmp(got + off, a + off, 512) == 0;
+				bool new = memcmp(got + off, b + off, 512) == 0;
+
+				ck_assert_msg(new || (old && p <= flush_at),
+					      "crash point %zu (fsync's flush: op %zu) seed %llu: sector "
+					      "at %u holds %s", p, flush_at, (unsigned long long)seed, off,
+					      old ? "the old data after the fsync" : "neither old nor new data");
+			}
+			ck_assert_msg(p <= flush_at ? mt == t0 || mt == t1 : mt == t1 || mt == t2 || mt == t3,
+				      "crash point %zu (fsync's flush: op %zu) seed %llu: mtime %lld "
+				      "(the file's: %lld, %lld, %lld, %lld)", p, flush_at,
+				      (unsigned long long)seed, (long long)mt, (long long)t0, (long long)t1,
+				      (long long)t2, (long long)t3);
+			if (fsck && k < 2) {
+				struct o2_blockdev *raw;
+				char what[96];
+
+				snprintf(what, sizeof(what), "times home, crash point %zu seed %llu", p,
+					 (unsigned long long)seed);
+				judge_fsck(what, dev);
+				ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &raw), 0);
+				fds_fsck_replay(raw, ino, &fsize, theirs);
+				ck_assert_msg(fsize == size && memcmp(theirs, got, FDS_SIZE) == 0,
+					      "%s: fsck.ocfs2's replay leaves the file otherwise (size %llu)",
+					      what, (unsigned long long)fsize);
+				o2_blockdev_free(raw);
+			}
+			o2_blockdev_free(dev);
+			judged++;
+		}
+	}
+	ck_assert_uint_ge(judged, 4 * 3);
+	printf("times home: ops %zu..%zu (fsync's flush: %zu), crash points checked: %zu\n", w0,
+	       end, flush_at, judged);
+	free(a);
+	free(b);
+	free(got);
+	free(theirs);
+	o2_blockdev_free(crash);
+	o2_blockdev_free(mem);
+}
+END_TEST
+
 /*
  * A commit in flight while the volume goes on: ocfs2d drops its lock for
  * an fsync's flushes, so other calls run between o2_fsync_step and the
@@ -1109,6 +1257,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, crash_torn_descriptor);
 	tcase_add_test(tc, crash_checkpoint_reuse);
 	tcase_add_test(tc, crash_fdatasync);
+	tcase_add_test(tc, crash_times_home);
 	tcase_add_test(tc, crash_fsync_in_flight);
 	tcase_add_test(tc, crash_commit_batched);
 	suite_add_tcase(s, tc);

@@ -604,6 +604,106 @@ START_TEST(readonly_open_refuses_transactions)
 }
 END_TEST
 
+/*
+ * An overwrite changes its inode's times alone; when a cluster lock makes
+ * the node write back, that transaction goes home without the log: no
+ * commit, no flush, the inode's home copy carrying the new times with a
+ * good block check.  An fsync of the inode then flushes once; a running
+ * transaction with any other change commits as before.  fsck.ocfs2 must
+ * find the volume clean, closed or not.
+ */
+static void times_home_case(const char *mkfs_args)
+{
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	struct o2_fs_stats a, b;
+	uint64_t ino, ino2, root;
+	uint8_t data[8192], *raw;
+	char p[512];
+
+	make_volume("times.img", mkfs_args, "128M");
+	path_of(p, sizeof(p), "times.img");
+	fs = open_rw("times.img", &dev);
+	root = o2_fs_super(fs)->root_blkno;
+	memset(data, 'a', sizeof(data));
+	ck_assert_int_eq(o2_create(fs, root, "f", 1, &(struct o2_new_inode){ .mode = S_IFREG | 0644 },
+				   &ino), 0);
+	ck_assert_int_eq(o2_write(fs, ino, 0, data, sizeof(data)), (ssize_t)sizeof(data));
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+
+	/* an overwrite inside the file, then a lock leaves: home, unlogged */
+	fake_now += 7ull * 1000000000ull;
+	o2_fs_stats(fs, &a);
+	ck_assert_int_eq(o2_write(fs, ino, 100, "xyz", 3), 3);
+	ck_assert(o2_journal_pending(fs));
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	o2_fs_stats(fs, &b);
+	ck_assert(!o2_journal_pending(fs));
+	ck_assert_uint_eq(b.journal_times_home, a.journal_times_home + 1);
+	ck_assert_uint_eq(b.journal_commits, a.journal_commits);
+	ck_assert_uint_eq(b.device_flushes, a.device_flushes);
+	raw = malloc(fs->bs);
+	ck_assert_int_eq(o2_blockdev_read(dev, raw, fs->bs, ino << fs->bits), 0);
+	ck_assert_uint_eq(le64(((struct o2_dinode *)raw)->i_mtime), fake_now / 1000000000ull);
+	ck_assert_uint_eq(le64(((struct o2_dinode *)raw)->i_ctime), fake_now / 1000000000ull);
+
+	/* its fsync has nothing to commit, and flushes once */
+	ck_assert_int_eq(o2_fs_fsync(fs, ino, false), 0);
+	o2_fs_stats(fs, &a);
+	ck_assert_uint_eq(a.journal_commits, b.journal_commits);
+	ck_assert_uint_eq(a.device_flushes, b.device_flushes + 1);
+
+	/* EX to PR: the same */
+	fake_now += 1000000000ull;
+	ck_assert_int_eq(o2_write(fs, ino, 200, "xyz", 3), 3);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_HOME), 0);
+	o2_fs_stats(fs, &b);
+	ck_assert_uint_eq(b.journal_times_home, a.journal_times_home + 1);
+	ck_assert_uint_eq(b.journal_commits, a.journal_commits);
+
+	/* anything more in the transaction (a new file; a growing write): the log */
+	ck_assert_int_eq(o2_write(fs, ino, 300, "xyz", 3), 3);
+	ck_assert_int_eq(o2_create(fs, root, "g", 1, &(struct o2_new_inode){ .mode = S_IFREG | 0644 },
+				   &ino2), 0);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	o2_fs_stats(fs, &a);
+	ck_assert_uint_eq(a.journal_times_home, b.journal_times_home);
+	ck_assert_uint_eq(a.journal_commits, b.journal_commits + 1);
+	ck_assert_int_eq(o2_write(fs, ino, sizeof(data), "xyz", 3), 3);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	o2_fs_stats(fs, &b);
+	ck_assert_uint_eq(b.journal_times_home, a.journal_times_home);
+	ck_assert_uint_eq(b.journal_commits, a.journal_commits + 1);
+
+	/* an overwrite of a block the log still holds: committed, not homed */
+	ck_assert_int_eq(o2_write(fs, ino, 400, "xyz", 3), 3);
+	ck_assert_int_eq(o2_journal_commit(fs), 0);
+	ck_assert_int_eq(o2_write(fs, ino, 500, "xyz", 3), 3);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	o2_fs_stats(fs, &a);
+	ck_assert_uint_eq(a.journal_times_home, b.journal_times_home);
+
+	/* left as a crash would leave it, then closed: clean both times */
+	fake_now += 1000000000ull;
+	ck_assert_int_eq(o2_write(fs, ino, 600, "xyz", 3), 3);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	ck_assert_int_eq(o2_blockdev_flush(dev), 0);
+	ck_assert_msg(sh("fsck.ocfs2 -fn %s >%s.fsck 2>&1", p, p) == 0, "fsck.ocfs2 -fn after a "
+		      "times-only write-back (%s): see %s.fsck", mkfs_args, p);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	ck_assert_msg(sh("fsck.ocfs2 -fn %s >%s.fsck 2>&1", p, p) == 0, "fsck.ocfs2 -fn after "
+		      "close (%s): see %s.fsck", mkfs_args, p);
+	free(raw);
+	unlink(p);
+}
+
+START_TEST(times_home)
+{
+	times_home_case("-b 4096 -C 4096");
+	times_home_case("-b 1024 --fs-features=metaecc");
+}
+END_TEST
+
 static Suite *journal_suite(void)
 {
 	Suite *s = suite_create("journal");
@@ -613,6 +713,7 @@ static Suite *journal_suite(void)
 	tcase_add_test(mech, cache_eviction_and_pinning);
 	tcase_add_test(mech, commit_checkpoint_wrap);
 	tcase_add_test(mech, readonly_open_refuses_transactions);
+	tcase_add_test(mech, times_home);
 	tcase_set_timeout(mech, 120);
 	suite_add_tcase(s, mech);
 	tcase_add_test(interop, interop_4k_default);

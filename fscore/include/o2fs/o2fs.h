@@ -309,6 +309,7 @@ struct o2_fs_stats {
 	uint64_t journal_commits;     /* transactions committed to the log */
 	uint64_t journal_checkpoints; /* times the log was written home and emptied */
 	uint64_t journal_log_blocks;  /* blocks written to the log */
+	uint64_t journal_times_home;  /* transactions of inode times alone written home unlogged */
 	uint64_t device_flushes;      /* flushes of the device (fdatasync of a file) */
 	uint64_t fsyncs;	      /* o2_fs_fsync and o2_fsync_begin calls */
 	uint64_t fsync_commits;	      /* of those, ones that needed a commit */

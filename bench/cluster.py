@@ -117,7 +117,8 @@ def messages(m):
 
 
 COUNTERS = ("messages", "blocking", "waits", "wait_us", "writeback_us")
-IO = ("journal_commits", "journal_log_blocks", "device_flushes")
+IO = ("journal_commits", "journal_log_blocks", "journal_times_home", "device_flushes",
+      "lock_refreshes", "lock_refreshes_kept")
 
 
 def counters(m):
@@ -172,7 +173,9 @@ def print_pingpong(res, alone=True):
         print(f"  {who} per round: {q['messages']} messages sent, {q['blocking']} blocking asks, "
               f"{q['waits']} lock waits ({q['wait_us']:.0f} us), writing back "
               f"{q['writeback_us']:.0f} us; {q['journal_commits']} commits "
-              f"({q['journal_log_blocks']} log blocks), {q['device_flushes']} device flushes")
+              f"({q['journal_log_blocks']} log blocks), {q['journal_times_home']} times home "
+              f"unlogged, {q['device_flushes']} device flushes; {q['lock_refreshes']} lock "
+              f"refreshes, {q['lock_refreshes_kept']} of them without a read (value block)")
     if alone:
         print(json.dumps(res))
 

@@ -734,26 +734,30 @@ void cluster_set_fs(struct cluster *c, const struct cluster_fs_ops *ops, void *a
 static int inode_downconvert(struct o2lc_res *r, int from, int to, uint8_t *lvb, void *data)
 {
 	struct cluster *c = data;
+	size_t len;
+	const uint8_t *name = o2lc_res_name(r, &len);
+	uint64_t blkno = 0;
+	uint32_t gen;
+	char type;
 	int rc = 0;
 
-	(void)lvb;
 	if (!c->fs_ops)
 		return 0;
+	if (o2_lockname_parse(name, len, &type, &blkno, &gen) < 0)
+		blkno = 0;
 	if (from == O2LT_EX)
 		rc = c->fs_ops->writeback(c->fs_arg, to == O2LT_NL ? O2_WB_ALL : O2_WB_HOME);
 	else if (to == O2LT_NL)
 		rc = c->fs_ops->writeback(c->fs_arg, O2_WB_LOG);
-	if (rc == 0 && to == O2LT_NL) {
-		size_t len;
-		const uint8_t *name = o2lc_res_name(r, &len);
-		uint64_t blkno = 0;
-		uint32_t gen;
-		char type;
-
-		if (o2_lockname_parse(name, len, &type, &blkno, &gen) < 0)
-			blkno = 0;
-		c->fs_ops->lost(c->fs_arg, blkno);
+	/* the inode as it is home now, for the next node (its refresh) */
+	G_STATIC_ASSERT(O2_INODE_LVB_LEN <= O2LC_LVB_LEN);
+	if (rc == 0 && from == O2LT_EX) {
+		memset(lvb, 0, O2LC_LVB_LEN);
+		if (blkno)
+			c->fs_ops->lvb(c->fs_arg, blkno, lvb);
 	}
+	if (rc == 0 && to == O2LT_NL)
+		c->fs_ops->lost(c->fs_arg, blkno);
 	return rc;
 }
 
@@ -815,8 +819,11 @@ static int hold_res(struct cluster *c, struct o2lc_res *r, uint64_t blkno, int m
 	if (rc == O2LC_REFRESH) {
 		if (sys && c->fs_ops)
 			c->fs_ops->lost(c->fs_arg, blkno);
-		else if (blkno && c->fs_ops)
-			c->fs_ops->refresh(c->fs_arg, blkno);
+		else if (blkno && c->fs_ops) {
+			uint8_t lvb[O2LC_LVB_LEN];
+
+			c->fs_ops->refresh(c->fs_arg, blkno, o2lc_lvb(r, lvb) ? lvb : NULL);
+		}
 		o2lc_refresh_done(r, true);
 		rc = 0;
 	}

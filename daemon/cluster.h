@@ -101,7 +101,11 @@ const char *cluster_group(const struct cluster *c);
  *   lost: inode blkno's lock goes to NL: whatever is cached may go stale
  *     (blocks, and what the kernel caches of the inode);
  *   refresh: an inode lock is regained: its block, read without the lock
- *     (by a lookup in its directory), may be stale;
+ *     (by a lookup in its directory), may be stale; lvb (NULL: none valid)
+ *     is the value block the last node to leave EX stored (o2_inode_lvb);
+ *   lvb: an inode lock leaves EX, everything written back: fill lvb
+ *     (O2LC_LVB_LEN bytes) for the next holder (o2_inode_lvb), zeros when
+ *     there is nothing to tell;
  *   invalidate: inode blkno's lock is about to go lower (or be dropped):
  *     the kernel's pages of it go (dirty ones written back first).  It
  *     runs before local users are drained, on a thread of its own, and
@@ -116,7 +120,8 @@ const char *cluster_group(const struct cluster *c);
 struct cluster_fs_ops {
 	int (*writeback)(void *arg, enum o2_writeback how);
 	void (*lost)(void *arg, uint64_t blkno);
-	void (*refresh)(void *arg, uint64_t blkno);
+	void (*refresh)(void *arg, uint64_t blkno, const uint8_t *lvb);
+	void (*lvb)(void *arg, uint64_t blkno, uint8_t *lvb);
 	void (*invalidate)(void *arg, uint64_t blkno);
 	void (*waiting)(void *arg);
 };

@@ -885,6 +885,8 @@ static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GV
 	g_variant_builder_add(&b, "{st}", "device_flushes", (guint64)st.device_flushes);
 	g_variant_builder_add(&b, "{st}", "fsyncs", (guint64)st.fsyncs);
 	g_variant_builder_add(&b, "{st}", "fsync_commits", (guint64)st.fsync_commits);
+	g_variant_builder_add(&b, "{st}", "lock_refreshes", (guint64)st.lock_refreshes);
+	g_variant_builder_add(&b, "{st}", "lock_refreshes_kept", (guint64)st.lock_refreshes_kept);
 	session_request_stats(v, add_request_stats, &b);
 	volume_unref(v);
 	o2d_volume_complete_statistics(vol, inv, g_variant_builder_end(&b));

@@ -249,13 +249,23 @@ static void fs_invalidate(void *arg, uint64_t blkno)
 	g_mutex_unlock(&v->lock);
 }
 
-static void fs_refresh(void *arg, uint64_t blkno)
+static void fs_refresh(void *arg, uint64_t blkno, const uint8_t *lvb)
 {
 	struct volume *v = arg;
 
 	g_mutex_lock(&v->lock);
 	if (v->fs)
-		o2_fs_drop_cached(v->fs, blkno);
+		o2_inode_refresh(v->fs, blkno, lvb);
+	g_mutex_unlock(&v->lock);
+}
+
+static void fs_lvb(void *arg, uint64_t blkno, uint8_t *lvb)
+{
+	struct volume *v = arg;
+
+	g_mutex_lock(&v->lock);
+	if (v->fs)
+		o2_inode_lvb(v->fs, blkno, lvb);
 	g_mutex_unlock(&v->lock);
 }
 
@@ -266,7 +276,7 @@ static void fs_waiting(void *arg)
 	session_may_wait();
 }
 
-static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh,
+static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh, fs_lvb,
 						       fs_invalidate, fs_waiting };
 
 /* Writes a clustered volume keeps in memory at most (wcache.c) */

@@ -541,6 +541,19 @@ void o2_cache_mark_clean(struct o2_fs *fs, struct o2_buf *b)
 	}
 }
 
+bool o2_cache_trusted(struct o2_fs *fs, struct o2_buf *b)
+{
+	if (b->dirty || b->in_running || b->in_log)
+		return false;
+	return !b->unlocked && !fs->cache->unlocked && !suspect(fs, b);
+}
+
+void o2_cache_vouch(struct o2_fs *fs, struct o2_buf *b)
+{
+	b->unlocked = false;
+	b->seen = o2_losses_now(&fs->cache->losses);
+}
+
 void o2_brelse(struct o2_fs *fs, struct o2_buf *b)
 {
 	struct o2_cache *c = fs->cache;

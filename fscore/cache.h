@@ -107,6 +107,13 @@ void o2_cache_drop_clean(struct o2_fs *fs);
 void o2_cache_lost(struct o2_fs *fs, uint64_t owner);
 /* A buffer went clean (written home, or forgotten): it may be evicted again. */
 void o2_cache_mark_clean(struct o2_fs *fs, struct o2_buf *b);
+/*
+ * Whether clean buffer b is known to hold what is home now (read or
+ * written under the locks that cover it, none lost since), and making it
+ * so (its content was checked against what the lock's value block says).
+ */
+bool o2_cache_trusted(struct o2_fs *fs, struct o2_buf *b);
+void o2_cache_vouch(struct o2_fs *fs, struct o2_buf *b);
 void o2_cache_stats(const struct o2_fs *fs, struct o2_cache_stats *ret);
 
 #endif

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Inodes: reading and validating dinodes, their id2 contents, and file data. */
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "blockcheck.h"
+#include "cache.h"
 #include "error.h"
 #include "internal.h"
 #include "meta.h"
@@ -472,4 +475,106 @@ int o2_inode_readlink(struct o2_fs *fs, struct o2_inode *inode, char *buf, size_
 		return (int)n;
 	buf[n] = '\0';
 	return 0;
+}
+
+/* ---- the value block of an inode's cluster lock ---- */
+
+#define LVB_MAGIC 0x4f324c31u /* "O2L1": this layout */
+
+struct inode_lvb {
+	o2le32 magic;
+	o2le32 generation;
+	o2le64 hash; /* the block as home, times and check left out */
+	o2le64 atime, ctime, mtime;
+	o2le32 atime_nsec, ctime_nsec, mtime_nsec;
+} __attribute__((packed));
+
+_Static_assert(sizeof(struct inode_lvb) == O2_INODE_LVB_LEN, "the value block's layout");
+
+static uint64_t hash_words(uint64_t h, const uint8_t *p, size_t len)
+{
+	for (size_t off = 0; off + 8 <= len; off += 8) {
+		uint64_t w;
+
+		memcpy(&w, p + off, 8);
+		h ^= w;
+		h *= 0xbf58476d1ce4e5b9ull;
+		h ^= h >> 31;
+	}
+	return h;
+}
+
+/* An inode block's hash, its times and block check counted as zeros. */
+static uint64_t hash_but_times(const struct o2_fs *fs, const uint8_t *block)
+{
+	/* the times and the check lie before i_dx_root */
+	uint8_t head[offsetof(struct o2_dinode, i_dx_root)];
+
+	memcpy(head, block, sizeof(head));
+	/* i_atime, i_ctime, i_mtime; their nanoseconds; i_check */
+	memset(head + offsetof(struct o2_dinode, i_atime), 0, 3 * sizeof(o2le64));
+	memset(head + offsetof(struct o2_dinode, i_atime_nsec), 0, 3 * sizeof(o2le32));
+	memset(head + offsetof(struct o2_dinode, i_check), 0, sizeof(struct o2_block_check));
+	return hash_words(hash_words(0x9e3779b97f4a7c15ull, head, sizeof(head)),
+			  block + sizeof(head), fs->bs - sizeof(head));
+}
+
+static bool inode_block(const struct o2_fs *fs, const struct o2_buf *b, uint64_t ino)
+{
+	const struct o2_dinode *d = (const struct o2_dinode *)b->data;
+
+	return memcmp(d->i_signature, O2_SIG_INODE, sizeof(O2_SIG_INODE)) == 0 &&
+	       le64(d->i_blkno) == ino;
+}
+
+bool o2_inode_lvb(struct o2_fs *fs, uint64_t ino, uint8_t *lvb)
+{
+	struct o2_buf *b = o2_cache_peek(fs, ino);
+	struct inode_lvb v;
+
+	if (!b || !inode_block(fs, b, ino) || !o2_cache_trusted(fs, b))
+		return false;
+	const struct o2_dinode *d = (const struct o2_dinode *)b->data;
+
+	v = (struct inode_lvb){
+		.magic = cpu_le32(LVB_MAGIC), .generation = d->i_generation,
+		.hash = cpu_le64(hash_but_times(fs, b->data)),
+		.atime = d->i_atime, .ctime = d->i_ctime, .mtime = d->i_mtime,
+		.atime_nsec = d->i_atime_nsec, .ctime_nsec = d->i_ctime_nsec,
+		.mtime_nsec = d->i_mtime_nsec,
+	};
+	memcpy(lvb, &v, sizeof(v));
+	return true;
+}
+
+bool o2_inode_refresh(struct o2_fs *fs, uint64_t ino, const uint8_t *lvb)
+{
+	struct o2_buf *b = o2_cache_peek(fs, ino);
+	struct inode_lvb v;
+
+	fs->refreshes++;
+	if (!b)
+		return false;
+	if (lvb && !b->dirty && !b->in_running && !b->in_log && inode_block(fs, b, ino)) {
+		struct o2_dinode *d = (struct o2_dinode *)b->data;
+
+		memcpy(&v, lvb, sizeof(v));
+		if (le32(v.magic) == LVB_MAGIC && v.generation == d->i_generation &&
+		    le64(v.hash) == hash_but_times(fs, b->data)) {
+			d->i_atime = v.atime;
+			d->i_ctime = v.ctime;
+			d->i_mtime = v.mtime;
+			d->i_atime_nsec = v.atime_nsec;
+			d->i_ctime_nsec = v.ctime_nsec;
+			d->i_mtime_nsec = v.mtime_nsec;
+			if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+				o2_blockcheck_compute(b->data, fs->bs,
+						      b->data + o2_meta_check_offset(fs, O2_META_INODE));
+			o2_cache_vouch(fs, b);
+			fs->refreshes_kept++;
+			return true;
+		}
+	}
+	o2_cache_forget(fs, ino);
+	return false;
 }

@@ -580,6 +580,8 @@ void o2_fs_stats(const struct o2_fs *fs, struct o2_fs_stats *ret)
 	ret->device_flushes = fs->dev ? o2_blockdev_flushes(fs->dev) : 0;
 	ret->fsyncs = fs->fsyncs;
 	ret->fsync_commits = fs->fsync_commits;
+	ret->lock_refreshes = fs->refreshes;
+	ret->lock_refreshes_kept = fs->refreshes_kept;
 }
 
 void o2_fsync_begin(struct o2_fs *fs, uint64_t ino, bool datasync, struct o2_fsync *s)

@@ -1088,7 +1088,7 @@ def case_bus(env, chk):
     # with writes and an fsync (a new file's fsync commits its creation
     # and flushes the image)
     stat_keys = ["device_flushes", "fsync_commits", "fsyncs", "journal_checkpoints", "journal_commits",
-                 "journal_log_blocks", "journal_times_home"]
+                 "journal_log_blocks", "journal_times_home", "lock_refreshes", "lock_refreshes_kept"]
     r = ctx.call(path_a, "Statistics", {})
     if chk.ok(r.ok and len(r.value) == 1 and journal_counters(r.value[0]) == stat_keys,
               "Statistics returns the counters: %r" % r):
@@ -1496,7 +1496,8 @@ def case_auth(env, chk):
     chk.ok(r.ok and r.value and journal_counters(r.value[0]) == ["device_flushes", "fsync_commits",
                                                                  "fsyncs", "journal_checkpoints",
                                                                  "journal_commits", "journal_log_blocks",
-                                                                 "journal_times_home"],
+                                                                 "journal_times_home", "lock_refreshes",
+                                                                 "lock_refreshes_kept"],
            "Statistics as uid %d (anyone may read the counters): %r" % (NOBODY, r))
     r = ctx.call(path_v, "Status", {}, user=NOBODY)
     chk.ok(r.ok and r.value and "free_bytes" in r.value[0],

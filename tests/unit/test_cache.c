@@ -132,6 +132,111 @@ START_TEST(lost_lock_drops_its_blocks)
 }
 END_TEST
 
+/* Set an inode's mtime on the device itself, not through the cache. */
+static void set_mtime_behind(struct uv *v, uint64_t blk, uint64_t sec)
+{
+	uint8_t *img = o2_blockdev_memory_data(v->dev);
+	struct o2_dinode *di = (struct o2_dinode *)(img + blk * v->g.bs);
+
+	di->i_mtime = cpu_le64(sec);
+}
+
+static int64_t mtime_now(struct o2_fs *fs, uint64_t blk)
+{
+	struct o2_inode *in;
+	int64_t t;
+
+	ck_assert_int_eq(o2_inode_get(fs, blk, &in), 0);
+	t = o2_inode_info(in)->mtime.sec;
+	o2_inode_unref(in);
+	return t;
+}
+
+/* The value block describing what the device holds of blk now. */
+static void lvb_of_device(struct o2_fs *fs, uint64_t blk, uint8_t *lvb)
+{
+	o2_fs_drop_cached(fs, blk);
+	(void)uid_now(fs, blk);
+	ck_assert(o2_inode_lvb(fs, blk, lvb));
+}
+
+/*
+ * A regained inode lock and its value block (o2_inode_refresh): a cached
+ * block that differs from the home copy the value block describes in its
+ * times alone is kept, with the new times, and not read again; one that
+ * differs in anything else, or with no value block, a blank one or
+ * another generation's, is read again.  Nothing untrusted is described.
+ */
+START_TEST(lvb_refresh)
+{
+	static const struct uv_geom g = { .bs = 4096, .cs = 4096 };
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	uint8_t lvb[O2_INODE_LVB_LEN], other[O2_INODE_LVB_LEN], blank[O2_INODE_LVB_LEN] = { 0 };
+	struct o2_fs_stats st;
+	int64_t t0;
+	uint64_t a;
+	struct uv v;
+
+	uv_make(&v, &g);
+	struct o2_fs *fs = v.fs;
+	uint64_t root = o2_fs_super(fs)->root_blkno;
+
+	ck_assert_int_eq(o2_create(fs, root, "a", 1, &ni, &a), 0);
+	/* changes not yet home: nothing to describe */
+	ck_assert(!o2_inode_lvb(fs, a, lvb));
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	t0 = mtime_now(fs, a);
+
+	/* another node changed the times: kept, new times, no read */
+	set_mtime_behind(&v, a, (uint64_t)t0 + 100);
+	lvb_of_device(fs, a, lvb);
+	set_mtime_behind(&v, a, (uint64_t)t0);
+	lvb_of_device(fs, a, other);
+	set_mtime_behind(&v, a, (uint64_t)t0 + 100);
+	o2_fs_lost(fs, a);
+	/* lost: no longer known to be home */
+	ck_assert(!o2_inode_lvb(fs, a, other));
+	ck_assert(o2_inode_refresh(fs, a, lvb));
+	set_uid_behind(&v, a, 5); /* not read again: not seen */
+	ck_assert_int_eq(mtime_now(fs, a), t0 + 100);
+	ck_assert_int_eq(uid_now(fs, a), 0);
+	o2_fs_stats(fs, &st);
+	ck_assert_uint_eq(st.lock_refreshes_kept, 1);
+
+	/* the owner changed: read again */
+	lvb_of_device(fs, a, lvb);
+	set_uid_behind(&v, a, 0);
+	o2_fs_drop_cached(fs, a);
+	ck_assert_int_eq(uid_now(fs, a), 0);
+	set_uid_behind(&v, a, 5);
+	o2_fs_lost(fs, a);
+	ck_assert(!o2_inode_refresh(fs, a, lvb));
+	ck_assert_int_eq(uid_now(fs, a), 5);
+	ck_assert(o2_inode_refresh(fs, a, lvb)); /* now it matches */
+
+	/* no value block, a blank one, another generation's: read again */
+	set_uid_behind(&v, a, 6);
+	ck_assert(!o2_inode_refresh(fs, a, NULL));
+	ck_assert_int_eq(uid_now(fs, a), 6);
+	set_uid_behind(&v, a, 7);
+	ck_assert(!o2_inode_refresh(fs, a, blank));
+	ck_assert_int_eq(uid_now(fs, a), 7);
+	lvb_of_device(fs, a, lvb);
+	lvb[4] ^= 1; /* the generation */
+	set_uid_behind(&v, a, 8);
+	ck_assert(!o2_inode_refresh(fs, a, lvb));
+	ck_assert_int_eq(uid_now(fs, a), 8);
+	o2_fs_stats(fs, &st);
+	ck_assert_uint_eq(st.lock_refreshes, 6);
+	ck_assert_uint_eq(st.lock_refreshes_kept, 2);
+	set_uid_behind(&v, a, 0);
+	set_mtime_behind(&v, a, (uint64_t)t0);
+
+	uv_finish(&v, "after the refreshes", true);
+	uv_free(&v);
+}
+END_TEST
+
 int main(void)
 {
 	test_env_init();
@@ -140,6 +245,7 @@ int main(void)
 
 	tcase_add_test(tc, unlocked_read_not_trusted);
 	tcase_add_test(tc, lost_lock_drops_its_blocks);
+	tcase_add_test(tc, lvb_refresh);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 

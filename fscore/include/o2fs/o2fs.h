@@ -201,6 +201,21 @@ void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno);
  */
 void o2_fs_lost(struct o2_fs *fs, uint64_t ino);
 /*
+ * The value block of inode ino's cluster lock (O2_INODE_LVB_LEN bytes of
+ * the lock's value block): what a node leaving EX tells the next holder of
+ * the inode's block as it left it home - its generation, a 64-bit hash of
+ * the block but its times and check, and the times.  o2_inode_lvb fills
+ * lvb from the cached block when it is known to be what is home (false
+ * otherwise: store no value).  o2_inode_refresh, when the lock is regained
+ * (lvb NULL: the lock had no valid value): a cached block that matches
+ * all but its times takes the times and is trusted again, with no read;
+ * any other cached copy is forgotten, to be read at its next use.
+ * Returns whether the cached block was kept.
+ */
+#define O2_INODE_LVB_LEN 52
+bool o2_inode_lvb(struct o2_fs *fs, uint64_t ino, uint8_t *lvb);
+bool o2_inode_refresh(struct o2_fs *fs, uint64_t ino, const uint8_t *lvb);
+/*
  * Between o2_fs_unlocked_reads(fs, true) and (fs, false) the caller reads
  * blocks without the cluster locks that cover them (an inode's generation
  * before its lock can be named, an inode the kernel forgot): those reads
@@ -313,6 +328,8 @@ struct o2_fs_stats {
 	uint64_t device_flushes;      /* flushes of the device (fdatasync of a file) */
 	uint64_t fsyncs;	      /* o2_fs_fsync and o2_fsync_begin calls */
 	uint64_t fsync_commits;	      /* of those, ones that needed a commit */
+	uint64_t lock_refreshes;      /* inode locks regained (o2_inode_refresh) */
+	uint64_t lock_refreshes_kept; /* of those, with the cached inode block kept */
 };
 void o2_fs_stats(const struct o2_fs *fs, struct o2_fs_stats *ret);
 /* Non-zero (a -errno) once a failure (I/O, a damaged block, memory in the

@@ -141,7 +141,8 @@ struct o2lc_res_ops {
 	 * meanwhile local users that pass O2LC_ADMIT take the lock in the mode
 	 * still held, and if any did (or any other local user took it), it is
 	 * run again, up to four times, since they may have cached anew.
-	 * May be NULL.
+	 * The downconvert that follows it, if another node waits, runs on
+	 * the same pool thread.  May be NULL.
 	 */
 	void (*invalidate)(struct o2lc_res *r, void *data);
 };

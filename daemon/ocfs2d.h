@@ -248,8 +248,8 @@ void session_request_stats(struct volume *v,
  * them on.  wcache_write_out sends them without a flush (another node is
  * to read them); 0 or -errno, and 0 for a device of another kind.
  * Clean copies of what was sent or read serve reads of file data
- * (o2_blockdev_read_data) until their owner's lock is lost (wcache_lost).  wcache_stats: bytes of
- * pages holding writes not sent yet, bytes sent on so far.
+ * (o2_blockdev_read_data) until their owner's lock is lost (wcache_lost).  Over a file or
+ * block device, the runs of one send go to it together (io_uring).
  */
 int wcache_new(struct o2_blockdev *inner, size_t limit, struct o2_blockdev **ret);
 int wcache_write_out(struct o2_blockdev *dev);
@@ -257,7 +257,12 @@ int wcache_write_out(struct o2_blockdev *dev);
 void wcache_drop_clean(struct o2_blockdev *dev);
 /* Inode owner's lock went to NL: its copies, and those of no named owner, go; 0: all. */
 void wcache_lost(struct o2_blockdev *dev, uint64_t owner);
-void wcache_stats(struct o2_blockdev *dev, uint64_t *cached, uint64_t *sent);
+struct wcache_stats {
+	uint64_t cached;   /* bytes of pages holding writes not sent yet */
+	uint64_t sent;	   /* bytes sent on so far */
+	uint64_t together; /* of those, bytes sent through the ring beside others */
+};
+void wcache_stats(struct o2_blockdev *dev, struct wcache_stats *st);
 
 /*
  * fuseops.c: the FUSE low-level operations.  fuseops_table fills ret with

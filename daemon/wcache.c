@@ -56,11 +56,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <liburing.h>
+
 #include "ocfs2d.h"
 #include "o2fs/losses.h"
 
 #define PAGE 4096u
-#define SEND_MAX (1u << 20) /* bytes sent in one write */
+#define SEND_MAX (1u << 20) /* bytes staged for one send */
+#define SEND_RUNS 64	    /* runs sent at once (the ring's depth) */
 
 struct wcache {
 	struct o2_blockdev dev; /* first: what fscore is given */
@@ -73,7 +76,13 @@ struct wcache {
 	size_t bytes, limit; /* bytes of the dirty pages, and their bound */
 	size_t clean_bytes, clean_limit;
 	uint8_t *stage; /* SEND_MAX bytes, aligned for O_DIRECT */
+	/* several runs at once through io_uring, when the inner device is a
+	   file whose descriptor we may use (else one write after another) */
+	struct io_uring ring;
+	bool ring_ok;
+	int fd, direct;
 	uint64_t sent;	/* bytes sent on to the device so far */
+	uint64_t together; /* of those, through the ring beside others */
 	struct o2_losses losses; /* wcache_lost; a page's seen is checked against them */
 };
 
@@ -301,13 +310,75 @@ static int cmp_page(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* Write the run [start, start + len) staged so far; under mu. */
-static int send_run(struct wcache *w, uint64_t start, size_t len)
-{
-	int r = len ? o2_blockdev_write(w->inner, w->stage, len, start) : 0;
+/* A run of contiguous dirty sectors staged for sending: stage[at, at + len) to off. */
+struct run {
+	uint64_t off;
+	size_t at, len;
+};
 
-	if (r == 0)
-		w->sent += len;
+/* Whether the ring may write run x itself (O_DIRECT wants whole pages). */
+static bool ring_may(const struct wcache *w, const struct run *x)
+{
+	return !w->direct || (x->off % PAGE == 0 && x->len % PAGE == 0 && x->at % PAGE == 0);
+}
+
+/*
+ * Send the n staged runs; under mu.  Several at once go through the ring
+ * together - the device works on them in parallel, which on a disk whose
+ * every write takes a few hundred microseconds is most of a write-back's
+ * time - and a run the ring cannot take, or did not write whole, is
+ * written the ordinary way.
+ */
+static int send_runs(struct wcache *w, struct run *v, unsigned n)
+{
+	unsigned queued = 0;
+	int r = 0;
+
+	if (n > 1 && w->ring_ok) {
+		for (unsigned i = 0; i < n; i++) {
+			struct io_uring_sqe *sqe;
+
+			if (!ring_may(w, &v[i]) || !(sqe = io_uring_get_sqe(&w->ring)))
+				continue;
+			io_uring_prep_write(sqe, w->fd, w->stage + v[i].at, (unsigned)v[i].len,
+					    v[i].off);
+			io_uring_sqe_set_data64(sqe, i);
+			queued++;
+		}
+		int s = queued ? io_uring_submit(&w->ring) : 0;
+		unsigned reap = s < 0 ? 0 : (unsigned)s;
+
+		for (unsigned k = 0; k < reap; k++) {
+			struct io_uring_cqe *cqe;
+			int e = io_uring_wait_cqe(&w->ring, &cqe);
+
+			if (e < 0) {
+				r = e;
+				break;
+			}
+			struct run *x = &v[io_uring_cqe_get_data64(cqe)];
+
+			if (cqe->res < 0 && r == 0)
+				r = cqe->res;
+			else if (cqe->res >= 0 && (size_t)cqe->res == x->len) {
+				w->together += x->len;
+				x->len = 0; /* done */
+			}
+			io_uring_cqe_seen(&w->ring, cqe);
+		}
+		if (reap < queued) {
+			/* the ring refused some: no more ring, those go the ordinary way */
+			g_warning("io_uring took %u of %u writes (%s): writing one after another "
+				  "from now on", reap, queued, s < 0 ? g_strerror(-s) : "short");
+			io_uring_queue_exit(&w->ring);
+			w->ring_ok = false;
+		}
+		if (r < 0)
+			return r;
+	}
+	for (unsigned i = 0; i < n && r == 0; i++)
+		if (v[i].len)
+			r = o2_blockdev_write(w->inner, w->stage + v[i].at, v[i].len, v[i].off);
 	return r;
 }
 
@@ -320,8 +391,10 @@ static int send_all(struct wcache *w)
 {
 	struct page **v = (struct page **)w->dirty->pdata;
 	guint n = w->dirty->len;
-	uint64_t start = 0;
-	size_t len = 0;
+	struct run runs[SEND_RUNS];
+	unsigned nruns = 0;
+	size_t used = 0; /* of stage, by the runs so far */
+	uint64_t bytes = 0;
 	int r = 0;
 
 	if (!n)
@@ -330,23 +403,41 @@ static int send_all(struct wcache *w)
 	for (guint i = 0; i < n && r == 0; i++) {
 		for (unsigned k = 0; k < w->spp && r == 0; k++) {
 			uint64_t at = v[i]->idx * PAGE + (uint64_t)k * w->ss;
+			struct run *x = nruns ? &runs[nruns - 1] : NULL;
 
 			if (!(v[i]->dirty & (1u << k)))
 				continue;
-			if (len && (start + len != at || len + w->ss > SEND_MAX)) {
-				r = send_run(w, start, len);
-				len = 0;
+			if (!x || x->off + x->len != at) {
+				/* a new run, at a page boundary of the stage */
+				size_t pos = (used + PAGE - 1) / PAGE * PAGE;
+
+				if (nruns == SEND_RUNS || pos + w->ss > SEND_MAX) {
+					r = send_runs(w, runs, nruns);
+					nruns = 0;
+					pos = 0;
+				}
+				x = &runs[nruns++];
+				*x = (struct run){ .off = at, .at = pos, .len = 0 };
+			} else if (x->at + x->len + w->ss > SEND_MAX) {
+				/* the stage is full: send, and go on from its start */
+				r = send_runs(w, runs, nruns);
+				runs[0] = (struct run){ .off = at, .at = 0, .len = 0 };
+				nruns = 1;
+				x = &runs[0];
 			}
-			if (!len)
-				start = at;
-			memcpy(w->stage + len, v[i]->data + k * w->ss, w->ss);
-			len += w->ss;
+			if (r < 0)
+				break;
+			memcpy(w->stage + x->at + x->len, v[i]->data + k * w->ss, w->ss);
+			x->len += w->ss;
+			used = x->at + x->len;
+			bytes += w->ss;
 		}
 	}
 	if (r == 0)
-		r = send_run(w, start, len);
+		r = send_runs(w, runs, nruns);
 	if (r < 0)
 		return r;
+	w->sent += bytes;
 	for (guint i = 0; i < n; i++) {
 		/* what was sent is good now; older clean sectors may not be */
 		page_settle(w, v[i]);
@@ -427,6 +518,8 @@ static void wc_destroy(struct o2_blockdev *dev)
 	g_hash_table_destroy(w->pages);
 	o2_blockdev_free(w->inner);
 	free(w->stage);
+	if (w->ring_ok)
+		io_uring_queue_exit(&w->ring);
 	g_mutex_clear(&w->mu);
 	g_free(w);
 }
@@ -463,6 +556,9 @@ int wcache_new(struct o2_blockdev *inner, size_t limit, struct o2_blockdev **ret
 	g_mutex_init(&w->mu);
 	w->pages = g_hash_table_new_full(g_int64_hash, g_int64_equal, NULL, page_free);
 	w->dirty = g_ptr_array_new();
+	w->fd = o2_blockdev_file_fd(inner, &w->direct);
+	/* no ring (an old kernel, a memory device): writes one after another */
+	w->ring_ok = w->fd >= 0 && io_uring_queue_init(SEND_RUNS, &w->ring, 0) == 0;
 	*ret = &w->dev;
 	return 0;
 }
@@ -517,15 +613,16 @@ void wcache_lost(struct o2_blockdev *dev, uint64_t owner)
 	g_mutex_unlock(&w->mu);
 }
 
-void wcache_stats(struct o2_blockdev *dev, uint64_t *cached, uint64_t *sent)
+void wcache_stats(struct o2_blockdev *dev, struct wcache_stats *st)
 {
 	struct wcache *w = wc_of(dev);
 
-	*cached = *sent = 0;
+	*st = (struct wcache_stats){ 0 };
 	if (dev->ops != &wc_ops)
 		return;
 	g_mutex_lock(&w->mu);
-	*cached = w->bytes;
-	*sent = w->sent;
+	st->cached = w->bytes;
+	st->sent = w->sent;
+	st->together = w->together;
 	g_mutex_unlock(&w->mu);
 }

@@ -201,6 +201,16 @@ static const struct o2_blockdev_ops file_ops = {
 	.destroy = file_destroy,
 };
 
+int o2_blockdev_file_fd(const struct o2_blockdev *dev, int *direct)
+{
+	const struct file_dev *f = (const struct file_dev *)dev;
+
+	if (dev->ops != &file_ops)
+		return -1;
+	*direct = f->direct;
+	return f->fd;
+}
+
 int o2_blockdev_open_file(const char *path, unsigned flags, struct o2_blockdev **ret_dev)
 {
 	struct file_dev *f;

@@ -93,6 +93,13 @@ void o2_blockdev_free(struct o2_blockdev *dev);
  * a read-only block device opened without O2_DEV_RDONLY.
  */
 int o2_blockdev_open_file(const char *path, unsigned flags, struct o2_blockdev **ret_dev);
+/*
+ * The descriptor under a device o2_blockdev_open_file opened (-1 for any
+ * other): for a caller that submits several writes at once itself.  Its
+ * writes must be whole 4 KiB at 4 KiB offsets from 4 KiB-aligned memory
+ * when the device was opened O2_DEV_DIRECT (*direct says so).
+ */
+int o2_blockdev_file_fd(const struct o2_blockdev *dev, int *direct);
 
 /*
  * A zero-filled memory device of size bytes (rounded down to whole

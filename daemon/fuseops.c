@@ -1956,6 +1956,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 struct dir_snap {
 	GArray *ents; /* struct snap_ent */
 	struct cluster_hold *open;
+	struct o2_dir_stamp stamp; /* when ents were read */
 };
 
 struct snap_ent {
@@ -2000,6 +2001,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		lock(v);
 		r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
 		if (r == 0) {
+			o2_fs_dir_stamp(v->fs, &s->stamp);
 			r = o2_dir_iterate(v->fs, dir, snap_add, s);
 			o2_inode_unref(dir);
 		}
@@ -2063,7 +2065,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	}
 	struct o2_inode *dir = NULL;
 	struct held hd = { .n = 0 };
-	bool locked = false;
+	bool locked = false, fresh = false;
 
 	/* clustered: the names under the directory's lock, as a lookup reads them */
 	if (plus && v->cluster)
@@ -2072,6 +2074,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		lock(v);
 		locked = true;
 		r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
+		/* nothing changed the directory since opendir: its names stand */
+		fresh = o2_fs_dir_unchanged(v->fs, to_blk(v, ino), &s->stamp);
 	}
 	for (guint i = off < 0 ? 0 : (guint)off; r == 0 && i < s->ents->len; i++) {
 		const struct snap_ent *e = &g_array_index(s->ents, struct snap_ent, i);
@@ -2089,11 +2093,18 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 				/*
 				 * The snapshot is from opendir: the name may be gone
 				 * since, and its inode freed or even reused.  Entries
-				 * handed to the kernel must be what the name is now.
+				 * handed to the kernel must be what the name is now:
+				 * looked up again unless nothing changed the
+				 * directory since (no change here, no lock of it lost).
 				 */
 				struct cluster_hold ih = { 0 };
 
-				r = o2_dir_lookup(v->fs, dir, e->name, strlen(e->name), &de);
+				if (fresh) {
+					de.ino = e->ino;
+					de.type = e->type;
+				} else {
+					r = o2_dir_lookup(v->fs, dir, e->name, strlen(e->name), &de);
+				}
 				if (r == 0 && !plus_held(v, de.ino, &ih)) {
 					/* its lock is not held here: the name alone */
 					ep.attr.st_ino = (ino_t)volume_node_id(v, de.ino);

@@ -596,6 +596,16 @@ void o2_cache_lost(struct o2_fs *fs, uint64_t owner)
 	o2_losses_stamp(&fs->cache->losses, owner);
 }
 
+uint64_t o2_cache_epoch(const struct o2_fs *fs)
+{
+	return o2_losses_now(&fs->cache->losses);
+}
+
+bool o2_cache_lost_since(const struct o2_fs *fs, uint64_t owner, uint64_t epoch)
+{
+	return o2_losses_suspect(&fs->cache->losses, epoch, owner);
+}
+
 void o2_cache_stats(const struct o2_fs *fs, struct o2_cache_stats *ret)
 {
 	const struct o2_cache *c = fs->cache;

@@ -105,6 +105,9 @@ void o2_cache_drop_clean(struct o2_fs *fs);
  * clean block is.  Blocks with changes not yet home are kept.
  */
 void o2_cache_lost(struct o2_fs *fs, uint64_t owner);
+/* The epoch of losses now, and whether a loss since epoch may cover owner. */
+uint64_t o2_cache_epoch(const struct o2_fs *fs);
+bool o2_cache_lost_since(const struct o2_fs *fs, uint64_t owner, uint64_t epoch);
 /* A buffer went clean (written home, or forgotten): it may be evicted again. */
 void o2_cache_mark_clean(struct o2_fs *fs, struct o2_buf *b);
 /*

@@ -396,6 +396,7 @@ int o2_dir_add(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, const c
 	struct o2_dinode *di = o2_buf_dinode(dib);
 	int r = o2_dir_check_changeable(fs, dib);
 
+	fs->dir_changes++; /* listings taken before are stale (o2_fs_dir_stamp) */
 	if (r < 0)
 		return r;
 	if (le16(di->i_dyn_features) & O2_DYN_INLINE_DATA) {
@@ -555,6 +556,7 @@ int o2_dir_remove(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib, cons
 {
 	int r = o2_dir_check_changeable(fs, dib);
 
+	fs->dir_changes++; /* listings taken before are stale (o2_fs_dir_stamp) */
 	if (r < 0)
 		return r;
 	if (!f->blk) {
@@ -588,6 +590,7 @@ int o2_dir_retarget(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *dib,
 	uint8_t *data;
 	int r = o2_dir_check_changeable(fs, dib);
 
+	fs->dir_changes++; /* listings taken before are stale (o2_fs_dir_stamp) */
 	if (r < 0)
 		return r;
 	if (!f->blk) {

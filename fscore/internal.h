@@ -59,6 +59,7 @@ struct o2_fs {
 	uint64_t gen_counter;	     /* mixes inode generations */
 	uint64_t fsyncs, fsync_commits; /* o2_fs_stats */
 	uint64_t refreshes, refreshes_kept; /* o2_inode_refresh */
+	uint64_t dir_changes; /* entries added, removed or retargeted (o2_fs_dir_stamp) */
 	/* o2_fs_close_progress: the close's checkpoint reports here (or NULL) */
 	int (*close_progress)(void *arg, uint64_t done, uint64_t total);
 	void *close_arg;

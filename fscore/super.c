@@ -552,10 +552,23 @@ bool o2_fs_global_work(struct o2_fs *fs)
 
 void o2_fs_drop_cached(struct o2_fs *fs, uint64_t blkno)
 {
+	/* what was listed of blkno (0: of anything) may be stale too */
+	o2_cache_lost(fs, blkno);
 	if (blkno)
 		o2_cache_forget(fs, blkno);
 	else
 		o2_cache_drop_clean(fs);
+}
+
+void o2_fs_dir_stamp(struct o2_fs *fs, struct o2_dir_stamp *s)
+{
+	s->changes = fs->dir_changes;
+	s->epoch = o2_cache_epoch(fs);
+}
+
+bool o2_fs_dir_unchanged(struct o2_fs *fs, uint64_t dir, const struct o2_dir_stamp *s)
+{
+	return s->changes == fs->dir_changes && !o2_cache_lost_since(fs, dir, s->epoch);
 }
 
 void o2_fs_lost(struct o2_fs *fs, uint64_t ino)

@@ -237,6 +237,55 @@ START_TEST(lvb_refresh)
 }
 END_TEST
 
+/*
+ * A directory listing's stamp (o2_fs_dir_stamp): it holds until this
+ * handle changes some directory's entries or a lock covering the
+ * directory is lost - not when another inode's lock is.
+ */
+START_TEST(dir_stamp)
+{
+	static const struct uv_geom g = { .bs = 4096, .cs = 4096 };
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 }, di = { .mode = S_IFDIR | 0755 };
+	struct o2_dir_stamp st;
+	uint64_t d, a, b;
+	struct uv v;
+
+	uv_make(&v, &g);
+	struct o2_fs *fs = v.fs;
+	uint64_t root = o2_fs_super(fs)->root_blkno;
+
+	ck_assert_int_eq(o2_mkdir(fs, root, "d", 1, &di, &d), 0);
+	ck_assert_int_eq(o2_create(fs, d, "a", 1, &ni, &a), 0);
+	o2_fs_dir_stamp(fs, &st);
+	ck_assert(o2_fs_dir_unchanged(fs, d, &st));
+	ck_assert_int_eq(o2_write(fs, a, 0, "x", 1), 1); /* not a directory change */
+	o2_fs_lost(fs, a);
+	ck_assert(o2_fs_dir_unchanged(fs, d, &st));
+	/* a change in another directory counts too */
+	ck_assert_int_eq(o2_create(fs, root, "b", 1, &ni, &b), 0);
+	ck_assert(!o2_fs_dir_unchanged(fs, d, &st));
+	o2_fs_dir_stamp(fs, &st);
+	ck_assert_int_eq(o2_unlink(fs, root, "b", 1), 0);
+	ck_assert(!o2_fs_dir_unchanged(fs, d, &st));
+	o2_fs_dir_stamp(fs, &st);
+	ck_assert_int_eq(o2_rename(fs, d, "a", 1, d, "c", 1, 0), 0);
+	ck_assert(!o2_fs_dir_unchanged(fs, d, &st));
+	/* the directory's lock lost, or every lock */
+	o2_fs_dir_stamp(fs, &st);
+	o2_fs_lost(fs, d);
+	ck_assert(!o2_fs_dir_unchanged(fs, d, &st));
+	o2_fs_dir_stamp(fs, &st);
+	o2_fs_drop_cached(fs, 0);
+	ck_assert(!o2_fs_dir_unchanged(fs, d, &st));
+	o2_fs_dir_stamp(fs, &st);
+	o2_fs_lost(fs, 0);
+	ck_assert(!o2_fs_dir_unchanged(fs, d, &st));
+
+	uv_finish(&v, "after the stamps", true);
+	uv_free(&v);
+}
+END_TEST
+
 int main(void)
 {
 	test_env_init();
@@ -246,6 +295,7 @@ int main(void)
 	tcase_add_test(tc, unlocked_read_not_trusted);
 	tcase_add_test(tc, lost_lock_drops_its_blocks);
 	tcase_add_test(tc, lvb_refresh);
+	tcase_add_test(tc, dir_stamp);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 

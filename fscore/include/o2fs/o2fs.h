@@ -224,6 +224,18 @@ bool o2_inode_refresh(struct o2_fs *fs, uint64_t ino, const uint8_t *lvb);
  */
 void o2_fs_unlocked_reads(struct o2_fs *fs, bool on);
 /*
+ * Whether a listing of directory dir taken at stamp s is still what dir
+ * holds: no directory's entries changed through this handle since, and
+ * no lock covering dir was lost (o2_fs_lost of dir or of every owner,
+ * o2_fs_drop_cached).  A caller that keeps a listing (readdir from a
+ * snapshot made at opendir) need not look each name up again then.
+ */
+struct o2_dir_stamp {
+	uint64_t changes, epoch;
+};
+void o2_fs_dir_stamp(struct o2_fs *fs, struct o2_dir_stamp *s);
+bool o2_fs_dir_unchanged(struct o2_fs *fs, uint64_t dir, const struct o2_dir_stamp *s);
+/*
  * Orphans on a shared volume.  An inode whose last name went while it was
  * open waits in an orphan directory; on a shared volume fscore frees none
  * by itself, because freeing changes the inode, which another node may

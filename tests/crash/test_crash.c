@@ -640,6 +640,75 @@ static void fds_fsck_replay(struct o2_blockdev *dev, uint64_t ino, uint64_t *siz
 		      (unsigned long long)ino);
 }
 
+/* The file's mtime on a replayed volume open on fs, in seconds. */
+static int64_t fds_mtime(struct o2_fs *fs, uint64_t ino)
+{
+	struct o2_inode *in;
+	int64_t t;
+
+	ck_assert_int_eq(o2_inode_get(fs, ino, &in), 0);
+	t = in->info.mtime.sec;
+	o2_inode_unref(in);
+	return t;
+}
+
+/*
+ * One crash point of an overwrite of file ino from a to b, with a flush
+ * making it durable at op flush_at: the volume replays and opens, the
+ * file keeps FDS_SIZE bytes, every sector holds the old or the new bytes
+ * (the new once p is past flush_at); with fsck, fsck.ocfs2 -fn passes and
+ * its replay leaves the file as ours does.  *mtime (if not NULL): the
+ * file's mtime, in seconds.  what names the case in messages.
+ */
+static void judge_overwrite(struct o2_blockdev *crash, size_t p, uint64_t seed, uint64_t ino,
+			    const uint8_t *a, const uint8_t *b, size_t flush_at, bool fsck,
+			    const char *what, int64_t *mtime)
+{
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	uint8_t *got = malloc(FDS_SIZE), *theirs = malloc(FDS_SIZE);
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	uint64_t size, fsize;
+	char err[256];
+
+	ck_assert(got && theirs);
+	ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
+	ck_assert_msg(open_rw(dev, &clk, &fs, err, sizeof(err)) == 0,
+		      "%s, crash point %zu seed %llu: open: %s", what, p, (unsigned long long)seed,
+		      err);
+	fds_read(fs, ino, &size, got);
+	if (mtime)
+		*mtime = fds_mtime(fs, ino);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	ck_assert_uint_eq(size, FDS_SIZE);
+	for (uint32_t off = 0; off < FDS_SIZE; off += 512) {
+		bool old = memcmp(got + off, a + off, 512) == 0;
+		bool new = memcmp(got + off, b + off, 512) == 0;
+
+		ck_assert_msg(new || (old && p <= flush_at),
+			      "%s, crash point %zu (the flush: op %zu) seed %llu: sector at %u "
+			      "holds %s", what, p, flush_at, (unsigned long long)seed, off,
+			      old ? "the old data after the flush" : "neither old nor new data");
+	}
+	if (fsck) {
+		struct o2_blockdev *raw;
+		char at[160];
+
+		snprintf(at, sizeof(at), "%s, crash point %zu seed %llu", what, p,
+			 (unsigned long long)seed);
+		judge_fsck(at, dev);
+		ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &raw), 0);
+		fds_fsck_replay(raw, ino, &fsize, theirs);
+		ck_assert_msg(fsize == size && memcmp(theirs, got, FDS_SIZE) == 0,
+			      "%s: fsck.ocfs2's replay leaves the file otherwise (size %llu)", at,
+			      (unsigned long long)fsize);
+		o2_blockdev_free(raw);
+	}
+	o2_blockdev_free(dev);
+	free(got);
+	free(theirs);
+}
+
 /*
  * fdatasync after a write inside a file: the data goes in place and only
  * the device is flushed - no commit.  A file is written (extending) and
@@ -658,15 +727,14 @@ START_TEST(crash_fdatasync)
 	struct fake_clock clk = { 1700000000ull * 1000000000ull };
 	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
 	struct o2_fs_stats s0, s1, s2;
-	uint8_t *a = malloc(FDS_SIZE), *b = malloc(FDS_SIZE), *got = malloc(FDS_SIZE),
-		*theirs = malloc(FDS_SIZE);
-	uint64_t ino, size, fsize;
+	uint8_t *a = malloc(FDS_SIZE), *b = malloc(FDS_SIZE);
+	uint64_t ino;
 	struct o2_fs *fs;
 	char err[256];
 	size_t w0, f0, c1, end, flush_at = 0, judged = 0;
 	bool fsck = have_fsck();
 
-	ck_assert(a && b && got && theirs);
+	ck_assert(a && b);
 	fds_pattern(a, FDS_SIZE, 1);
 	memcpy(b, a, FDS_SIZE);
 	fds_pattern(b + FDS_OFF, FDS_LEN, 2);
@@ -713,41 +781,8 @@ START_TEST(crash_fdatasync)
 
 	for (size_t p = w0; p <= end; p++) {
 		for (unsigned k = 0; k < 4; k++) {
-			uint64_t seed = k ? crash_seed(p * 5 + k) : 0;
-			struct o2_blockdev *dev;
-
-			ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
-			ck_assert_msg(open_rw(dev, &clk, &fs, err, sizeof(err)) == 0,
-				      "crash point %zu seed %llu: open: %s", p,
-				      (unsigned long long)seed, err);
-			fds_read(fs, ino, &size, got);
-			ck_assert_int_eq(o2_fs_close(fs), 0);
-			ck_assert_uint_eq(size, FDS_SIZE);
-			for (uint32_t off = 0; off < FDS_SIZE; off += 512) {
-				bool old = memcmp(got + off, a + off, 512) == 0;
-				bool new = memcmp(got + off, b + off, 512) == 0;
-
-				ck_assert_msg(new || (old && p <= flush_at),
-					      "crash point %zu (fdatasync's flush: op %zu) seed %llu: "
-					      "sector at %u holds %s", p, flush_at,
-					      (unsigned long long)seed, off,
-					      old ? "the old data after fdatasync" : "neither old nor new data");
-			}
-			if (fsck && k < 2) {
-				struct o2_blockdev *raw;
-				char what[96];
-
-				snprintf(what, sizeof(what), "fdatasync, crash point %zu seed %llu", p,
-					 (unsigned long long)seed);
-				judge_fsck(what, dev);
-				ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &raw), 0);
-				fds_fsck_replay(raw, ino, &fsize, theirs);
-				ck_assert_msg(fsize == size && memcmp(theirs, got, FDS_SIZE) == 0,
-					      "%s: fsck.ocfs2's replay leaves the file otherwise (size %llu)",
-					      what, (unsigned long long)fsize);
-				o2_blockdev_free(raw);
-			}
-			o2_blockdev_free(dev);
+			judge_overwrite(crash, p, k ? crash_seed(p * 5 + k) : 0, ino, a, b, flush_at,
+					fsck && k < 2, "fdatasync", NULL);
 			judged++;
 		}
 	}
@@ -756,24 +791,11 @@ START_TEST(crash_fdatasync)
 	       flush_at, judged);
 	free(a);
 	free(b);
-	free(got);
-	free(theirs);
 	o2_blockdev_free(crash);
 	o2_blockdev_free(mem);
 }
 END_TEST
 
-/* The file's mtime on a replayed volume open on fs, in seconds. */
-static int64_t fds_mtime(struct o2_fs *fs, uint64_t ino)
-{
-	struct o2_inode *in;
-	int64_t t;
-
-	ck_assert_int_eq(o2_inode_get(fs, ino, &in), 0);
-	t = in->info.mtime.sec;
-	o2_inode_unref(in);
-	return t;
-}
 
 /*
  * A lock leaving a node that only overwrote file data: the transaction of
@@ -795,16 +817,15 @@ START_TEST(crash_times_home)
 	struct fake_clock clk = { 1700000000ull * 1000000000ull };
 	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
 	struct o2_fs_stats s0, s1;
-	uint8_t *a = malloc(FDS_SIZE), *b = malloc(FDS_SIZE), *got = malloc(FDS_SIZE),
-		*theirs = malloc(FDS_SIZE);
-	uint64_t ino, g, size, fsize;
+	uint8_t *a = malloc(FDS_SIZE), *b = malloc(FDS_SIZE);
+	uint64_t ino, g;
 	int64_t t0, t1, t2, t3;
 	struct o2_fs *fs;
 	char err[256];
 	size_t w0, flush_at, end, judged = 0;
 	bool fsck = have_fsck();
 
-	ck_assert(a && b && got && theirs);
+	ck_assert(a && b);
 	fds_pattern(a, FDS_SIZE, 3);
 	memcpy(b, a, FDS_SIZE);
 	fds_pattern(b + FDS_OFF, FDS_LEN, 4);
@@ -856,46 +877,15 @@ START_TEST(crash_times_home)
 	for (size_t p = w0; p <= end; p++) {
 		for (unsigned k = 0; k < 4; k++) {
 			uint64_t seed = k ? crash_seed(p * 7 + k) : 0;
-			struct o2_blockdev *dev;
 			int64_t mt;
 
-			ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
-			ck_assert_msg(open_rw(dev, &clk, &fs, err, sizeof(err)) == 0,
-				      "crash point %zu seed %llu: open: %s", p,
-				      (unsigned long long)seed, err);
-			fds_read(fs, ino, &size, got);
-			mt = fds_mtime(fs, ino);
-			ck_assert_int_eq(o2_fs_close(fs), 0);
-			ck_assert_uint_eq(size, FDS_SIZE);
-			for (uint32_t off = 0; off < FDS_SIZE; off += 512) {
-				bool old = memcmp(got + off, a + off, 512) == 0;
-				bool new = memcmp(got + off, b + off, 512) == 0;
-
-				ck_assert_msg(new || (old && p <= flush_at),
-					      "crash point %zu (fsync's flush: op %zu) seed %llu: sector "
-					      "at %u holds %s", p, flush_at, (unsigned long long)seed, off,
-					      old ? "the old data after the fsync" : "neither old nor new data");
-			}
+			judge_overwrite(crash, p, seed, ino, a, b, flush_at, fsck && k < 2,
+					"times home", &mt);
 			ck_assert_msg(p <= flush_at ? mt == t0 || mt == t1 : mt == t1 || mt == t2 || mt == t3,
 				      "crash point %zu (fsync's flush: op %zu) seed %llu: mtime %lld "
 				      "(the file's: %lld, %lld, %lld, %lld)", p, flush_at,
 				      (unsigned long long)seed, (long long)mt, (long long)t0, (long long)t1,
 				      (long long)t2, (long long)t3);
-			if (fsck && k < 2) {
-				struct o2_blockdev *raw;
-				char what[96];
-
-				snprintf(what, sizeof(what), "times home, crash point %zu seed %llu", p,
-					 (unsigned long long)seed);
-				judge_fsck(what, dev);
-				ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &raw), 0);
-				fds_fsck_replay(raw, ino, &fsize, theirs);
-				ck_assert_msg(fsize == size && memcmp(theirs, got, FDS_SIZE) == 0,
-					      "%s: fsck.ocfs2's replay leaves the file otherwise (size %llu)",
-					      what, (unsigned long long)fsize);
-				o2_blockdev_free(raw);
-			}
-			o2_blockdev_free(dev);
 			judged++;
 		}
 	}
@@ -904,8 +894,6 @@ START_TEST(crash_times_home)
 	       end, flush_at, judged);
 	free(a);
 	free(b);
-	free(got);
-	free(theirs);
 	o2_blockdev_free(crash);
 	o2_blockdev_free(mem);
 }

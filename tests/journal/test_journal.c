@@ -691,6 +691,7 @@ static void times_home_case(const char *mkfs_args)
 	ck_assert_msg(sh("fsck.ocfs2 -fn %s >%s.fsck 2>&1", p, p) == 0, "fsck.ocfs2 -fn after a "
 		      "times-only write-back (%s): see %s.fsck", mkfs_args, p);
 	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
 	ck_assert_msg(sh("fsck.ocfs2 -fn %s >%s.fsck 2>&1", p, p) == 0, "fsck.ocfs2 -fn after "
 		      "close (%s): see %s.fsck", mkfs_args, p);
 	free(raw);

@@ -312,6 +312,13 @@ size_t o2_meta_check_offset(const struct o2_fs *fs, enum o2_meta_kind kind)
 	return 0;
 }
 
+void o2_meta_seal(struct o2_fs *fs, struct o2_buf *b)
+{
+	if (b->kind != O2_META_PLAIN && o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+		o2_blockcheck_compute(b->data, fs->bs,
+				      b->data + o2_meta_check_offset(fs, (enum o2_meta_kind)b->kind));
+}
+
 static int verify(struct o2_fs *fs, struct o2_buf *b, uint8_t kind)
 {
 	if (kind == O2_META_PLAIN || !o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))

@@ -110,6 +110,8 @@ uint64_t o2_cache_epoch(const struct o2_fs *fs);
 bool o2_cache_lost_since(const struct o2_fs *fs, uint64_t owner, uint64_t epoch);
 /* A buffer went clean (written home, or forgotten): it may be evicted again. */
 void o2_cache_mark_clean(struct o2_fs *fs, struct o2_buf *b);
+/* Compute b's block check for its kind, if the volume has metaecc and the kind has one. */
+void o2_meta_seal(struct o2_fs *fs, struct o2_buf *b);
 /*
  * Whether clean buffer b is known to hold what is home now (read or
  * written under the locks that cover it, none lost since), and making it

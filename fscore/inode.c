@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "blockcheck.h"
 #include "cache.h"
 #include "error.h"
 #include "internal.h"
@@ -555,7 +554,8 @@ bool o2_inode_refresh(struct o2_fs *fs, uint64_t ino, const uint8_t *lvb)
 	fs->refreshes++;
 	if (!b)
 		return false;
-	if (lvb && !b->dirty && !b->in_running && !b->in_log && inode_block(fs, b, ino)) {
+	if (lvb && b->kind == O2_META_INODE && !b->dirty && !b->in_running && !b->in_log &&
+	    inode_block(fs, b, ino)) {
 		struct o2_dinode *d = (struct o2_dinode *)b->data;
 
 		memcpy(&v, lvb, sizeof(v));
@@ -567,9 +567,7 @@ bool o2_inode_refresh(struct o2_fs *fs, uint64_t ino, const uint8_t *lvb)
 			d->i_atime_nsec = v.atime_nsec;
 			d->i_ctime_nsec = v.ctime_nsec;
 			d->i_mtime_nsec = v.mtime_nsec;
-			if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-				o2_blockcheck_compute(b->data, fs->bs,
-						      b->data + o2_meta_check_offset(fs, O2_META_INODE));
+			o2_meta_seal(fs, b);
 			o2_cache_vouch(fs, b);
 			fs->refreshes_kept++;
 			return true;

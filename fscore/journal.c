@@ -531,9 +531,7 @@ static int write_log(struct o2_fs *fs, struct o2_journal *j)
 			struct jbd2_block_tag *tag = (struct jbd2_block_tag *)p;
 			uint32_t flags = 0;
 
-			if (b->kind != O2_META_PLAIN && o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-				o2_blockcheck_compute(b->data, fs->bs,
-						      b->data + o2_meta_check_offset(fs, b->kind));
+			o2_meta_seal(fs, b);
 			if (be32(*(const o2be32 *)b->data) == JBD2_MAGIC)
 				flags |= JBD2_TAG_ESCAPE;
 			if (n)
@@ -920,9 +918,7 @@ static int home_times(struct o2_fs *fs)
 	for (pos = j->running.next; pos != &j->running; pos = pos->next) {
 		struct o2_buf *b = o2_container_of(pos, struct o2_buf, tlink);
 
-		if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-			o2_blockcheck_compute(b->data, fs->bs,
-					      b->data + o2_meta_check_offset(fs, b->kind));
+		o2_meta_seal(fs, b);
 		r = batch_add(fs, j, b->blkno, b->data);
 		if (r < 0)
 			return o2_fs_abort(fs, r, "writing inode times home");

@@ -73,9 +73,7 @@ int o2_write_meta_direct(struct o2_fs *fs, struct o2_buf *b)
 
 	if (fs->ro_reason)
 		return -EROFS;
-	if (b->kind != O2_META_PLAIN && o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-		o2_blockcheck_compute(b->data, fs->bs,
-				      b->data + o2_meta_check_offset(fs, (enum o2_meta_kind)b->kind));
+	o2_meta_seal(fs, b);
 	r = o2_blockdev_write(fs->dev, b->data, fs->bs, b->blkno << fs->bits);
 	if (r < 0)
 		return o2_fs_abort(fs, r, "writing a metadata block");

@@ -642,6 +642,13 @@ static int tick_fn(struct o2_fs *fs, void *arg)
 	return o2_fs_tick(fs);
 }
 
+/* Quota changes into the global quota files, under their locks. */
+static int quota_sync_fn(struct o2_fs *fs, void *arg)
+{
+	(void)arg;
+	return o2_fs_quota_sync(fs);
+}
+
 struct orphan {
 	uint64_t ino;
 	uint32_t gen;
@@ -703,6 +710,9 @@ static size_t global_work(struct volume *v, bool tick)
 		if (v->fs && tick)
 			volume_note_locked(v, "timed commit",
 					   fuseops_run_locked(v, &sys, tick_fn, NULL));
+		if (v->fs && tick)
+			volume_note_locked(v, "quota sync",
+					   fuseops_run_locked(v, &sys, quota_sync_fn, NULL));
 		for (size_t i = 0; i < n && v->fs; i++) {
 			struct orphan o = { inos[i], gens[i] };
 
@@ -818,6 +828,9 @@ static int close_fs(struct volume *v)
 	if (v->cluster && v->fs && !v->opts.ro && o2_fs_deallocs_pending(v->fs))
 		volume_note_locked(v, "freeing into another slot's allocator",
 				   fuseops_run_locked(v, &sys, run_deallocs_fn, NULL));
+	/* quota changes reach the global files under their locks: before the close */
+	if (v->cluster && v->fs && !v->opts.ro)
+		volume_note_locked(v, "quota sync", fuseops_run_locked(v, &sys, quota_sync_fn, NULL));
 	if (v->fs) {
 		char why[256];
 

@@ -306,6 +306,8 @@ size_t o2_meta_check_offset(const struct o2_fs *fs, enum o2_meta_kind kind)
 		return offsetof(struct o2_xattr_block, xb_check);
 	case O2_META_REFCOUNT:
 		return offsetof(struct o2_refcount_block, rf_check);
+	case O2_META_QUOTA:
+		return fs->bs - O2_QBLK_RESERVED;
 	case O2_META_PLAIN:
 		break;
 	}

@@ -29,6 +29,7 @@ enum o2_meta_kind {
 	O2_META_DIR_BLOCK, /* with a trailer */
 	O2_META_XATTR,
 	O2_META_REFCOUNT,
+	O2_META_QUOTA, /* a quota file's block: the check in its last 8 bytes */
 	O2_META_PLAIN = 0xff, /* no block check */
 };
 
@@ -45,6 +46,7 @@ struct o2_buf {
 	bool in_running;     /* logged in the running transaction */
 	bool in_log;	     /* logged in a committed, not yet checkpointed transaction */
 	bool revoked;	     /* in_log, and revoked by the running transaction */
+	bool quota_watched;  /* its quota owners were noted in this batch (quota.c) */
 	bool unlocked;	     /* read without the cluster lock that covers it: a
 				later read takes it from the device again */
 	uint64_t seen;	     /* cache epoch when the content was last known good

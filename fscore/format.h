@@ -604,4 +604,103 @@ static inline unsigned o2_extent_recs_per_gd(unsigned bs)
 	return (bs - offsetof(struct o2_group_desc, bg_list.recs)) / sizeof(struct o2_extent_rec);
 }
 
+
+/*
+ * Quota files.  Every block of a quota file ends in O2_QBLK_RESERVED bytes
+ * holding its block check.  Block 0 of each starts with a header (magic,
+ * version) and the file's info.  A global file (aquota.user, aquota.group)
+ * holds a radix tree of ids from block O2_QT_TREEOFF: O2_QT_DEPTH levels
+ * of le32 block references, then leaf blocks of o2_global_dqblk entries
+ * after a leaf header.  A local file (aquota.user:NNNN) holds chunks: a
+ * chunk header (free count, bitmap) and the blocks of o2_local_dqblk
+ * entries it maps.
+ */
+#define O2_QBLK_RESERVED 8u
+#define O2_QT_TREEOFF 1u
+#define O2_GLOBAL_QMAGIC(t) (0x0cf52470u + (t))
+#define O2_LOCAL_QMAGIC(t) (0x0cf524c0u + (t))
+#define O2_QUOTA_VERSION 0u
+#define O2_OLQF_CLEAN 0x1u
+
+struct o2_global_dqinfo {
+	o2le32 dqi_bgrace;     /* 0x08 in block 0 */
+	o2le32 dqi_igrace;
+	o2le32 dqi_syncms;
+	o2le32 dqi_blocks;
+	o2le32 dqi_free_blk;   /* first block of the free list */
+	o2le32 dqi_free_entry; /* first leaf with a free entry */
+};
+
+struct o2_global_dqblk {
+	o2le32 dqb_id;
+	o2le32 dqb_use_count;
+	o2le64 dqb_ihardlimit;
+	o2le64 dqb_isoftlimit;
+	o2le64 dqb_curinodes;
+	o2le64 dqb_bhardlimit;
+	o2le64 dqb_bsoftlimit;
+	o2le64 dqb_curspace;
+	o2le64 dqb_btime;
+	o2le64 dqb_itime;
+	o2le64 dqb_pad1;
+	o2le64 dqb_pad2;
+};
+
+struct o2_qt_leaf_header {
+	o2le32 dqdh_next_free;
+	o2le32 dqdh_prev_free;
+	o2le16 dqdh_entries;
+	o2le16 dqdh_pad1;
+	o2le32 dqdh_pad2;
+};
+
+struct o2_local_dqinfo {
+	o2le32 dqi_flags; /* 0x08 in block 0 */
+	o2le32 dqi_chunks;
+	o2le32 dqi_blocks;
+};
+
+struct o2_local_dqblk {
+	o2le64 dqb_id;
+	o2le64 dqb_spacemod;
+	o2le64 dqb_inodemod;
+};
+
+#define O2_QINFO_OFF 8u
+
+static inline unsigned o2_qt_refs_per_block(unsigned bs)
+{
+	return (bs - O2_QBLK_RESERVED) / 4;
+}
+
+/* Levels of references above the leaves: enough for every 32-bit id. */
+static inline unsigned o2_qt_depth(unsigned bs)
+{
+	uint64_t epb = o2_qt_refs_per_block(bs), n = epb;
+	unsigned d = 1;
+
+	while (n < (1ull << 32)) {
+		n *= epb;
+		d++;
+	}
+	return d;
+}
+
+static inline unsigned o2_global_dq_per_block(unsigned bs)
+{
+	return (bs - O2_QBLK_RESERVED - (unsigned)sizeof(struct o2_qt_leaf_header)) /
+	       (unsigned)sizeof(struct o2_global_dqblk);
+}
+
+static inline unsigned o2_local_dq_per_block(unsigned bs)
+{
+	return (bs - O2_QBLK_RESERVED) / (unsigned)sizeof(struct o2_local_dqblk);
+}
+
+/* Entry blocks one chunk header maps (its bitmap: the rest of its block). */
+static inline unsigned o2_local_chunk_blocks(unsigned bs)
+{
+	return ((bs - 4 - O2_QBLK_RESERVED) * 8) / o2_local_dq_per_block(bs);
+}
+
 #endif

@@ -37,6 +37,7 @@ struct o2_fs {
 	char err[512];
 	struct o2_cache *cache;
 	struct o2_journal *journal; /* NULL when opened read-only */
+	struct o2_quota *quota;	    /* quota accounting (quota.c); NULL: none */
 	struct o2_open_opts opts;
 	int ro_reason;		/* non-zero: an I/O error made the volume read-only */
 	struct {		/* system files the write path uses (read-write only) */

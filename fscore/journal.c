@@ -70,6 +70,7 @@
 #include "journal.h"
 
 struct o2_journal {
+	struct o2_trans_watch watch; /* o2_journal_watch */
 	struct o2_jmap map;
 	uint32_t head;	   /* next log block to write */
 	uint32_t tail;	   /* s_start on disk; 0 = empty */
@@ -1006,6 +1007,11 @@ bool o2_journal_in_handle(const struct o2_fs *fs)
 	return fs->journal && fs->journal->handles;
 }
 
+void o2_journal_watch(struct o2_fs *fs, const struct o2_trans_watch *w)
+{
+	fs->journal->watch = w ? *w : (struct o2_trans_watch){ 0 };
+}
+
 int o2_trans_begin(struct o2_fs *fs, unsigned credits, struct o2_trans **ret)
 {
 	struct o2_journal *j = fs->journal;
@@ -1059,6 +1065,12 @@ int o2_trans_add(struct o2_trans *t, struct o2_buf *b)
 
 	if (fs->ro_reason)
 		return -EROFS;
+	if (j->watch.add && b->kind == O2_META_INODE) {
+		int r = j->watch.add(j->watch.arg, b);
+
+		if (r < 0)
+			return r;
+	}
 	/* an inode's own block changes: its fsync must commit this transaction */
 	if (b->kind == O2_META_INODE)
 		o2_trans_mark_inode(t, b->blkno, !t->times_only);
@@ -1190,6 +1202,12 @@ int o2_trans_end(struct o2_trans *t)
 	free(t);
 	if (fs->ro_reason)
 		return -EROFS;
+	if (!j->handles && j->watch.done) {
+		int r = j->watch.done(j->watch.arg);
+
+		if (r < 0)
+			return r;
+	}
 	if (!j->handles && commit_due(fs, j))
 		return o2_journal_commit(fs);
 	return 0;

@@ -57,6 +57,22 @@ int o2_trans_end(struct o2_trans *t);
  */
 int o2_trans_finish(struct o2_trans *t, int r);
 
+/*
+ * Watching inode blocks change (quota accounting sits above the journal,
+ * so it is called through these): add(arg, b) before o2_trans_add logs an
+ * inode block b (which the handle is about to change); done(arg) whenever
+ * the last open handle ended, before a commit the interval may call for.
+ * Either may begin and end handles of its own (done is then called again
+ * inside: it must guard itself).  An error from add fails the
+ * o2_trans_add, one from done the o2_trans_end.  NULL: stop watching.
+ */
+struct o2_trans_watch {
+	int (*add)(void *arg, struct o2_buf *b);
+	int (*done)(void *arg);
+	void *arg;
+};
+void o2_journal_watch(struct o2_fs *fs, const struct o2_trans_watch *w);
+
 /* Commit the running transaction (no handle may be open). */
 int o2_journal_commit(struct o2_fs *fs);
 

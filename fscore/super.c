@@ -16,6 +16,7 @@
 #include "error.h"
 #include "internal.h"
 #include "journal.h"
+#include "quota.h"
 #include "namei.h"
 
 /* What fscore implements.  Read-only access tolerates any ro-compat bit. */
@@ -28,7 +29,8 @@
 	 O2_FEATURE_INCOMPAT_REFCOUNT_TREE | O2_FEATURE_INCOMPAT_DISCONTIG_BG |                   \
 	 O2_FEATURE_INCOMPAT_CLUSTERINFO | O2_FEATURE_INCOMPAT_APPEND_DIO)
 /* ro-compat bits fscore can keep right while writing. */
-#define O2_WRITABLE_RO_COMPAT O2_FEATURE_RO_COMPAT_UNWRITTEN
+#define O2_WRITABLE_RO_COMPAT (O2_FEATURE_RO_COMPAT_UNWRITTEN | O2_FEATURE_RO_COMPAT_USRQUOTA | \
+			       O2_FEATURE_RO_COMPAT_GRPQUOTA)
 
 struct feature_name {
 	enum o2_feature_class cls;
@@ -307,6 +309,7 @@ int o2_fs_open(struct o2_blockdev *dev, unsigned flags, struct o2_fs **ret_fs, c
 
 static void fs_free(struct o2_fs *fs)
 {
+	o2_quota_free(fs);
 	o2_openrefs_free(fs);
 	o2_cache_destroy(fs);
 	free(fs->sb_block);
@@ -380,6 +383,9 @@ int o2_fs_open_opts(struct o2_blockdev *dev, const struct o2_open_opts *opts,
 		/* what a crash left in this slot: freed clusters, a window, orphans */
 		if (r == 0)
 			r = o2_sysfiles_load(fs);
+		/* before anything frees an inode (orphans below) */
+		if (r == 0)
+			r = o2_quota_open(fs);
 		if (r == 0)
 			r = o2_trunclog_flush(fs);
 		if (r == 0)
@@ -440,6 +446,8 @@ int o2_fs_close_progress(struct o2_fs *fs, int (*progress)(void *arg, uint64_t d
 			r = o2_local_alloc_return(fs);
 		if (r == 0)
 			r = o2_trunclog_flush(fs);
+		if (r == 0)
+			r = o2_quota_close(fs);
 	}
 	if (fs->journal) {
 		int e = o2_journal_close(fs);
@@ -474,6 +482,9 @@ int o2_fs_sync(struct o2_fs *fs)
 		return -EROFS;
 	/* space freed before the sync is free after it (statfs shows it) */
 	r = o2_trunclog_pending(fs) ? o2_trunclog_flush(fs) : 0;
+	/* quota changes reach the global files (when their locks are held) */
+	if (r == 0)
+		r = o2_quota_sync(fs, true);
 	/* a commit ends with a flush (committed means durable); without one,
 	 * data written in place still needs its own */
 	if (r == 0) {
@@ -486,6 +497,20 @@ int o2_fs_sync(struct o2_fs *fs)
 	if (r < 0)
 		return o2_fs_abort(fs, r, "sync");
 	return 0;
+}
+
+int o2_fs_quota_sync(struct o2_fs *fs)
+{
+	int r;
+
+	if (!fs->journal)
+		return 0;
+	if (fs->ro_reason)
+		return -EROFS;
+	r = o2_quota_sync(fs, false);
+	if (r < 0 && r != -O2_ENEEDLOCK)
+		return o2_fs_abort(fs, r, "quota sync");
+	return r;
 }
 
 int o2_fs_writeback(struct o2_fs *fs, enum o2_writeback how)
@@ -542,7 +567,7 @@ bool o2_fs_global_work(struct o2_fs *fs)
 
 	if (!fs->journal || fs->ro_reason)
 		return false;
-	if (o2_trunclog_pending(fs))
+	if (o2_trunclog_pending(fs) || o2_quota_due(fs))
 		return true;
 	if (o2_orphans_list(fs, &v, &n) < 0)
 		return true;
@@ -674,6 +699,13 @@ int o2_fs_tick(struct o2_fs *fs)
 	 */
 	if (o2_journal_idle_or_due(fs) && o2_trunclog_pending(fs))
 		return o2_trunclog_flush(fs);
+	/* quota changes on the sync interval, if their locks are at hand
+	 * (else o2_fs_global_work says so, and the caller runs o2_fs_quota_sync) */
+	if (!o2_journal_in_handle(fs) && o2_quota_due(fs)) {
+		r = o2_quota_sync(fs, true);
+		if (r < 0)
+			return r;
+	}
 	/* an empty handle runs the commit-interval check on its way out */
 	r = o2_trans_begin(fs, 1, &t);
 	if (r < 0)

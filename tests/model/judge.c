@@ -129,6 +129,7 @@ void vol_make(struct vol *v, const char *name, uint64_t size, const char *mkfs_a
 	free(cmd);
 	free(out);
 	v->clock_ns = 1700000000ull * 1000000000ull;
+	vol_quota_baseline(v);
 }
 
 void vol_open(struct vol *v)
@@ -237,6 +238,149 @@ char *judge_fsck(struct vol *v)
 	free(diff);
 	free(out);
 	return msg;
+}
+
+/* ---- quota usage ---- */
+
+struct dqs {
+	struct o2_dquot *v;
+	size_t n, cap;
+};
+
+static int collect_dq(void *arg, const struct o2_dquot *dq)
+{
+	struct dqs *d = arg;
+
+	if (d->n == d->cap) {
+		d->cap = d->cap ? d->cap * 2 : 64;
+		d->v = realloc(d->v, d->cap * sizeof(*d->v));
+		if (!d->v)
+			return -ENOMEM;
+	}
+	d->v[d->n++] = *dq;
+	return 0;
+}
+
+/* Every id's usage in image's global quota file of type (read-only open). */
+static char *quota_read(const char *image, unsigned type, struct dqs *out, bool *none)
+{
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	char err[256] = "";
+	int r = o2_blockdev_open_file(image, O2_DEV_RDONLY, &dev);
+
+	if (r < 0)
+		return fmt("open %s: %d", image, r);
+	r = o2_fs_open(dev, 0, &fs, err, sizeof(err));
+	if (r < 0) {
+		o2_blockdev_free(dev);
+		return fmt("o2_fs_open(%s): %d: %s", image, r, err);
+	}
+	r = o2_fs_quota_iterate(fs, type, collect_dq, out);
+	*none = r == -EOPNOTSUPP;
+	o2_fs_close(fs);
+	o2_blockdev_free(dev);
+	if (r < 0 && !*none)
+		return fmt("%s: reading the %s quota file: %d", image, type ? "group" : "user", r);
+	return NULL;
+}
+
+static const struct o2_dquot *dq_find(const struct dqs *d, uint32_t id)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (d->v[i].id == id)
+			return &d->v[i];
+	return NULL;
+}
+
+/*
+ * Where image's quota usage differs from what fsck.ocfs2 -fy counts on a
+ * copy of it: into v->qdiff (NULL: compared, message otherwise).
+ */
+static char *quota_diffs(struct vol *v, struct qdiff *out, unsigned *nout)
+{
+	char *copy = fmt("%s.quota", v->image), *cmd, *out_s, *msg = NULL;
+	int st;
+
+	*nout = 0;
+	cmd = fmt("cp --sparse=always '%s' '%s' && " TOOL_PATH "fsck.ocfs2 -fy '%s'", v->image,
+		  copy, copy);
+	st = judge_run(cmd, &out_s);
+	free(cmd);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) >= 4)
+		msg = fmt("fsck.ocfs2 -fy of a copy (to recount quotas) failed: %s", out_s);
+	free(out_s);
+	for (unsigned type = 0; type < 2 && !msg; type++) {
+		struct dqs ours = { 0 }, theirs = { 0 };
+		bool none = false, none2 = false;
+
+		msg = quota_read(v->image, type, &ours, &none);
+		if (!msg)
+			msg = quota_read(copy, type, &theirs, &none2);
+		for (size_t pass = 0; pass < 2 && !msg && !none; pass++) {
+			const struct dqs *a = pass ? &theirs : &ours, *b = pass ? &ours : &theirs;
+
+			for (size_t i = 0; i < a->n && !msg; i++) {
+				const struct o2_dquot *x = &a->v[i], *y = dq_find(b, x->id);
+				const struct o2_dquot *mine = pass ? y : x, *fsck = pass ? x : y;
+				int64_t ds = (int64_t)(fsck ? fsck->space : 0) - (int64_t)(mine ? mine->space : 0);
+				int64_t di = (int64_t)(fsck ? fsck->inodes : 0) - (int64_t)(mine ? mine->inodes : 0);
+
+				if ((!ds && !di) || (pass && y))
+					continue;
+				if (*nout == QDIFF_MAX) {
+					msg = fmt("more than %d ids' quota usage differs", QDIFF_MAX);
+					break;
+				}
+				out[(*nout)++] = (struct qdiff){ type, x->id, ds, di };
+			}
+		}
+		free(ours.v);
+		free(theirs.v);
+	}
+	unlink(copy);
+	free(copy);
+	return msg;
+}
+
+void vol_quota_baseline(struct vol *v)
+{
+	char *msg = quota_diffs(v, v->qbase, &v->nqbase);
+
+	ck_assert_msg(msg == NULL, "quota baseline of the fresh volume: %s", msg);
+}
+
+char *judge_quota(struct vol *v)
+{
+	struct qdiff d[QDIFF_MAX];
+	unsigned n;
+	char *msg = quota_diffs(v, d, &n);
+
+	if (msg)
+		return msg;
+	/* what mkfs.ocfs2 left uncounted (lost+found's inode) stays so */
+	for (unsigned i = 0; i < n; i++) {
+		bool base = false;
+
+		for (unsigned j = 0; j < v->nqbase && !base; j++)
+			base = !memcmp(&d[i], &v->qbase[j], sizeof(d[i]));
+		if (!base)
+			return fmt("%s quota of id %u: fsck.ocfs2 counts %+" PRId64 " bytes and %+" PRId64
+				   " inodes more than ocfs2d's file holds", d[i].type ? "group" : "user",
+				   d[i].id, d[i].space, d[i].inodes);
+	}
+	for (unsigned j = 0; j < v->nqbase; j++) {
+		bool found = false;
+
+		for (unsigned i = 0; i < n && !found; i++)
+			found = !memcmp(&d[i], &v->qbase[j], sizeof(d[i]));
+		if (!found)
+			return fmt("%s quota of id %u: the fresh volume's difference from fsck.ocfs2's "
+				   "count (%+" PRId64 " bytes, %+" PRId64 " inodes) went",
+				   v->qbase[j].type ? "group" : "user", v->qbase[j].id,
+				   v->qbase[j].space, v->qbase[j].inodes);
+	}
+	return NULL;
 }
 
 /* ---- fscore ---- */

@@ -166,6 +166,14 @@ const char *err_str(int err, char *buf, size_t len);
 
 /* ---- the judges (judge.c) ---- */
 
+/* A difference between a quota file's usage and fsck.ocfs2's count. */
+struct qdiff {
+	unsigned type;
+	uint32_t id;
+	int64_t space, inodes;
+};
+#define QDIFF_MAX 16
+
 struct vol {
 	char dir[256];	 /* the temporary directory */
 	char image[300]; /* dir/vol.img */
@@ -176,6 +184,8 @@ struct vol {
 	uint64_t clock_ns;
 	uint64_t top_ino;
 	bool acl; /* open with O2_OPEN_ACL */
+	struct qdiff qbase[QDIFF_MAX]; /* the fresh volume's (vol_quota_baseline) */
+	unsigned nqbase;
 };
 
 /* Whether mkfs.ocfs2, fsck.ocfs2 and debugfs.ocfs2 can be run. */
@@ -202,6 +212,14 @@ char *judge_fsck(struct vol *v);
  * type, mode, owner, links, size, data and symlink target, open orphans.
  * Returns NULL or a malloc'd description of the first difference.
  */
+/*
+ * The quota usage ocfs2d left in the global quota files (the volume
+ * closed) against what fsck.ocfs2 -fy counts on a copy; NULL when they
+ * differ only as the fresh volume did, or the volume has no quotas.
+ */
+char *judge_quota(struct vol *v);
+/* Record the fresh volume's differences, which judge_quota expects to stay. */
+void vol_quota_baseline(struct vol *v);
 char *judge_fscore(struct vol *v, const struct model *m);
 
 /*

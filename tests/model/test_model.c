@@ -69,6 +69,10 @@ static const struct cfg random_cfgs[] = {
 	{ "maxcompat-b512-c1m", "max-compat", 512, 1 << 20, "16M", 512 * MIB, false },
 	{ "maxcompat-b4096-c4k", "max-compat", 4096, 4096, "4M", 256 * MIB, false },
 	{ "maxcompat-b4096-c1m", "max-compat", 4096, 1 << 20, "16M", 512 * MIB, false },
+	{ "maxfeat-b512-c4k", "max-features", 512, 4096, "4M", 256 * MIB, false },
+	{ "maxfeat-b512-c1m", "max-features", 512, 1 << 20, "16M", 512 * MIB, false },
+	{ "maxfeat-b4096-c4k", "max-features", 4096, 4096, "4M", 256 * MIB, false },
+	{ "maxfeat-b4096-c1m", "max-features", 4096, 1 << 20, "16M", 512 * MIB, false },
 	{ "acl-b4096-c4k", "default", 4096, 4096, "4M", 256 * MIB, true },
 	{ "acl-b512-c4k", "default", 512, 4096, "4M", 256 * MIB, true },
 };
@@ -2071,6 +2075,14 @@ static struct space get_space(struct run *rn)
 	s.alloc_clusters = sysfile_field(rn, O2_SYS_INODE_ALLOC, false) +
 			   sysfile_field(rn, O2_SYS_EXTENT_ALLOC, false) +
 			   sysfile_field(rn, O2_SYS_GLOBAL_INODE_ALLOC, false);
+	/* quota files grow with the ids they hold and never shrink, as the
+	 * suballocators' groups do */
+	if (o2_fs_super(rn->v.fs)->feature_ro_compat & O2_FEATURE_RO_COMPAT_USRQUOTA)
+		s.alloc_clusters += sysfile_field(rn, O2_SYS_USER_QUOTA, false) +
+				    sysfile_field(rn, O2_SYS_LOCAL_USER_QUOTA, false);
+	if (o2_fs_super(rn->v.fs)->feature_ro_compat & O2_FEATURE_RO_COMPAT_GRPQUOTA)
+		s.alloc_clusters += sysfile_field(rn, O2_SYS_GROUP_QUOTA, false) +
+				    sysfile_field(rn, O2_SYS_LOCAL_GROUP_QUOTA, false);
 	return s;
 }
 
@@ -2189,6 +2201,7 @@ static void end_batch(struct run *rn)
 	vol_close(&rn->v);
 	t[2] = now_s();
 	judge_or_fail(rn, judge_fsck(&rn->v), "fsck after close");
+	judge_or_fail(rn, judge_quota(&rn->v), "quota usage after close");
 	t[3] = now_s();
 	vol_open(&rn->v);
 	t[4] = now_s();

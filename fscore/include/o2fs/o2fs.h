@@ -344,6 +344,32 @@ struct o2_fs_stats {
 	uint64_t lock_refreshes_kept; /* of those, with the cached inode block kept */
 };
 void o2_fs_stats(const struct o2_fs *fs, struct o2_fs_stats *ret);
+
+/*
+ * Quotas (usrquota, grpquota).  Usage counts as fsck.ocfs2 counts it: an
+ * inode and its clusters' bytes for its owner and its group, system files
+ * aside.  o2_fs_quota_iterate calls fn for each id of type (0 users, 1
+ * groups) the global quota file holds, and each this handle changed,
+ * with the changes this handle has not folded into it yet; fn's non-zero
+ * return stops it and is returned.  -EOPNOTSUPP: the volume has no such
+ * quota.
+ */
+struct o2_dquot {
+	uint32_t id;
+	uint64_t space, inodes;	      /* bytes, inodes in use */
+	uint64_t bsoft, bhard;	      /* space limits in bytes (0: none) */
+	uint64_t isoft, ihard;	      /* inode limits (0: none) */
+	uint64_t btime, itime;	      /* grace deadlines, seconds since the epoch (0: none) */
+};
+int o2_fs_quota_iterate(struct o2_fs *fs, unsigned type,
+			int (*fn)(void *arg, const struct o2_dquot *dq), void *arg);
+/*
+ * Fold this handle's quota changes into the global quota files now (sync
+ * and close do it too, when the files' cluster locks are held; the tick
+ * does on the files' sync interval).  -O2_ENEEDLOCK, with nothing
+ * changed: take the lock o2_fs_lock_wanted names and call again.
+ */
+int o2_fs_quota_sync(struct o2_fs *fs);
 /* Non-zero (a -errno) once a failure (I/O, a damaged block, memory in the
  * middle of an operation) has turned the volume read-only. */
 int o2_fs_readonly_reason(const struct o2_fs *fs);

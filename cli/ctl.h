@@ -49,6 +49,9 @@ const char *ctl_strerror(const struct ctl *c, int err);
 /* Open c->image read-only; on failure report it and return CTL_EXIT_FAIL. */
 int ctl_open(struct ctl *c);
 void ctl_close(struct ctl *c);
+/* Open c->image read-write, exclusively (ctl_write.c); close it, reporting a failure. */
+int ctl_open_rw(struct ctl *c);
+int ctl_close_rw(struct ctl *c, int status);
 
 /*
  * Resolve an inode argument: "<N>" is inode (block) number N, anything
@@ -116,6 +119,19 @@ int ctl_daemon_reflink(const char *image, const char *src, const char *dst, uint
  * cache's counters), asked of the daemon.  An exit status.
  */
 int ctl_daemon_cluster_state(const char *mountpoint, bool json);
+/*
+ * Quotas of a volume ocfs2d serves at mountpoint (ctl_mount.c), through
+ * Volume.Quota and Volume.SetQuota: report every id of type (0 users, 1
+ * groups) into *ret (g_free it), or set id's limits (id not NULL) and/or
+ * the grace periods (grace: {block, inode} seconds).  Exit status; a
+ * failure is reported.
+ */
+int ctl_daemon_quota(const char *mountpoint, unsigned type, struct o2_dquot **ret, size_t *ret_n,
+		     uint32_t *bgrace, uint32_t *igrace);
+int ctl_daemon_set_quota(const char *mountpoint, unsigned type, const uint32_t *id,
+			 const struct o2_dquot *lim, const uint32_t *grace);
+/* ocfs2ctl quota (ctl_quota.c): report and set quotas, offline or through ocfs2d. */
+int ctl_quota_main(int argc, char **argv, bool json);
 
 /*
  * format or check (verb) of device through the running ocfs2d (started if

@@ -690,6 +690,70 @@ int ctl_daemon_cluster_state(const char *mountpoint, bool json)
 	return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
 
+int ctl_daemon_quota(const char *mountpoint, unsigned type, struct o2_dquot **ret, size_t *ret_n,
+		     uint32_t *bgrace, uint32_t *igrace)
+{
+	g_autoptr(GError) err = NULL;
+	g_autofree char *abs = NULL;
+	g_autoptr(GVariant) info = NULL, ids = NULL;
+	GVariantBuilder o;
+	GVariantIter it;
+	struct o2_dquot d = { 0 };
+	guint64 v[8];
+	size_t n = 0;
+	int status;
+	g_autoptr(O2dVolume) vol = served_volume("quota", mountpoint, &abs, &status);
+
+	if (!vol)
+		return status;
+	g_variant_builder_init(&o, G_VARIANT_TYPE("a{sv}"));
+	g_variant_builder_add(&o, "{sv}", "type", g_variant_new_string(type ? "group" : "user"));
+	if (!o2d_volume_call_quota_sync(vol, g_variant_builder_end(&o), &info, &ids, NULL, &err))
+		return fail("quota", "%s", message_of(err));
+	*bgrace = *igrace = 0;
+	g_variant_lookup(info, "block_grace", "u", bgrace);
+	g_variant_lookup(info, "inode_grace", "u", igrace);
+	*ret = g_new0(struct o2_dquot, g_variant_n_children(ids) + 1);
+	g_variant_iter_init(&it, ids);
+	while (g_variant_iter_next(&it, "(utttttttt)", &d.id, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+				   &v[6], &v[7])) {
+		d.space = v[0], d.inodes = v[1], d.bsoft = v[2], d.bhard = v[3];
+		d.isoft = v[4], d.ihard = v[5], d.btime = v[6], d.itime = v[7];
+		(*ret)[n++] = d;
+	}
+	*ret_n = n;
+	return CTL_EXIT_OK;
+}
+
+int ctl_daemon_set_quota(const char *mountpoint, unsigned type, const uint32_t *id,
+			 const struct o2_dquot *lim, const uint32_t *grace)
+{
+	g_autoptr(GError) err = NULL;
+	g_autofree char *abs = NULL;
+	GVariantBuilder o;
+	int status;
+	g_autoptr(O2dVolume) vol = served_volume("quota", mountpoint, &abs, &status);
+
+	if (!vol)
+		return status;
+	g_variant_builder_init(&o, G_VARIANT_TYPE("a{sv}"));
+	g_variant_builder_add(&o, "{sv}", "type", g_variant_new_string(type ? "group" : "user"));
+	if (id) {
+		g_variant_builder_add(&o, "{sv}", "id", g_variant_new_uint32(*id));
+		g_variant_builder_add(&o, "{sv}", "block_soft", g_variant_new_uint64(lim->bsoft));
+		g_variant_builder_add(&o, "{sv}", "block_hard", g_variant_new_uint64(lim->bhard));
+		g_variant_builder_add(&o, "{sv}", "inode_soft", g_variant_new_uint64(lim->isoft));
+		g_variant_builder_add(&o, "{sv}", "inode_hard", g_variant_new_uint64(lim->ihard));
+	}
+	if (grace) {
+		g_variant_builder_add(&o, "{sv}", "block_grace", g_variant_new_uint32(grace[0]));
+		g_variant_builder_add(&o, "{sv}", "inode_grace", g_variant_new_uint32(grace[1]));
+	}
+	if (!o2d_volume_call_set_quota_sync(vol, g_variant_builder_end(&o), NULL, &err))
+		return fail("quota", "%s", message_of(err));
+	return CTL_EXIT_OK;
+}
+
 /* Volume.Statistics: the journal's and the device's counters of a mounted volume. */
 static int do_stats(bool json, const char *mountpoint)
 {

@@ -35,7 +35,7 @@
 
 /* ---- opening ---- */
 
-static int open_rw(struct ctl *c)
+int ctl_open_rw(struct ctl *c)
 {
 	struct o2_open_opts opts = { .flags = O2_OPEN_RDWR, .slot = 0 };
 	char errbuf[256] = "";
@@ -69,7 +69,7 @@ static int open_rw(struct ctl *c)
  * Close the volume (commit and checkpoint).  A failure is the verb's
  * failure, unless it has failed already (then the first message stands).
  */
-static int close_rw(struct ctl *c, int status)
+int ctl_close_rw(struct ctl *c, int status)
 {
 	int ret;
 
@@ -398,7 +398,7 @@ int verb_mkdir(struct ctl *c, int argc, char **argv)
 	if (path[0] != '/')
 		return ctl_fail(c, "%s: not an absolute path (paths in the volume start with '/')",
 				path);
-	status = open_rw(c);
+	status = ctl_open_rw(c);
 	if (status)
 		return status;
 	if (c->opt_parents) {
@@ -411,7 +411,7 @@ int verb_mkdir(struct ctl *c, int argc, char **argv)
 			status = mkdir_one(c, vp.parent_ino, vp.full, vp.name, vp.len, &ino);
 	}
 	vpath_free(&vp);
-	status = close_rw(c, status);
+	status = ctl_close_rw(c, status);
 	if (!status && c->json)
 		json_done(c, "mkdir", path, ino);
 	return status;
@@ -488,7 +488,7 @@ int verb_rm(struct ctl *c, int argc, char **argv)
 	status = vpath_split(c, argv[0], &vp);
 	if (status)
 		return status;
-	status = open_rw(c);
+	status = ctl_open_rw(c);
 	if (status)
 		goto out;
 	ret = o2_path_lookup(c->fs, vp.parent, &vp.parent_ino);
@@ -524,7 +524,7 @@ int verb_rm(struct ctl *c, int argc, char **argv)
 	if (!status)
 		count++;
 out_close:
-	status = close_rw(c, status);
+	status = ctl_close_rw(c, status);
 	if (!status && c->json) {
 		struct json_writer w;
 
@@ -558,7 +558,7 @@ int verb_mv(struct ctl *c, int argc, char **argv)
 		status = dst_split(c, argv[1], base_name(from.full, base, sizeof(base)), &to);
 	if (status)
 		goto out;
-	status = open_rw(c);
+	status = ctl_open_rw(c);
 	if (status)
 		goto out;
 	status = vpath_parent(c, &from);
@@ -591,7 +591,7 @@ int verb_mv(struct ctl *c, int argc, char **argv)
 	else if (ret < 0)
 		status = fail_op(c, to.full, ret);
 out_close:
-	status = close_rw(c, status);
+	status = ctl_close_rw(c, status);
 	if (!status && c->json)
 		json_done(c, "mv", to.full, ino);
 out:
@@ -616,13 +616,13 @@ static int link_open(struct ctl *c, const char *target, const char *dst, struct 
 	status = dst_split(c, dst, base, to);
 	if (status)
 		return status;
-	status = open_rw(c);
+	status = ctl_open_rw(c);
 	if (status)
 		return status;
 	status = vpath_parent(c, to);
 	if (!status)
 		status = into_dir(c, to, base);
-	return status ? close_rw(c, status) : CTL_EXIT_OK;
+	return status ? ctl_close_rw(c, status) : CTL_EXIT_OK;
 }
 
 int verb_ln(struct ctl *c, int argc, char **argv)
@@ -667,7 +667,7 @@ int verb_ln(struct ctl *c, int argc, char **argv)
 		status = fail_op(c, to.full, ret);
 	ino = src;
 out_close:
-	status = close_rw(c, status);
+	status = ctl_close_rw(c, status);
 	if (!status && c->json)
 		json_done(c, c->opt_symbolic ? "ln -s" : "ln", to.full, ino);
 out:
@@ -723,7 +723,7 @@ int verb_reflink(struct ctl *c, int argc, char **argv)
 	if (ret < 0)
 		status = fail_op(c, to.full, ret);
 out_close:
-	status = close_rw(c, status);
+	status = ctl_close_rw(c, status);
 	if (!status && c->json)
 		json_done(c, "reflink", to.full, ino);
 out:
@@ -1067,7 +1067,7 @@ int verb_put(struct ctl *c, int argc, char **argv)
 		goto out;
 	}
 	ctl_vec_init(&ps.links, sizeof(struct put_link));
-	status = open_rw(c);
+	status = ctl_open_rw(c);
 	if (status)
 		goto out;
 	status = vpath_parent(c, &to);
@@ -1086,7 +1086,7 @@ int verb_put(struct ctl *c, int argc, char **argv)
 	if (!status)
 		put_progress(&ps, 0, true);
 	progress_end(&ps.prog);
-	status = close_rw(c, status);
+	status = ctl_close_rw(c, status);
 	if (!status && c->json) {
 		struct json_writer w;
 

@@ -50,6 +50,7 @@ static const struct verb verbs[] = {
 	{ "status", NULL, 0, 0, "", "each served volume: state, cluster, journal, space" },
 	{ "stats", NULL, 1, 1, "DIR", "a mounted volume's journal commits and device flushes" },
 	{ "log", NULL, 0, 1, "[-n LINES] [DIR|DEVICE]", "ocfs2d's log, or one volume's lines of it" },
+	{ "quota", NULL, 1, 7, "[-g] IMAGE|DIR | set|grace ...", "usage and limits (quota --help)" },
 };
 
 static void usage_full(FILE *out)
@@ -289,6 +290,8 @@ int main(int argc, char **argv)
 			break;
 		if (!strcmp(argv[i], "format"))
 			return ctl_format_main(argc - i, argv + i, c.json);
+		if (!strcmp(argv[i], "quota"))
+			return ctl_quota_main(argc - i, argv + i, c.json);
 		if (!strcmp(argv[i], "mount") || !strcmp(argv[i], "umount") ||
 		    !strcmp(argv[i], "mounts") || !strcmp(argv[i], "log") ||
 		    !strcmp(argv[i], "stats") || !strcmp(argv[i], "status"))

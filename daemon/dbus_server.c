@@ -90,6 +90,10 @@ static gboolean handle_cluster_state(O2dVolume *vol, GDBusMethodInvocation *inv,
 				     gpointer data);
 static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
 				  gpointer data);
+static gboolean handle_quota(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+			     gpointer data);
+static gboolean handle_set_quota(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+				 gpointer data);
 static gboolean handle_status(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
 			      gpointer data);
 
@@ -182,6 +186,8 @@ static void export_volume(struct export *x, struct mounted *m)
 	g_signal_connect(vol, "handle-cluster-state", G_CALLBACK(handle_cluster_state), x->s);
 	g_signal_connect(vol, "handle-statistics", G_CALLBACK(handle_statistics), x->s);
 	g_signal_connect(vol, "handle-status", G_CALLBACK(handle_status), x->s);
+	g_signal_connect(vol, "handle-quota", G_CALLBACK(handle_quota), x->s);
+	g_signal_connect(vol, "handle-set-quota", G_CALLBACK(handle_set_quota), x->s);
 	o2d_object_skeleton_set_volume(obj, vol);
 	g_dbus_object_manager_server_export(x->om, G_DBUS_OBJECT_SKELETON(obj));
 }
@@ -891,6 +897,154 @@ static gboolean handle_statistics(O2dVolume *vol, GDBusMethodInvocation *inv, GV
 	volume_unref(v);
 	o2d_volume_complete_statistics(vol, inv, g_variant_builder_end(&b));
 	return TRUE;
+}
+
+/* ---- quotas ---- */
+
+/*
+ * Quota calls run on a thread of their own: setting limits on a clustered
+ * volume may wait for another node's lock, which the bus thread must not.
+ */
+struct quota_call {
+	struct volume *v;
+	GDBusMethodInvocation *inv;
+	O2dVolume *vol;
+	struct o2d_quota_req req;
+	bool set;
+	GVariantBuilder ids;
+};
+
+static int quota_row(void *arg, const struct o2_dquot *dq)
+{
+	struct quota_call *q = arg;
+
+	g_variant_builder_add(&q->ids, "(utttttttt)", dq->id, (guint64)dq->space,
+			      (guint64)dq->inodes, (guint64)dq->bsoft, (guint64)dq->bhard,
+			      (guint64)dq->isoft, (guint64)dq->ihard, (guint64)dq->btime,
+			      (guint64)dq->itime);
+	return 0;
+}
+
+static int quota_set_fn(struct o2_fs *fs, void *arg)
+{
+	const struct o2d_quota_req *req = arg;
+	int r = 0;
+
+	if (req->have_id) {
+		struct o2_dquot lim = { .bsoft = req->block_soft, .bhard = req->block_hard,
+					.isoft = req->inode_soft, .ihard = req->inode_hard };
+
+		r = o2_fs_quota_set_limits(fs, req->type, req->id, &lim);
+	}
+	if (r == 0 && req->have_grace) {
+		uint32_t b = req->block_grace, i = req->inode_grace;
+
+		r = o2_fs_quota_grace(fs, req->type, true, &b, &i);
+	}
+	return r;
+}
+
+static gpointer quota_thread(gpointer p)
+{
+	struct quota_call *q = p;
+	struct volume *v = q->v;
+	struct held hd = { .n = 0 };
+	uint32_t bgrace = 0, igrace = 0;
+	char why[512] = "";
+	int r;
+
+	g_variant_builder_init(&q->ids, G_VARIANT_TYPE("a(utttttttt)"));
+	g_mutex_lock(&v->lock);
+	if (!v->fs) {
+		r = -ENODEV;
+	} else if (q->set) {
+		r = v->opts.ro ? -EROFS : fuseops_run_locked(v, &hd, quota_set_fn, &q->req);
+	} else {
+		/* read as the disk has it: another node may have folded into it */
+		if (v->cluster)
+			o2_fs_unlocked_reads(v->fs, true);
+		r = o2_fs_quota_grace(v->fs, q->req.type, false, &bgrace, &igrace);
+		if (r == 0)
+			r = o2_fs_quota_iterate(v->fs, q->req.type, quota_row, q);
+		if (v->cluster)
+			o2_fs_unlocked_reads(v->fs, false);
+	}
+	if (r < 0 && v->fs)
+		snprintf(why, sizeof(why), "%s", o2_fs_error(v->fs));
+	g_mutex_unlock(&v->lock);
+	cluster_release(&hd);
+	if (r == -ENODEV) {
+		g_dbus_method_invocation_return_error_literal(q->inv, O2D_ERROR, O2D_ERROR_NOT_MOUNTED,
+							      "that volume is no longer mounted");
+	} else if (r < 0) {
+		g_autofree char *msg = g_strdup_printf(
+			"%s: %s", v->device,
+			r == -EOPNOTSUPP ? (q->req.type ? "the volume keeps no group quotas"
+							: "the volume keeps no user quotas")
+			: why[0]	 ? why
+					 : g_strerror(-r));
+
+		return_errno(q->inv, -r, msg);
+	} else if (q->set) {
+		o2d_volume_complete_set_quota(q->vol, q->inv);
+	} else {
+		GVariantBuilder info;
+
+		g_variant_builder_init(&info, G_VARIANT_TYPE("a{sv}"));
+		g_variant_builder_add(&info, "{sv}", "block_grace", g_variant_new_uint32(bgrace));
+		g_variant_builder_add(&info, "{sv}", "inode_grace", g_variant_new_uint32(igrace));
+		o2d_volume_complete_quota(q->vol, q->inv, g_variant_builder_end(&info),
+					  g_variant_builder_end(&q->ids));
+	}
+	g_variant_builder_clear(&q->ids);
+	volume_unref(v);
+	g_object_unref(q->vol);
+	g_free(q);
+	return NULL;
+}
+
+static gboolean start_quota(struct dbus_server *s, O2dVolume *vol, GDBusMethodInvocation *inv,
+			    bool set)
+{
+	g_autoptr(GError) err = NULL;
+	struct quota_call *q = g_new0(struct quota_call, 1);
+	GVariant *params = g_dbus_method_invocation_get_parameters(inv);
+	bool ok = set ? o2d_parse_set_quota(params, &q->req, &err)
+		      : o2d_parse_quota(params, &q->req, &err);
+
+	if (!ok) {
+		g_free(q);
+		return_error(inv, err);
+		return TRUE;
+	}
+	if (set && !authorized(inv, "org.ocfs2d.Daemon1.quota", "set quota limits")) {
+		g_free(q);
+		return TRUE;
+	}
+	q->v = target_or_reply(s, inv);
+	if (!q->v) {
+		g_free(q);
+		return TRUE;
+	}
+	q->inv = inv;
+	q->vol = g_object_ref(vol);
+	q->set = set;
+	g_thread_unref(g_thread_new("quota", quota_thread, q));
+	return TRUE;
+}
+
+/* Usage and limits of every id (any caller). */
+static gboolean handle_quota(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+			     gpointer data)
+{
+	return start_quota(data, vol, inv, false);
+}
+
+/* Limits or grace periods (root, or polkit's quota action). */
+static gboolean handle_set_quota(O2dVolume *vol, GDBusMethodInvocation *inv, GVariant *options,
+				 gpointer data)
+{
+	return start_quota(data, vol, inv, true);
 }
 
 /*

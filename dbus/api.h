@@ -74,6 +74,14 @@ struct o2d_reflink_req {
 	char *source, *destination;
 };
 
+/* Volume.Quota(a{sv} options) and Volume.SetQuota(a{sv} options) */
+struct o2d_quota_req {
+	unsigned type; /* 0 users, 1 groups */
+	bool have_id, have_grace;
+	guint32 id, block_grace, inode_grace;
+	guint64 block_soft, block_hard, inode_soft, inode_hard;
+};
+
 /* Manager.Format(s device, a{sv} options): what ocfs2ctl format's options say */
 struct o2d_format_req {
 	char *device;
@@ -118,6 +126,9 @@ bool o2d_parse_cancel(GVariant *params, GError **err);
 /* Volume.Status(a{sv} options): no options yet beyond auth.* */
 bool o2d_parse_status(GVariant *params, GError **err);
 void o2d_reflink_req_clear(struct o2d_reflink_req *req);
+bool o2d_parse_quota(GVariant *params, struct o2d_quota_req *req, GError **err);
+/* SetQuota: an id with its four limits, the two grace periods, or both. */
+bool o2d_parse_set_quota(GVariant *params, struct o2d_quota_req *req, GError **err);
 
 /*
  * The object path of the volume mounted on mountpoint (absolute), and

@@ -252,6 +252,113 @@ bool o2d_parse_reflink(GVariant *params, struct o2d_reflink_req *req, GError **e
 	return true;
 }
 
+/* Quota and SetQuota options: 1 taken, 0 unknown, -1 wrong type or value. */
+struct quota_take {
+	struct o2d_quota_req *req;
+	bool set;
+	unsigned limits, graces; /* how many of each were given */
+};
+
+static int take_quota_option(const char *key, GVariant *value, void *arg, GError **err)
+{
+	struct quota_take *q = arg;
+	static const char *const limit_keys[] = { "block_soft", "block_hard", "inode_soft",
+						  "inode_hard" };
+	guint64 *limits[] = { &q->req->block_soft, &q->req->block_hard, &q->req->inode_soft,
+			      &q->req->inode_hard };
+	const char *want = NULL;
+
+	if (!strcmp(key, "type")) {
+		want = "s";
+	} else if (q->set && (!strcmp(key, "id") || !strcmp(key, "block_grace") ||
+			      !strcmp(key, "inode_grace"))) {
+		want = "u";
+	} else {
+		for (unsigned i = 0; q->set && i < G_N_ELEMENTS(limit_keys) && !want; i++)
+			if (!strcmp(key, limit_keys[i]))
+				want = "t";
+	}
+	if (!want)
+		return 0;
+	if (!g_variant_is_of_type(value, G_VARIANT_TYPE(want))) {
+		g_set_error(err, G_DBUS_ERROR, G_DBUS_ERROR_INVALID_ARGS, "option %s wants type %s, not %s",
+			    key, want, g_variant_get_type_string(value));
+		return -1;
+	}
+	if (!strcmp(key, "type")) {
+		const char *t = g_variant_get_string(value, NULL);
+
+		if (strcmp(t, "user") && strcmp(t, "group")) {
+			g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+				    "option type is \"user\" or \"group\", not \"%.32s\"", t);
+			return -1;
+		}
+		q->req->type = !strcmp(t, "group");
+	} else if (!strcmp(key, "id")) {
+		q->req->have_id = true;
+		q->req->id = g_variant_get_uint32(value);
+		if (q->req->id == G_MAXUINT32) {
+			g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+				    "option id 4294967295 is no user or group");
+			return -1;
+		}
+	} else if (!strcmp(key, "block_grace") || !strcmp(key, "inode_grace")) {
+		*(key[0] == 'b' ? &q->req->block_grace : &q->req->inode_grace) =
+			g_variant_get_uint32(value);
+		q->graces++;
+	} else {
+		for (unsigned i = 0; i < G_N_ELEMENTS(limit_keys); i++)
+			if (!strcmp(key, limit_keys[i]))
+				*limits[i] = g_variant_get_uint64(value);
+		q->limits++;
+	}
+	return 1;
+}
+
+static bool parse_quota(GVariant *params, struct o2d_quota_req *req, bool set, GError **err)
+{
+	const char *method = set ? "SetQuota" : "Quota";
+	g_autoptr(GVariant) options = NULL;
+	struct quota_take q = { .req = req, .set = set };
+
+	memset(req, 0, sizeof(*req));
+	if (!check_tuple(params, "(a{sv})", method, err))
+		return false;
+	g_variant_get(params, "(@a{sv})", &options);
+	if (!walk_options(options, method, take_quota_option, &q, err))
+		return false;
+	if (!set)
+		return true;
+	if ((q.limits && (!req->have_id || q.limits != 4)) || (req->have_id && q.limits != 4)) {
+		g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+			    "SetQuota sets an id's limits with id and all four of block_soft, "
+			    "block_hard, inode_soft and inode_hard");
+		return false;
+	}
+	if (q.graces == 1) {
+		g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+			    "SetQuota sets the grace periods with both block_grace and inode_grace");
+		return false;
+	}
+	req->have_grace = q.graces == 2;
+	if (!req->have_id && !req->have_grace) {
+		g_set_error(err, O2D_ERROR, O2D_ERROR_INVALID_ARGUMENT,
+			    "SetQuota has nothing to set (an id and its limits, or grace periods)");
+		return false;
+	}
+	return true;
+}
+
+bool o2d_parse_quota(GVariant *params, struct o2d_quota_req *req, GError **err)
+{
+	return parse_quota(params, req, false, err);
+}
+
+bool o2d_parse_set_quota(GVariant *params, struct o2d_quota_req *req, GError **err)
+{
+	return parse_quota(params, req, true, err);
+}
+
 bool o2d_parse_cluster_state(GVariant *params, GError **err)
 {
 	g_autoptr(GVariant) options = NULL;

@@ -22,6 +22,7 @@
 #include "extent_write.h"
 #include "inode_write.h"
 #include "journal.h"
+#include "quota.h"
 #include "reserve.h"
 #include "write.h"
 
@@ -226,7 +227,18 @@ static int plan_step(struct o2_fs *fs, uint64_t ino, uint32_t cpos, uint32_t len
 		s->kind = STEP_NEW;
 		if (s->n > 0xffff)
 			s->n = 0xffff;
-		r = o2_tree_meta_need(fs, &o, cpos, 1, &meta);
+		/* the file's owner and group may take only what their quotas allow */
+		const struct o2_dinode *di = o2_buf_dinode(ib);
+		uint64_t allowed;
+
+		r = o2_quota_check(fs, le32(di->i_uid), le32(di->i_gid), (uint64_t)s->n << fs->cbits,
+				   0, &allowed);
+		if (r == 0 && allowed >> fs->cbits == 0)
+			r = -EDQUOT;
+		if (r == 0 && allowed >> fs->cbits < s->n)
+			s->n = (uint32_t)(allowed >> fs->cbits);
+		if (r == 0)
+			r = o2_tree_meta_need(fs, &o, cpos, 1, &meta);
 		if (r == 0)
 			r = o2_reserve(fs, &(struct o2_resv){ .clusters = 1, .meta = meta }, &spare);
 		if (r == 0 && s->n > spare + 1)
@@ -1081,6 +1093,23 @@ int o2_fallocate(struct o2_fs *fs, uint64_t ino, unsigned mode, uint64_t off, ui
 	return r;
 }
 
+/* A chown or chgrp: the new owner's or group's quota must take the inode. */
+static int chown_check(struct o2_fs *fs, uint64_t ino, unsigned mask, const struct o2_setattr *a)
+{
+	struct o2_buf *ib;
+	int r = o2_inode_buf(fs, ino, &ib);
+
+	if (r < 0)
+		return r;
+	const struct o2_dinode *di = o2_buf_dinode(ib);
+	uint32_t uid = (mask & O2_SET_UID) && a->uid != le32(di->i_uid) ? a->uid : O2_QUOTA_NOID;
+	uint32_t gid = (mask & O2_SET_GID) && a->gid != le32(di->i_gid) ? a->gid : O2_QUOTA_NOID;
+	uint64_t space = (uint64_t)le32(di->i_clusters) << fs->cbits;
+
+	o2_brelse(fs, ib);
+	return o2_quota_check(fs, uid, gid, space, 1, NULL);
+}
+
 int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *a, unsigned mask)
 {
 	struct o2_trans *t;
@@ -1096,6 +1125,12 @@ int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *a, unsig
 	}
 	if (!(mask & ~(unsigned)O2_SET_SIZE))
 		return 0;
+	/* a new owner or group takes the inode and its clusters in its quota */
+	if (mask & (O2_SET_UID | O2_SET_GID)) {
+		r = chown_check(fs, ino, mask, a);
+		if (r < 0)
+			return r;
+	}
 	/* with ACLs on, chmod rewrites the access ACL in the same transaction */
 	uint8_t *acl = NULL;
 	size_t acl_len = 0;

@@ -17,6 +17,7 @@
 #include "journal.h"
 #include "reserve.h"
 #include "namei.h"
+#include "quota.h"
 #include "write.h"
 
 /* an inode freed where its last name goes (its extents in the inode) */
@@ -612,15 +613,21 @@ static int make_node(struct o2_fs *fs, uint64_t dir, const char *name, size_t le
 	bool acls = acl.access || acl.deflt;
 
 	r = o2_name_need(fs, dir, name, len, &want);
+	uint32_t own = 0; /* clusters the new inode holds */
+
 	if (S_ISDIR(mode) && !o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INLINE_DATA)) {
 		/* a block of its own, and its index root */
-		want.clusters += 1;
+		own = 1;
 		if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_INDEXED_DIRS))
 			want.meta += 1;
 	} else if (target && tlen >= o2_fast_symlink_max(fs->bs)) {
 		want.run = (uint32_t)((tlen + fs->cs - 1) >> fs->cbits);
-		want.clusters += want.run;
+		own = want.run;
 	}
+	want.clusters += own;
+	/* the owner's and group's quotas take the inode and its clusters */
+	if (r == 0)
+		r = o2_quota_check(fs, ni->uid, ni->gid, (uint64_t)own << fs->cbits, 1, NULL);
 	if (acls) /* a block of attributes, if the inode cannot hold them */
 		want.meta += 1;
 	/* an ACL past an xattr's inline 80 bytes keeps its value in a cluster */

@@ -56,10 +56,14 @@ struct qdq {
 	int64_t space;	/* bytes: change not yet folded */
 	int64_t inodes;
 	int64_t entry;	/* local entry index, -1: none */
+	/* the global entry as last read (known): limits, usage, grace deadlines */
+	bool known;
+	uint64_t gspace, ginodes, bsoft, bhard, isoft, ihard, btime, itime;
 };
 
 struct qtype {
 	bool on;
+	uint32_t bgrace, igrace; /* seconds, from the global file's info */
 	uint64_t gino, lino; /* the global file's and this slot's local file's inodes */
 	uint32_t chunks, blocks; /* the local file's info (we alone write it) */
 	uint32_t free_entries;	 /* free entries in the local file's blocks */
@@ -145,7 +149,16 @@ static bool keep_all(const struct qdq *d)
 
 static bool keep_pending(const struct qdq *d)
 {
-	return d->entry >= 0 || d->space || d->inodes;
+	return d->entry >= 0 || d->space || d->inodes || d->known;
+}
+
+/* Changes wait for a fold (in memory or in local entries). */
+static bool pending(const struct qtype *t)
+{
+	for (unsigned i = 0; i < t->cap; i++)
+		if (t->tab[i].used && (t->tab[i].entry >= 0 || t->tab[i].space || t->tab[i].inodes))
+			return true;
+	return false;
 }
 
 static int get(struct qtype *t, uint32_t id, struct qdq **ret)
@@ -1001,6 +1014,40 @@ static unsigned insert_blocks(const struct o2_fs *fs)
 	return o2_qt_depth(fs->bs);
 }
 
+/* d's global entry as read (or written) now. */
+static void learn(struct qdq *d, const struct o2_global_dqblk *e)
+{
+	d->known = true;
+	d->gspace = le64(e->dqb_curspace);
+	d->ginodes = le64(e->dqb_curinodes);
+	d->bsoft = le64(e->dqb_bsoftlimit);
+	d->bhard = le64(e->dqb_bhardlimit);
+	d->isoft = le64(e->dqb_isoftlimit);
+	d->ihard = le64(e->dqb_ihardlimit);
+	d->btime = le64(e->dqb_btime);
+	d->itime = le64(e->dqb_itime);
+}
+
+/*
+ * A grace deadline as it should stand: none while usage is within the
+ * soft limit; once over it, the one already running, else the one this
+ * node started (mine), else one from now.
+ */
+static uint64_t deadline(uint64_t usage, uint64_t soft, uint64_t cur, uint64_t mine, uint64_t now,
+			 uint32_t grace)
+{
+	if (!soft || usage <= soft)
+		return 0;
+	if (cur)
+		return cur;
+	return mine ? mine : now + grace;
+}
+
+static uint64_t now_s(struct o2_fs *fs)
+{
+	return o2_now_ns(fs) / 1000000000ull;
+}
+
 /* Ids of the next batch (table slots from i on) the global file has no entry of. */
 static unsigned new_ids(struct o2_quota *q, struct qtype *t, unsigned type, unsigned i,
 			unsigned batch)
@@ -1073,11 +1120,19 @@ static int fold(struct o2_quota *q, unsigned type)
 			r = gentry(fs, tr, t->gino, &g, d->id, &lb, &e);
 			if (r < 0)
 				break;
-			e->dqb_curspace = cpu_le64(add_clamped(le64(e->dqb_curspace), d->space));
-			e->dqb_curinodes = cpu_le64(add_clamped(le64(e->dqb_curinodes), d->inodes));
+			uint64_t sp = add_clamped(le64(e->dqb_curspace), d->space);
+			uint64_t in = add_clamped(le64(e->dqb_curinodes), d->inodes);
+
+			e->dqb_curspace = cpu_le64(sp);
+			e->dqb_curinodes = cpu_le64(in);
+			e->dqb_btime = cpu_le64(deadline(sp, le64(e->dqb_bsoftlimit), le64(e->dqb_btime),
+							 d->known ? d->btime : 0, now_s(fs), t->bgrace));
+			e->dqb_itime = cpu_le64(deadline(in, le64(e->dqb_isoftlimit), le64(e->dqb_itime),
+							 d->known ? d->itime : 0, now_s(fs), t->igrace));
 			/* an all-zero entry reads as free: id 0 keeps a use count */
 			if (dq_unused(e))
 				e->dqb_use_count = cpu_le32(1);
+			learn(d, e);
 			o2_brelse(fs, lb);
 			if (d->entry >= 0)
 				r = entry_put(fs, tr, t, d, true);
@@ -1119,8 +1174,14 @@ static int type_open(struct o2_fs *fs, struct o2_quota *q, unsigned type)
 	if (r < 0)
 		return r;
 	r = ginfo_read(fs, t->gino, type, b, &g);
-	if (r == 0 && !q->syncms)
-		q->syncms = le32(((struct o2_global_dqinfo *)(b->data + O2_QINFO_OFF))->dqi_syncms);
+	if (r == 0) {
+		const struct o2_global_dqinfo *gi = (const void *)(b->data + O2_QINFO_OFF);
+
+		if (!q->syncms)
+			q->syncms = le32(gi->dqi_syncms);
+		t->bgrace = le32(gi->dqi_bgrace);
+		t->igrace = le32(gi->dqi_igrace);
+	}
 	o2_brelse(fs, b);
 	if (r == 0)
 		r = read_local_info(fs, t, type, &b);
@@ -1173,7 +1234,7 @@ bool o2_quota_due(struct o2_fs *fs)
 
 	if (!q || q->due)
 		return q && q->due;
-	if (!q->t[0].n && !q->t[1].n)
+	if (!pending(&q->t[0]) && !pending(&q->t[1]))
 		return false;
 	q->due = o2_now_ns(fs) - q->synced_ns >= (uint64_t)q->syncms * 1000000ull;
 	return q->due;
@@ -1187,7 +1248,7 @@ int o2_quota_sync(struct o2_fs *fs, bool if_locked)
 	if (!q || fs->ro_reason)
 		return 0;
 	for (unsigned ty = 0; ty < QTYPES; ty++) {
-		if (!q->t[ty].on || (!q->t[ty].n && q->t[ty].free_entries >= LOCAL_LOW))
+		if (!q->t[ty].on || (!pending(&q->t[ty]) && q->t[ty].free_entries >= LOCAL_LOW))
 			continue;
 		if (if_locked && !o2_lock_have(fs, q->t[ty].gino, true))
 			return 0;
@@ -1202,7 +1263,7 @@ int o2_quota_sync(struct o2_fs *fs, bool if_locked)
 			continue;
 		while (r == 0 && t->free_entries < LOCAL_LOW)
 			r = local_grow(fs, t);
-		if (r == 0 && t->n)
+		if (r == 0 && pending(t))
 			r = fold(q, ty);
 	}
 	if (r == 0) {
@@ -1221,7 +1282,7 @@ int o2_quota_close(struct o2_fs *fs)
 		return 0;
 	r = o2_quota_sync(fs, true);
 	for (unsigned ty = 0; ty < QTYPES && r == 0; ty++)
-		if (q->t[ty].on && !q->t[ty].n)
+		if (q->t[ty].on && !pending(&q->t[ty]))
 			r = local_mark(fs, &q->t[ty], true);
 	o2_quota_free(fs);
 	return r;
@@ -1244,6 +1305,211 @@ void o2_quota_free(struct o2_fs *fs)
 		free(q->t[ty].tab);
 	free(q);
 	fs->quota = NULL;
+}
+
+/* ---- limits ---- */
+
+/* d's global entry, read once (under the global file's lock, in PR at least). */
+static int load_id(struct o2_quota *q, unsigned type, struct qdq *d)
+{
+	struct o2_fs *fs = q->fs;
+	struct qtype *t = &q->t[type];
+	struct o2_buf *hb, *lb;
+	struct o2_global_dqblk *e;
+	struct ginfo g;
+	int r;
+
+	if (d->known)
+		return 0;
+	r = o2_lock_need(fs, t->gino, false);
+	if (r == 0)
+		r = qblock(fs, NULL, t->gino, 0, false, &hb);
+	if (r < 0)
+		return r;
+	r = ginfo_read(fs, t->gino, type, hb, &g);
+	o2_brelse(fs, hb);
+	if (r < 0)
+		return r;
+	r = gentry(fs, NULL, t->gino, &g, d->id, &lb, &e);
+	if (r == -ENOENT) {
+		d->known = true;
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	learn(d, e);
+	o2_brelse(fs, lb);
+	return 0;
+}
+
+/* Whether d may take inodes more, and how much of space (*space lowered to it). */
+static int check_one(struct o2_fs *fs, struct qtype *t, struct qdq *d, uint64_t inodes,
+		     uint64_t *space)
+{
+	uint64_t now = now_s(fs);
+	uint64_t iuse = add_clamped(d->ginodes, d->inodes), use = add_clamped(d->gspace, d->space);
+
+	if (inodes) {
+		if (d->ihard && iuse + inodes > d->ihard)
+			return -EDQUOT;
+		if (d->isoft && iuse + inodes > d->isoft) {
+			if (d->itime && now >= d->itime)
+				return -EDQUOT;
+			if (!d->itime)
+				d->itime = now + t->igrace;
+		}
+	}
+	if (!*space)
+		return 0;
+	if (d->bhard && use + *space > d->bhard)
+		*space = d->bhard > use ? d->bhard - use : 0;
+	if (d->bsoft && use + *space > d->bsoft) {
+		if (d->btime && now >= d->btime)
+			*space = d->bsoft > use ? d->bsoft - use : 0;
+		else if (!d->btime)
+			d->btime = now + t->bgrace;
+	}
+	return *space ? 0 : -EDQUOT;
+}
+
+int o2_quota_check(struct o2_fs *fs, uint32_t uid, uint32_t gid, uint64_t space, uint64_t inodes,
+		   uint64_t *ret_space)
+{
+	struct o2_quota *q = fs->quota;
+	uint64_t allowed = space;
+	int r = 0;
+
+	if (ret_space)
+		*ret_space = space;
+	if (!q || (!space && !inodes))
+		return 0;
+	for (unsigned ty = 0; ty < QTYPES && r == 0; ty++) {
+		struct qtype *t = &q->t[ty];
+		struct qdq *d;
+
+		if (!t->on || (ty ? gid : uid) == O2_QUOTA_NOID)
+			continue;
+		r = get(t, ty ? gid : uid, &d);
+		if (r == 0)
+			r = load_id(q, ty, d);
+		if (r == 0)
+			r = check_one(fs, t, d, inodes, &allowed);
+	}
+	if (r == 0 && !ret_space && allowed < space)
+		r = -EDQUOT;
+	if (r == 0 && ret_space)
+		*ret_space = allowed;
+	return r;
+}
+
+static int qtype_of(struct o2_fs *fs, unsigned type, struct qtype **ret)
+{
+	struct o2_quota *q = fs->quota;
+
+	if (type >= QTYPES)
+		return -EINVAL;
+	if (!(fs->info.feature_ro_compat &
+	      (type ? O2_FEATURE_RO_COMPAT_GRPQUOTA : O2_FEATURE_RO_COMPAT_USRQUOTA)))
+		return -EOPNOTSUPP;
+	if (!q || !fs->journal)
+		return -EROFS;
+	*ret = &q->t[type];
+	return 0;
+}
+
+int o2_quota_set_limits(struct o2_fs *fs, unsigned type, uint32_t id, const struct o2_dquot *lim)
+{
+	struct qtype *t;
+	struct o2_trans *tr;
+	struct o2_buf *hb, *lb;
+	struct o2_global_dqblk *e;
+	struct qdq *d;
+	struct ginfo g;
+	int r = qtype_of(fs, type, &t);
+
+	if (r == 0)
+		r = o2_lock_need(fs, t->gino, true);
+	if (r == 0)
+		r = get(t, id, &d);
+	if (r == 0)
+		r = global_room(fs, t->gino, type, insert_blocks(fs));
+	if (r == 0)
+		r = o2_trans_begin(fs, 2 * o2_qt_depth(fs->bs) + 8, &tr);
+	if (r < 0)
+		return r;
+	r = qblock_log(fs, tr, t->gino, 0, &hb);
+	if (r == 0)
+		r = ginfo_read(fs, t->gino, type, hb, &g);
+	if (r == 0)
+		r = gentry(fs, tr, t->gino, &g, id, &lb, &e);
+	if (r == 0) {
+		uint64_t sp = add_clamped(le64(e->dqb_curspace), d->space);
+		uint64_t in = add_clamped(le64(e->dqb_curinodes), d->inodes);
+
+		e->dqb_bsoftlimit = cpu_le64(lim->bsoft);
+		e->dqb_bhardlimit = cpu_le64(lim->bhard);
+		e->dqb_isoftlimit = cpu_le64(lim->isoft);
+		e->dqb_ihardlimit = cpu_le64(lim->ihard);
+		e->dqb_btime = cpu_le64(deadline(sp, lim->bsoft, le64(e->dqb_btime), 0, now_s(fs),
+						 t->bgrace));
+		e->dqb_itime = cpu_le64(deadline(in, lim->isoft, le64(e->dqb_itime), 0, now_s(fs),
+						 t->igrace));
+		if (dq_unused(e))
+			e->dqb_use_count = cpu_le32(1);
+		learn(d, e);
+		o2_brelse(fs, lb);
+		ginfo_write(&g);
+	}
+	if (hb)
+		o2_brelse(fs, hb);
+	return o2_trans_finish(tr, r);
+}
+
+int o2_quota_grace(struct o2_fs *fs, unsigned type, bool set, uint32_t *bgrace, uint32_t *igrace)
+{
+	struct qtype *t;
+	struct o2_trans *tr;
+	struct o2_buf *hb;
+	int r;
+
+	if (!set) {
+		uint64_t ino;
+
+		if (type >= QTYPES)
+			return -EINVAL;
+		if (!(fs->info.feature_ro_compat &
+		      (type ? O2_FEATURE_RO_COMPAT_GRPQUOTA : O2_FEATURE_RO_COMPAT_USRQUOTA)))
+			return -EOPNOTSUPP;
+		r = o2_sysfile_lookup(fs, O2_SYS_USER_QUOTA + type, 0, &ino);
+		if (r == 0)
+			r = qblock(fs, NULL, ino, 0, false, &hb);
+		if (r < 0)
+			return r;
+		const struct o2_global_dqinfo *gi = (const void *)(hb->data + O2_QINFO_OFF);
+
+		*bgrace = le32(gi->dqi_bgrace);
+		*igrace = le32(gi->dqi_igrace);
+		o2_brelse(fs, hb);
+		return 0;
+	}
+	r = qtype_of(fs, type, &t);
+	if (r == 0)
+		r = o2_lock_need(fs, t->gino, true);
+	if (r == 0)
+		r = o2_trans_begin(fs, 1, &tr);
+	if (r < 0)
+		return r;
+	r = qblock_log(fs, tr, t->gino, 0, &hb);
+	if (r == 0) {
+		struct o2_global_dqinfo *gi = (void *)(hb->data + O2_QINFO_OFF);
+
+		gi->dqi_bgrace = cpu_le32(*bgrace);
+		gi->dqi_igrace = cpu_le32(*igrace);
+		t->bgrace = *bgrace;
+		t->igrace = *igrace;
+		o2_brelse(fs, hb);
+	}
+	return o2_trans_finish(tr, r);
 }
 
 /* ---- reading ---- */
@@ -1275,6 +1541,11 @@ static void report_of(const struct o2_global_dqblk *e, const struct qdq *d, stru
 	if (d) {
 		dq->space = add_clamped(dq->space, d->space);
 		dq->inodes = add_clamped(dq->inodes, d->inodes);
+		/* a grace period this node started goes to the file at the next fold */
+		if (d->known && !dq->btime)
+			dq->btime = deadline(dq->space, dq->bsoft, 0, d->btime, 0, 0);
+		if (d->known && !dq->itime)
+			dq->itime = deadline(dq->inodes, dq->isoft, 0, d->itime, 0, 0);
 	}
 }
 

@@ -29,6 +29,22 @@ void o2_quota_free(struct o2_fs *fs);
  * held; if_locked: return 0 then instead.
  */
 int o2_quota_sync(struct o2_fs *fs, bool if_locked);
+/*
+ * Before an operation charges uid and gid inodes more inodes and space
+ * more bytes: 0 if their limits allow it, -EDQUOT if not (a hard limit,
+ * or a soft one past its grace time, which the first step past the soft
+ * limit starts); O2_QUOTA_NOID for either id leaves that quota out.  With ret_space, space may be cut short: *ret_space gets
+ * the bytes allowed (a write shortens itself).  Limits are those of the
+ * global file as this node last read it (at first use of an id, then at
+ * each fold); a first read on a shared volume may answer -O2_ENEEDLOCK
+ * for the global file's lock, with nothing changed.
+ */
+#define O2_QUOTA_NOID 0xffffffffu /* uid or gid: not charged */
+int o2_quota_check(struct o2_fs *fs, uint32_t uid, uint32_t gid, uint64_t space, uint64_t inodes,
+		   uint64_t *ret_space);
+/* o2_fs_quota_set_limits and o2_fs_quota_grace (super.c wraps them). */
+int o2_quota_set_limits(struct o2_fs *fs, unsigned type, uint32_t id, const struct o2_dquot *lim);
+int o2_quota_grace(struct o2_fs *fs, unsigned type, bool set, uint32_t *bgrace, uint32_t *igrace);
 /* The sync interval passed with changes waiting (stays true until a sync). */
 bool o2_quota_due(struct o2_fs *fs);
 

@@ -513,6 +513,26 @@ int o2_fs_quota_sync(struct o2_fs *fs)
 	return r;
 }
 
+int o2_fs_quota_set_limits(struct o2_fs *fs, unsigned type, uint32_t id, const struct o2_dquot *lim)
+{
+	int r;
+
+	if (fs->ro_reason)
+		return -EROFS;
+	r = o2_quota_set_limits(fs, type, id, lim);
+	if (r < 0 && r != -O2_ENEEDLOCK && r != -EROFS && r != -EOPNOTSUPP && r != -EINVAL)
+		return o2_fs_abort(fs, r, "setting quota limits");
+	return r;
+}
+
+int o2_fs_quota_grace(struct o2_fs *fs, unsigned type, bool set, uint32_t *bgrace,
+		      uint32_t *igrace)
+{
+	if (set && fs->ro_reason)
+		return -EROFS;
+	return o2_quota_grace(fs, type, set, bgrace, igrace);
+}
+
 int o2_fs_writeback(struct o2_fs *fs, enum o2_writeback how)
 {
 	int r;

@@ -370,6 +370,16 @@ int o2_fs_quota_iterate(struct o2_fs *fs, unsigned type,
  * changed: take the lock o2_fs_lock_wanted names and call again.
  */
 int o2_fs_quota_sync(struct o2_fs *fs);
+/*
+ * Set the limits of id in quota type (0 users, 1 groups): lim's bsoft,
+ * bhard (bytes), isoft and ihard (0: none); the rest of lim is ignored.
+ * A grace deadline starts if usage is over a soft limit already.
+ * o2_fs_quota_grace reads (set false) or sets the type's grace periods in
+ * seconds.  Read-write; -O2_ENEEDLOCK as o2_fs_quota_sync.
+ */
+int o2_fs_quota_set_limits(struct o2_fs *fs, unsigned type, uint32_t id, const struct o2_dquot *lim);
+int o2_fs_quota_grace(struct o2_fs *fs, unsigned type, bool set, uint32_t *bgrace,
+		      uint32_t *igrace);
 /* Non-zero (a -errno) once a failure (I/O, a damaged block, memory in the
  * middle of an operation) has turned the volume read-only. */
 int o2_fs_readonly_reason(const struct o2_fs *fs);

@@ -38,7 +38,7 @@
 #include "jmap.h"
 #include "journal.h"
 
-enum { VOL_4K, VOL_1K, VOL_ECC, NVOLS };
+enum { VOL_4K, VOL_1K, VOL_ECC, VOL_QUOTA, NVOLS };
 
 static struct vol_image vols[NVOLS];
 static bool quick;
@@ -1177,6 +1177,214 @@ START_TEST(crash_commit_batched)
 }
 END_TEST
 
+/*
+ * Quotas across a crash.  Usage counted from the inodes themselves (walked
+ * from the root) against usage in the quota files after the crashed volume
+ * was opened (the journal replayed, the local quota files left in use read
+ * back) and closed (their changes folded into the global files): the two
+ * differ only as they did on the fresh volume (mkfs.ocfs2 does not count
+ * lost+found), at every crash point.
+ */
+#define QIDS 16
+
+struct qcount {
+	uint32_t id[2][QIDS];
+	int64_t space[2][QIDS], inodes[2][QIDS];
+	unsigned n[2];
+};
+
+static void qadd(struct qcount *c, unsigned t, uint32_t id, int64_t space, int64_t inodes)
+{
+	unsigned i = 0;
+
+	while (i < c->n[t] && c->id[t][i] != id)
+		i++;
+	if (i == c->n[t]) {
+		ck_assert_uint_lt(c->n[t], QIDS);
+		c->id[t][c->n[t]++] = id;
+	}
+	c->space[t][i] += space;
+	c->inodes[t][i] += inodes;
+}
+
+struct qwalk {
+	struct o2_fs *fs;
+	struct qcount *c;
+	uint64_t seen[256];
+	unsigned nseen;
+	uint64_t subdirs[16];
+	unsigned nsub;
+};
+
+static int qwalk_entry(const struct o2_dirent *de, void *arg)
+{
+	struct qwalk *w = arg;
+	struct o2_inode *in;
+
+	if ((de->name_len == 1 && de->name[0] == '.') ||
+	    (de->name_len == 2 && de->name[0] == '.' && de->name[1] == '.'))
+		return 0;
+	for (unsigned i = 0; i < w->nseen; i++)
+		if (w->seen[i] == de->ino)
+			return 0;
+	ck_assert_uint_lt(w->nseen, 256);
+	w->seen[w->nseen++] = de->ino;
+	ck_assert_int_eq(o2_inode_get(w->fs, de->ino, &in), 0);
+	const struct o2_inode_info *ii = o2_inode_info(in);
+
+	for (unsigned t = 0; t < 2; t++)
+		qadd(w->c, t, t ? ii->gid : ii->uid, (int64_t)ii->clusters * o2_fs_super(w->fs)->cluster_size, 1);
+	if (S_ISDIR(ii->mode)) {
+		ck_assert_uint_lt(w->nsub, 16);
+		w->subdirs[w->nsub++] = de->ino;
+	}
+	o2_inode_unref(in);
+	return 0;
+}
+
+static int qfile_row(void *arg, const struct o2_dquot *dq)
+{
+	struct qcount *c = ((struct qcount **)arg)[0];
+	unsigned t = (unsigned)(uintptr_t)((struct qcount **)arg)[1];
+
+	qadd(c, t, dq->id, -(int64_t)dq->space, -(int64_t)dq->inodes);
+	return 0;
+}
+
+/* Walked usage less the quota files' usage, of dev (closed cleanly: read-only open). */
+static void quota_gap(struct o2_blockdev *dev, struct qcount *gap)
+{
+	struct o2_fs *fs;
+	char err[256];
+	struct qwalk w = { .c = gap };
+
+	memset(gap, 0, sizeof(*gap));
+	ck_assert_msg(o2_fs_open(dev, 0, &fs, err, sizeof(err)) == 0, "open: %s", err);
+	w.fs = fs;
+	w.subdirs[w.nsub++] = o2_fs_super(fs)->root_blkno;
+	/* the root itself counts */
+	{
+		struct o2_dirent root = { .ino = o2_fs_super(fs)->root_blkno, .name_len = 1 };
+
+		memcpy(root.name, "/", 2);
+		w.nsub = 0;
+		qwalk_entry(&root, &w);
+	}
+	for (unsigned i = 0; i < w.nsub; i++) {
+		struct o2_inode *d;
+
+		ck_assert_int_eq(o2_inode_get(fs, w.subdirs[i], &d), 0);
+		ck_assert_int_eq(o2_dir_iterate(fs, d, qwalk_entry, &w), 0);
+		o2_inode_unref(d);
+	}
+	for (uintptr_t t = 0; t < 2; t++) {
+		void *arg[2] = { gap, (void *)t };
+
+		ck_assert_int_eq(o2_fs_quota_iterate(fs, (unsigned)t, qfile_row, arg), 0);
+	}
+	o2_fs_close(fs);
+}
+
+static bool gap_same(const struct qcount *a, const struct qcount *b, char *why, size_t len)
+{
+	for (unsigned t = 0; t < 2; t++)
+		for (unsigned pass = 0; pass < 2; pass++) {
+			const struct qcount *x = pass ? b : a, *y = pass ? a : b;
+
+			for (unsigned i = 0; i < x->n[t]; i++) {
+				int64_t ys = 0, yi = 0;
+
+				for (unsigned j = 0; j < y->n[t]; j++)
+					if (y->id[t][j] == x->id[t][i])
+						ys = y->space[t][j], yi = y->inodes[t][j];
+				if (ys != x->space[t][i] || yi != x->inodes[t][i]) {
+					snprintf(why, len, "%s %u: the inodes hold %+lld bytes and %+lld "
+						 "inodes more than the quota files (fresh: %+lld, %+lld)",
+						 t ? "group" : "user", x->id[t][i],
+						 (long long)(pass ? ys : x->space[t][i]),
+						 (long long)(pass ? yi : x->inodes[t][i]),
+						 (long long)(pass ? x->space[t][i] : ys),
+						 (long long)(pass ? x->inodes[t][i] : yi));
+					return false;
+				}
+			}
+		}
+	return true;
+}
+
+START_TEST(crash_quota)
+{
+	const struct vol_image *v = &vols[VOL_QUOTA];
+	struct o2_blockdev *mem = vol_image_dev(v), *crash;
+	struct fake_clock clk = { 1700000000ull * 1000000000ull };
+	struct qcount fresh, gap;
+	uint64_t ino[8], dir;
+	uint8_t *buf = malloc(300000);
+	struct o2_fs *fs;
+	char err[256], why[256];
+	size_t first, end, judged = 0;
+	bool fsck = have_fsck();
+
+	ck_assert(buf);
+	memset(buf, 0x5a, 300000);
+	quota_gap(mem, &fresh);
+	ck_assert_int_eq(o2_crashdev_new(mem, &crash), 0);
+	first = o2_crashdev_nops(crash);
+	ck_assert_int_eq(open_rw(crash, &clk, &fs, err, sizeof(err)), 0);
+	uint64_t root = o2_fs_super(fs)->root_blkno;
+	struct o2_new_inode dn = { .mode = S_IFDIR | 0755, .uid = 1001, .gid = 2001 };
+
+	ck_assert_int_eq(o2_mkdir(fs, root, "d", 1, &dn, &dir), 0);
+	for (unsigned i = 0; i < 8; i++) {
+		struct o2_new_inode ni = { .mode = S_IFREG | 0644, .uid = 1000 + i % 3,
+					   .gid = 2000 + i % 2 };
+		char name[8];
+
+		snprintf(name, sizeof(name), "f%u", i);
+		ck_assert_int_eq(o2_create(fs, i < 4 ? root : dir, name, strlen(name), &ni, &ino[i]),
+				 0);
+		ck_assert_int_eq(o2_write(fs, ino[i], 0, buf, 5000 + 30000 * i), 5000 + 30000 * i);
+		if (i == 3)
+			ck_assert_int_eq(o2_fs_sync(fs), 0); /* a fold, mid-way */
+	}
+	ck_assert_int_eq(o2_setattr(fs, ino[1], &(struct o2_setattr){ .uid = 1005, .gid = 2003 },
+				    O2_SET_UID | O2_SET_GID), 0);
+	ck_assert_int_eq(o2_truncate(fs, ino[7], 1000), 0);
+	ck_assert_int_eq(o2_unlink(fs, dir, "f6", 2), 0);
+	ck_assert_int_eq(o2_fs_sync(fs), 0);
+	ck_assert_int_eq(o2_write(fs, ino[2], 300000, buf, 200000), 200000);
+	ck_assert_int_eq(o2_unlink(fs, root, "f0", 2), 0);
+	ck_assert_int_eq(o2_fs_writeback(fs, O2_WB_ALL), 0);
+	end = o2_crashdev_nops(crash);
+	o2_fs_abandon(fs);
+
+	for (size_t p = first; p <= end; p += 1 + (end - first) / 150) {
+		for (unsigned k = 0; k < 2; k++) {
+			uint64_t seed = k ? crash_seed(p * 13 + k) : 0;
+			struct o2_blockdev *dev;
+			char what[96];
+
+			snprintf(what, sizeof(what), "quotas, crash point %zu seed %llu", p,
+				 (unsigned long long)seed);
+			ck_assert_int_eq(o2_crashdev_materialise(crash, p, seed, &dev), 0);
+			ck_assert_msg(open_rw(dev, &clk, &fs, err, sizeof(err)) == 0, "%s: open: %s",
+				      what, err);
+			ck_assert_msg(o2_fs_close(fs) == 0, "%s: close", what);
+			quota_gap(dev, &gap);
+			ck_assert_msg(gap_same(&gap, &fresh, why, sizeof(why)), "%s: %s", what, why);
+			if (fsck && !k && p % 4 == 0)
+				judge_fsck(what, dev);
+			o2_blockdev_free(dev);
+			judged++;
+		}
+	}
+	printf("quotas: ops %zu..%zu, crash points checked: %zu\n", first, end, judged);
+	free(buf);
+	o2_blockdev_free(crash);
+	o2_blockdev_free(mem);
+}
+END_TEST
+
 static struct wl_params params(uint64_t seed, unsigned handles, unsigned big_max)
 {
 	return (struct wl_params){
@@ -1233,6 +1441,8 @@ int main(int argc, char **argv)
 	vol_image_make(&vols[VOL_1K], "1k", 8u << 20, "-b 1024 -C 4096 -J size=4M");
 	vol_image_make(&vols[VOL_ECC], "4k-metaecc", 16u << 20,
 		       "-b 4096 -C 4096 -J size=4M --fs-features=metaecc");
+	vol_image_make(&vols[VOL_QUOTA], "4k-quota", 32u << 20,
+		       "-b 4096 -C 4096 -J size=4M --fs-feature-level=max-features");
 
 	s = suite_create("crash");
 	tc = tcase_create("consistency");
@@ -1248,6 +1458,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, crash_times_home);
 	tcase_add_test(tc, crash_fsync_in_flight);
 	tcase_add_test(tc, crash_commit_batched);
+	tcase_add_test(tc, crash_quota);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

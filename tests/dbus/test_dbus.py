@@ -1349,6 +1349,30 @@ def case_args(env, chk):
     r = ctx.mount(v, mnt=os.path.join(t, "elsewhere"))
     ctx.refused(r, E + "DeviceBusy", "Mount of a device in use on another mount point", mid)
 
+    # Quota's and SetQuota's arguments (this volume keeps no quotas: Failed, saying so)
+    T = lambda n: Typed("uint64", n)  # noqa: E731
+    for method, opts, want, what in (
+            ("Quota", {}, E + "Failed", "a volume without quotas"),
+            ("Quota", {"type": "group"}, E + "Failed", "group quotas of a volume without them"),
+            ("Quota", {"type": "users"}, E + "InvalidArgument", "an unknown type"),
+            ("Quota", {"type": U(0)}, INVALID_ARGS, "type as a number"),
+            ("Quota", {"id": U(5)}, E + "OptionNotPermitted", "an id"),
+            ("SetQuota", {}, E + "InvalidArgument", "nothing to set"),
+            ("SetQuota", {"id": U(5)}, E + "InvalidArgument", "an id without limits"),
+            ("SetQuota", {"id": U(5), "block_soft": T(1), "block_hard": T(2), "inode_soft": T(3)},
+             E + "InvalidArgument", "three limits of four"),
+            ("SetQuota", {"block_soft": T(1), "block_hard": T(2), "inode_soft": T(3), "inode_hard": T(4)},
+             E + "InvalidArgument", "limits without an id"),
+            ("SetQuota", {"id": U(0xffffffff), "block_soft": T(1), "block_hard": T(2), "inode_soft": T(3),
+                          "inode_hard": T(4)}, E + "InvalidArgument", "id 4294967295"),
+            ("SetQuota", {"id": U(5), "block_soft": U(1), "block_hard": T(2), "inode_soft": T(3),
+                          "inode_hard": T(4)}, INVALID_ARGS, "a limit as uint32"),
+            ("SetQuota", {"block_grace": U(5)}, E + "InvalidArgument", "one grace period of two"),
+            ("SetQuota", {"block_grace": U(5), "inode_grace": U(5)}, E + "Failed",
+             "grace periods of a volume without quotas"),
+            ("SetQuota", {"bogus": True}, E + "OptionNotPermitted", "an unknown option")):
+        r = ctx.call(path_v, method, opts)
+        ctx.refused(r, want, "%s with %s" % (method, what), mid)
     # Unmount's and Reflink's arguments
     for opts, want, what in (({"bogus": True}, E + "OptionNotPermitted", "an unknown option"),
                              ({"force": "yes"}, INVALID_ARGS, "force as a string"),
@@ -1526,6 +1550,8 @@ def case_auth(env, chk):
     chk.eq(ctx.get(path_v, VOL, "State"), "mounted", "State after the refused Unmounts")
     r = ctx.call(path_v, "Reflink", "/top/big", "/top/copy", {}, user=NOBODY)
     ctx.refused(r, ua, "Reflink as uid %d" % NOBODY, snap)
+    r = ctx.call(path_v, "SetQuota", {"block_grace": U(5), "inode_grace": U(5)}, user=NOBODY)
+    ctx.refused(r, ua, "SetQuota as uid %d" % NOBODY, snap)
     chk.ok(not os.path.exists(os.path.join(v.mnt, "top", "copy")), "the refused Reflink made nothing")
     # to the daemon's unique name: the same answer
     owner = ctx.name_owner()

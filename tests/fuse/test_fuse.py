@@ -3276,11 +3276,209 @@ def case_log(env, chk):
         v.fsck(chk, "after the log case")
 
 
+def quota_ids(out):
+    """{id: (bytes, inodes, bsoft, bhard, isoft, ihard, btime, itime)} of ocfs2ctl quota --json."""
+    d = json.loads(out)
+    return {e["id"]: (e["space"], e["inodes"], e["block_soft"], e["block_hard"], e["inode_soft"],
+                      e["inode_hard"], e["block_grace_ends"], e["inode_grace_ends"]) for e in d["ids"]}
+
+
+def usage_of(ids):
+    """Only what is in use, ids with none left out."""
+    return {i: v[:2] for i, v in ids.items() if v[0] or v[1]}
+
+
+def case_quota(env, chk):
+    """Quotas through a real mount (issue 21): usage after a mixed workload of
+    several users and groups equals what fsck.ocfs2 counts and what ocfs2ctl
+    quota reports, mounted and offline; hard limits give EDQUOT; a soft limit
+    refuses once its grace period is over; chown checks the new owner."""
+    control = os.path.join(env.tmp, "control", "sock")
+    cenv = dict(os.environ, OCFS2D_CONTROL=control, OCFS2D=env.daemon)
+
+    def ctl(*args):
+        p = subprocess.run([env.ctl] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
+                           env=cenv, timeout=120)
+        return p.returncode, p.stdout.decode() + p.stderr.decode()
+
+    def kill_server():
+        for pid in daemons_with_control(control):
+            os.kill(pid, signal.SIGTERM)
+
+    env.cleanups.append(kill_server)
+    vol = env.volume("quota", size="512M", mkfs="mkfs.ocfs2",
+                     mkfs_args=("--fs-feature-level=max-features", "-b", "4096", "-C", "4096",
+                                "-J", "size=8M"))
+    # what mkfs.ocfs2 left uncounted (it makes lost+found after the quota
+    # files): the fresh volume's difference from fsck's count stays
+    base = {}
+    for t in ("-u", "-g"):
+        rc, mine = ctl("quota", "--json", t, vol.img)
+        chk.eq(rc, 0, "offline report of the fresh volume %s: %s" % (t, mine))
+        copy = vol.img + ".fsck"
+        subprocess.run(["cp", "--sparse=always", vol.img, copy], check=True)
+        run([env.fsck, "-fy", copy])
+        rc, theirs = ctl("quota", "--json", t, copy)
+        os.unlink(copy)
+        base[t] = (usage_of(quota_ids(mine)), usage_of(quota_ids(theirs)))
+    rc, out = ctl("mount", vol.img, vol.mnt)
+    chk.eq(rc, 0, "ocfs2ctl mount of a max-features volume (read-write): %s" % out)
+    vol.conn = vol.mounted() and mount_entry(vol.mnt)[1]
+    if not vol.mounted():
+        return
+    os.chmod(env.tmp, 0o755)
+    m = vol.mnt
+    os.chmod(m, 0o777)
+    P = lambda *a: os.path.join(m, *a)  # noqa: E731
+    users = [(2001, 3001), (2002, 3002), (2003, 3001)]
+
+    # a mixed workload as three users, in two groups, plus root's chowns
+    def work(uid, seed):
+        rnd = random.Random(seed)
+        top = P("u%d" % uid)
+        os.mkdir(top)
+        files = []
+        for i in range(120):
+            op = rnd.random()
+            if op < 0.4 or not files:
+                f = os.path.join(top, "f%d" % i)
+                write_file(f, os.urandom(rnd.choice([0, 100, 3000, 5000, 70000, 300000])))
+                files.append(f)
+            elif op < 0.55:
+                f = rnd.choice(files)
+                with open(f, "ab") as fh:
+                    fh.write(os.urandom(rnd.randrange(1, 200000)))
+            elif op < 0.65:
+                os.truncate(rnd.choice(files), rnd.randrange(0, 100000))
+            elif op < 0.75:
+                f = files.pop(rnd.randrange(len(files)))
+                os.unlink(f)
+            elif op < 0.82:
+                d = os.path.join(top, "d%d" % i)
+                os.mkdir(d)
+                files.append(os.path.join(d, "x"))
+                write_file(files[-1], os.urandom(rnd.randrange(0, 20000)))
+            elif op < 0.9:
+                os.symlink("t" * rnd.choice([10, 3000]), os.path.join(top, "l%d" % i))
+            else:
+                f = rnd.choice(files)
+                os.link(f, f + ".ln%d" % i)
+        return len(files)
+
+    for n, (uid, gid) in enumerate(users):
+        as_user(uid, gid, lambda: work(uid, n))
+    # root gives some files away, across users and groups
+    for name in sorted(os.listdir(P("u2001")))[:10]:
+        try:
+            os.lchown(P("u2001", name), 2002, 3002)
+        except OSError:
+            pass
+    os.chown(P("u2003"), 2003, 3002)
+
+    def compare_with_fsck(what):
+        for t in ("-u", "-g"):
+            rc, mine = ctl("quota", "--json", t, vol.img)
+            chk.eq(rc, 0, "%s: offline report %s" % (what, t))
+            copy = vol.img + ".fsck"
+            subprocess.run(["cp", "--sparse=always", vol.img, copy], check=True)
+            run([env.fsck, "-fy", copy])
+            rc, theirs = ctl("quota", "--json", t, copy)
+            os.unlink(copy)
+            mine_u, theirs_u = usage_of(quota_ids(mine)), usage_of(quota_ids(theirs))
+            # fsck's count less the fresh volume's difference
+            want = dict(theirs_u)
+            for i in set(base[t][0]) | set(base[t][1]):
+                b0, b1 = base[t][0].get(i, (0, 0)), base[t][1].get(i, (0, 0))
+                w = want.get(i, (0, 0))
+                want[i] = (w[0] - (b1[0] - b0[0]), w[1] - (b1[1] - b0[1]))
+            want = {i: v for i, v in want.items() if v[0] or v[1]}
+            chk.eq(mine_u, want, "%s: %s quota usage in the files equals fsck.ocfs2's count" % (
+                what, "user" if t == "-u" else "group"))
+        return True
+
+    mounted = {}
+    for t in ("-u", "-g"):
+        rc, out = ctl("quota", "--json", t, m)
+        chk.eq(rc, 0, "report through the daemon %s: %s" % (t, out))
+        mounted[t] = usage_of(quota_ids(out)) if rc == 0 else {}
+    rc, out = ctl("quota", m)
+    chk.ok(rc == 0 and "#2001" in out or "2001" in out, "text report names the users: %s" % out)
+    rc, out = ctl("umount", m)
+    chk.eq(rc, 0, "umount: %s" % out)
+    vol.fsck(chk, "after the workload")
+    compare_with_fsck("after the workload")
+    for t in ("-u", "-g"):
+        rc, out = ctl("quota", "--json", t, vol.img)
+        chk.eq(mounted[t], usage_of(quota_ids(out)), "the mounted report %s equals the offline one" % t)
+
+    # limits, through the daemon
+    rc, out = ctl("mount", vol.img, vol.mnt)
+    chk.eq(rc, 0, "mount again: %s" % out)
+    vol.conn = vol.mounted() and mount_entry(vol.mnt)[1]
+    if not vol.mounted():
+        return
+    ids = quota_ids(ctl("quota", "--json", m)[1])
+    used, inodes = ids[2001][0], ids[2001][1]
+    chk.eq(ctl("quota", "set", m, "2001", "0", str(used // 1024 + 256), "0", str(inodes + 3))[0], 0,
+           "quota set through the daemon")
+
+    def over_hard():
+        r = {}
+        try:
+            with open(P("u2001", "big"), "wb") as fh:
+                fh.write(os.urandom(1 << 20))
+            r["write 1M"] = "OK"
+        except OSError as e:
+            r["write 1M"] = errno.errorcode[e.errno]
+        r["size"] = os.stat(P("u2001", "big")).st_size
+        r["creates"] = [errno_of(lambda i=i: write_file(P("u2001", "n%d" % i), b"")) for i in range(4)]
+        return r
+
+    r = as_user(2001, 3001, over_hard)
+    chk.eq(r["write 1M"], "EDQUOT", "a write past the hard space limit: EDQUOT")
+    chk.ok(r["size"] <= 256 * 1024, "the write stopped at the limit: %d bytes" % r["size"])
+    chk.eq(r["creates"], ["OK", "OK", "EDQUOT", "EDQUOT"], "creates past the inode hard limit: EDQUOT "
+           "(the file 'big' took the first of the three)")
+    # chown onto a full quota
+    write_file(P("rootfile"), b"r" * 8192)
+    chk.eq(errno_of(lambda: os.chown(P("rootfile"), 2001, -1)), "EDQUOT", "chown to a user at its limit")
+    chk.eq(errno_of(lambda: os.chown(P("rootfile"), 2002, -1)), "OK", "chown to a user with room")
+    # soft limit and grace, groups
+    chk.eq(ctl("quota", "grace", "-g", m, "2", "2")[0], 0, "group grace periods of 2 s")
+    gids = quota_ids(ctl("quota", "--json", "-g", m)[1])
+    gused = gids[3002][0]
+    chk.eq(ctl("quota", "set", "-g", m, "3002", str(gused // 1024 + 64), "0", "0", "0")[0], 0,
+           "a group soft limit")
+    r1 = as_user(2002, 3002, lambda: errno_of(lambda: write_file(P("u2002", "soft1"), os.urandom(128 * 1024))))
+    chk.eq(r1, "OK", "past the soft limit within its grace period")
+    g = quota_ids(ctl("quota", "--json", "-g", m)[1])[3002]
+    chk.ok(g[6] > 0, "the grace period runs: %r" % (g,))
+    time.sleep(3)
+    r2 = as_user(2002, 3002, lambda: errno_of(lambda: write_file(P("u2002", "soft2"), os.urandom(64 * 1024))))
+    chk.eq(r2, "EDQUOT", "past the soft limit after its grace period: EDQUOT")
+    rc, out = ctl("quota", "set", m, "2001", "0", "0", "0", "0")
+    chk.eq(rc, 0, "limits lifted")
+    chk.eq(as_user(2001, 3001, lambda: errno_of(lambda: write_file(P("u2001", "after"), b"x" * 9000))), "OK",
+           "a write once the limit is lifted")
+    rc, out = ctl("quota", "set", m, "nosuchuser-xyz", "1", "1", "1", "1")
+    chk.eq(rc, 2, "an unknown user name is a usage error: %s" % out)
+    rc, out = ctl("quota", "set", m, "2001", "5", "4", "0", "0")
+    chk.eq(rc, 2, "a soft limit above the hard one is refused: %s" % out)
+    rc, out = ctl("umount", m)
+    chk.eq(rc, 0, "umount: %s" % out)
+    vol.fsck(chk, "after the limits")
+    compare_with_fsck("after the limits")
+    # an image without quotas says so
+    plain = env.volume("noquota")
+    rc, out = ctl("quota", plain.img)
+    chk.ok(rc == 1 and "keeps no user quotas" in out, "a volume without quotas: %r" % out)
+
+
 CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": case_perms, "ctl": case_ctl,
          "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
          "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash,
          "once": case_once, "helper": case_helper,
-         "log": case_log, "full": case_full, "fill": case_fill, "fsync": case_fsync}
+         "log": case_log, "full": case_full, "fill": case_fill, "fsync": case_fsync, "quota": case_quota}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

@@ -149,7 +149,7 @@ static bool keep_all(const struct qdq *d)
 
 static bool keep_pending(const struct qdq *d)
 {
-	return d->entry >= 0 || d->space || d->inodes || d->known;
+	return d->entry >= 0 || d->space || d->inodes;
 }
 
 /* Changes wait for a fold (in memory or in local entries). */
@@ -1151,6 +1151,10 @@ static int fold(struct o2_quota *q, unsigned type)
 		}
 		r = o2_trans_finish(tr, r);
 	}
+	/*
+	 * Limits are read again at the next use of each id: another node may
+	 * have set them (their usage and deadlines too) since this node read them.
+	 */
 	if (r == 0)
 		r = rebuild(t, t->cap ? t->cap : 64, keep_pending);
 	return r;

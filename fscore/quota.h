@@ -35,7 +35,7 @@ int o2_quota_sync(struct o2_fs *fs, bool if_locked);
  * or a soft one past its grace time, which the first step past the soft
  * limit starts); O2_QUOTA_NOID for either id leaves that quota out.  With ret_space, space may be cut short: *ret_space gets
  * the bytes allowed (a write shortens itself).  Limits are those of the
- * global file as this node last read it (at first use of an id, then at
+ * global file as this node last read it (at the first use of an id since
  * each fold); a first read on a shared volume may answer -O2_ENEEDLOCK
  * for the global file's lock, with nothing changed.
  */

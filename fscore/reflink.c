@@ -247,9 +247,14 @@ rel:
 	e = o2_trans_finish(t, r);
 	if (r == 0)
 		r = e;
+	/* the attributes first, while the copy's inode has room for an inline store */
+	if (r == 0)
+		r = o2_xattr_reflink(fs, src, dst);
 	if (r < 0 || inline_data) {
 		if (r == 0)
 			*ret_ino = dst;
+		else if (dst && !inline_data && !fs->ro_reason)
+			(void)o2_reap_orphan(fs, dst);
 		return r;
 	}
 	/* the extents, a few per transaction; a failure leaves an orphan to free */

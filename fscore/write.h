@@ -99,12 +99,20 @@ int o2_xattr_block_free(struct o2_trans *t, struct o2_fs *fs, const uint8_t *buf
  */
 int o2_xattr_strip_values(struct o2_fs *fs, uint64_t ino);
 /*
+ * A reflink's copy: dst (new, in the orphan directory, without attributes,
+ * in src's refcount tree) gets every attribute of src but the POSIX ACLs,
+ * in stores of the same kinds; values kept in clusters are shared through
+ * the refcount tree, one per transaction (a crash leaves dst an orphan
+ * whose freeing lets them go).  -EOPNOTSUPP for attributes in buckets.
+ */
+int o2_xattr_reflink(struct o2_fs *fs, uint64_t src, uint64_t dst);
+/*
  * Inside t (which has O2_XATTR_SET_CREDITS for it): set (value non-NULL)
  * or remove one attribute of the inode in ib, as o2_xattr_set does.  What
  * may fail for want of space is tried before anything is logged, so call
  * it before changing other blocks where that matters.
  */
-#define O2_XATTR_SET_CREDITS (4 + 3 * O2_ALLOC_CREDITS + 8)
+#define O2_XATTR_SET_CREDITS (4 + 3 * O2_ALLOC_CREDITS + 8 + O2_REFCOUNT_CREDITS)
 int o2_xattr_change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, unsigned type,
 		       const char *name, size_t len, const void *value, size_t size, unsigned flags);
 

@@ -516,9 +516,6 @@ static int plan_free(struct o2_fs *fs, const uint8_t *ibuf, struct free_plan *p)
 		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu has an xattr value whose tree is deeper "
 			    "than its root; freeing it is not implemented",
 			    (unsigned long long)ino_blkno);
-	if (r == 0 && p->shared)
-		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu has an xattr value a reflink shares; "
-			    "freeing it is not implemented", (unsigned long long)ino_blkno);
 	return r;
 }
 
@@ -556,7 +553,8 @@ bool o2_xattr_free_fits(struct o2_fs *fs, uint64_t ino_blkno)
 {
 	struct free_plan p;
 
-	return plan_free_ino(fs, ino_blkno, &p) == 0 && !p.too_many;
+	/* shared values go through the refcount tree: stripped first, in steps */
+	return plan_free_ino(fs, ino_blkno, &p) == 0 && !p.too_many && !p.shared;
 }
 
 int o2_xattr_free_all(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib)
@@ -568,9 +566,10 @@ int o2_xattr_free_all(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib)
 	if (!(le16(di->i_dyn_features) & O2_DYN_HAS_XATTR))
 		return 0;
 	r = plan_free(fs, ib->data, &p);
-	if (r == 0 && p.too_many) /* the callers strip values first */
-		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu: more than %u xattr values to free in one "
-			    "transaction", (unsigned long long)ib->blkno, XATTR_FREE_MAX_RUNS);
+	if (r == 0 && (p.too_many || p.shared)) /* the callers strip values first */
+		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu: more than %u xattr values, or shared ones, "
+			    "to free in one transaction", (unsigned long long)ib->blkno,
+			    XATTR_FREE_MAX_RUNS);
 	for (unsigned i = 0; r == 0 && i < p.runs; i++)
 		r = o2_clusters_free(t, fs, p.start[i], p.len[i]);
 	if (r == 0 && p.block) {

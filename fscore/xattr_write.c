@@ -19,6 +19,11 @@
  * down from the store's end, and at least four zero bytes after the last
  * entry (fsck.ocfs2 counts entries up to a zero hash).
  *
+ * A value a reflink shares (its extent marked refcounted) is let go through
+ * the refcount tree when it changes or goes: copy on write, as for data.
+ * A reflink's copy gets every attribute but the POSIX ACLs, its values in
+ * clusters shared (o2_xattr_reflink).
+ *
  * Not here: a block that has become indexed (buckets) is refused, as is
  * changing a value whose tree is deeper than its root (-EOPNOTSUPP, with a
  * message).  When neither store has room the answer is -ENOSPC, the limit
@@ -161,26 +166,41 @@ static void drop(struct store *s, unsigned i)
 	s->n--;
 }
 
-/* The one run of clusters a value root maps; -EOPNOTSUPP for a deeper tree. */
+/*
+ * The one run of clusters a value root maps, and whether a reflink shares
+ * it (counted in the inode's refcount tree); -EOPNOTSUPP for a deeper tree.
+ */
 static int value_run(struct o2_fs *fs, uint64_t ino, const struct xent *x, uint32_t *ret_start,
-		     uint32_t *ret_len)
+		     uint32_t *ret_len, bool *ret_shared)
 {
 	const struct o2_xattr_value_root *vr = (const struct o2_xattr_value_root *)(const void *)x->body;
 
 	*ret_len = 0;
+	*ret_shared = false;
 	if (le16(vr->xr_list.tree_depth) || le16(vr->xr_list.next_free_rec) > 1)
 		return o2_fail(fs, -EOPNOTSUPP, "inode %llu: xattr %.*s has a value tree of more than "
 			       "one extent; changing it is not implemented",
 			       (unsigned long long)ino, x->name_len, x->name);
-	if (le16(vr->xr_list.next_free_rec) == 1 && (vr->xr_list.recs[0].flags & O2_EXT_REFCOUNTED))
-		return o2_fail(fs, -EOPNOTSUPP, "inode %llu: a reflink shares the value of xattr %.*s; "
-			       "changing it is not implemented", (unsigned long long)ino,
-			       x->name_len, x->name);
 	if (le16(vr->xr_list.next_free_rec) == 1) {
 		*ret_start = (uint32_t)(le64(vr->xr_list.recs[0].blkno) >> fs->bpc_bits);
 		*ret_len = le16(vr->xr_list.recs[0].leaf_clusters);
+		*ret_shared = (vr->xr_list.recs[0].flags & O2_EXT_REFCOUNTED) != 0;
 	}
 	return 0;
+}
+
+/* Inside t: let go of a value's clusters (shared ones through the refcount tree). */
+static int value_release(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32_t start,
+			 uint32_t len, bool shared)
+{
+	if (!len)
+		return 0;
+	if (!shared)
+		return o2_clusters_free(t, fs, start, len);
+	if (!(le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_HAS_REFCOUNT))
+		return o2_corrupt(fs, ib->blkno, "an xattr value is marked shared, but the inode has "
+				  "no refcount tree");
+	return o2_refcount_release(t, fs, le64(o2_buf_dinode(ib)->i_refcount_loc), start, len, true);
 }
 
 /* Whether the inode can be given an inline store, as the kernel judges it. */
@@ -255,6 +275,7 @@ struct plan {
 	struct store *old_at, *new_at; /* where the attribute is, and will be */
 	int old_i;
 	uint32_t old_start, old_len; /* clusters the old value frees */
+	bool old_shared;	     /* ... through the refcount tree */
 	uint32_t need;		     /* clusters the new value takes */
 	struct xent add;
 };
@@ -321,15 +342,18 @@ static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const st
 		if (c->flags & O2_XATTR_CREATE)
 			return -EEXIST;
 		if (!p->old_at->e[i].local) {
-			r = value_run(fs, ino, &p->old_at->e[i], &p->old_start, &p->old_len);
+			r = value_run(fs, ino, &p->old_at->e[i], &p->old_start, &p->old_len,
+				      &p->old_shared);
 			if (r < 0)
 				return r;
 		}
 	} else if (!c->value || (c->flags & O2_XATTR_REPLACE)) {
 		return -ENODATA;
 	}
+	/* letting go of a shared value may split a refcount record */
 	if (!c->value)
-		return 0;
+		return p->old_shared ? o2_reserve(fs, &(struct o2_resv){ .meta = O2_RESV_TREE_META(5),
+									  .freeing = true }, NULL) : 0;
 
 	/* the new entry, its value root filled in once its clusters exist */
 	struct xent *a = &p->add;
@@ -373,9 +397,11 @@ static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const st
 	 * Reserved while nothing is logged: the value's clusters (one run: a
 	 * value tree here has a single record) and a new block of attributes.
 	 */
-	if (p->need || p->make_block)
+	if (p->need || p->make_block || p->old_shared)
 		return o2_reserve(fs, &(struct o2_resv){ .clusters = p->need, .run = p->need,
-							 .meta = p->make_block ? 1 : 0 }, NULL);
+							 .meta = (p->make_block ? 1 : 0) +
+								 (p->old_shared ? O2_RESV_TREE_META(5) : 0) },
+				  NULL);
 	return 0;
 }
 
@@ -482,8 +508,8 @@ static int apply(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, const 
 	}
 
 	r = store_back(t, fs, ib, p);
-	if (r == 0 && p->old_len)
-		r = o2_clusters_free(t, fs, p->old_start, p->old_len);
+	if (r == 0)
+		r = value_release(t, fs, ib, p->old_start, p->old_len, p->old_shared);
 	if (r == 0)
 		o2_touch(fs, di, false, true);
 	return r;
@@ -561,7 +587,7 @@ int o2_xattr_remove(struct o2_fs *fs, uint64_t ino, unsigned type, const char *n
 /* ---- freeing values in steps ---- */
 
 #define STRIP_RUNS 16
-#define STRIP_CREDITS (4 + O2_ALLOC_CREDITS + 2 * STRIP_RUNS)
+#define STRIP_CREDITS (4 + O2_ALLOC_CREDITS + 2 * STRIP_RUNS + O2_REFCOUNT_CREDITS)
 
 /* One transaction: up to STRIP_RUNS values out of their clusters and stores. */
 static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
@@ -570,6 +596,7 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 	struct o2_trans *t;
 	struct o2_buf *ib;
 	uint32_t start[STRIP_RUNS], len[STRIP_RUNS];
+	bool shared[STRIP_RUNS];
 	unsigned runs = 0;
 	int r, e;
 
@@ -586,11 +613,17 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 			for (unsigned i = 0; r == 0 && i < s->n;) {
 				if (s->e[i].local) {
 					i++;
-				} else if (runs == STRIP_RUNS) {
+				} else if (runs == STRIP_RUNS || (runs && shared[runs - 1])) {
 					*ret_more = true;
 					break;
 				} else {
-					r = value_run(fs, ino, &s->e[i], &start[runs], &len[runs]);
+					r = value_run(fs, ino, &s->e[i], &start[runs], &len[runs],
+						      &shared[runs]);
+					/* a shared value is released alone: its credits */
+					if (r == 0 && shared[runs] && runs) {
+						*ret_more = true;
+						break;
+					}
 					if (r == 0) {
 						runs++;
 						drop(s, i);
@@ -605,7 +638,7 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 			if (r == 0)
 				r = store_back(t, fs, ib, &p);
 			for (unsigned i = 0; r == 0 && i < runs; i++)
-				r = o2_clusters_free(t, fs, start[i], len[i]);
+				r = value_release(t, fs, ib, start[i], len[i], shared[i]);
 		}
 		plan_free(fs, &p);
 		o2_brelse(fs, ib);
@@ -627,6 +660,159 @@ int o2_xattr_strip_values(struct o2_fs *fs, uint64_t ino)
 
 	while (r == 0 && more)
 		r = strip_step(fs, ino, &more);
+	return r;
+}
+
+/* ---- reflinks ---- */
+
+#define REFLINK_XATTR_CREDITS (8 + O2_ALLOC_CREDITS + O2_REFCOUNT_CREDITS)
+
+static bool is_acl(unsigned type)
+{
+	return type == O2_XATTR_ACL_ACCESS || type == O2_XATTR_ACL_DEFAULT;
+}
+
+/* An empty store of len bytes for entries to be added to. */
+static int store_make(struct store *s, size_t len)
+{
+	s->len = len;
+	s->n = 0;
+	s->max = (unsigned)(len / ENTRY_BYTES) + 1;
+	s->e = o2_malloc((size_t)s->max * sizeof(*s->e));
+	return s->e ? 0 : -ENOMEM;
+}
+
+/*
+ * One transaction of o2_xattr_reflink: every local value dst lacks, and
+ * at most one value in clusters, shared.  *ret_done once dst has them all.
+ */
+static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, bool *ret_done)
+{
+	struct plan ps = { 0 }, pd = { 0 };
+	struct o2_trans *t;
+	struct o2_buf *sb = NULL, *db = NULL;
+	bool shared_one = false, src_changed = false;
+	unsigned added = 0;
+	int r, e;
+
+	*ret_done = false;
+	r = o2_reserve(fs, &(struct o2_resv){ .meta = 1 + O2_RESV_TREE_META(5) }, NULL);
+	if (r == 0)
+		r = o2_trans_begin(fs, REFLINK_XATTR_CREDITS, &t);
+	if (r < 0)
+		return r;
+	r = o2_inode_buf(fs, src, &sb);
+	if (r == 0)
+		r = o2_inode_buf(fs, dst, &db);
+	if (r == 0)
+		r = load_stores(fs, src, sb, &ps);
+	if (r == 0)
+		r = load_stores(fs, dst, db, &pd);
+	if (r < 0)
+		goto out;
+	struct o2_dinode *sd = o2_buf_dinode(sb), *dd = o2_buf_dinode(db);
+	uint64_t root = le64(sd->i_refcount_loc);
+
+	for (int k = 0; r == 0 && k < 2; k++) {
+		struct store *from = k ? &ps.blk : &ps.in, *to = k ? &pd.blk : &pd.in;
+
+		for (unsigned i = 0; r == 0 && i < from->n; i++) {
+			struct xent *x = &from->e[i];
+
+			if (is_acl(x->type) || find(to, x->type, x->name, x->name_len) >= 0)
+				continue;
+			if (!x->local && shared_one)
+				continue; /* the next step's */
+			if (!to->len && k == 0) {
+				if (!can_make_inline(fs, dd) || fs->info.xattr_inline_size != from->len) {
+					r = o2_fail(fs, -EOPNOTSUPP, "inode %llu: the reflink has no room "
+						    "for its source's inline attributes",
+						    (unsigned long long)dst);
+					break;
+				}
+				r = store_make(to, from->len);
+				pd.make_inline = r == 0;
+			} else if (!to->len) {
+				r = store_make(to, from->len);
+				pd.make_block = r == 0;
+			}
+			if (r < 0)
+				break;
+			struct xent copy = *x;
+
+			if (!x->local) {
+				uint32_t start, len;
+				bool shared;
+				struct o2_xattr_value_root *vr;
+
+				r = value_run(fs, src, x, &start, &len, &shared);
+				if (r == 0 && (!(le16(dd->i_dyn_features) & O2_DYN_HAS_REFCOUNT) ||
+					       le64(dd->i_refcount_loc) != root || !root))
+					r = o2_fail(fs, -EINVAL, "inode %llu is not in the refcount tree "
+						    "of its reflink source %llu", (unsigned long long)dst,
+						    (unsigned long long)src);
+				if (r == 0 && len)
+					r = o2_refcount_share(t, fs, root, start, len, !shared);
+				if (r < 0)
+					break;
+				if (!shared && len) {
+					vr = (struct o2_xattr_value_root *)(void *)x->body;
+					vr->xr_list.recs[0].flags |= O2_EXT_REFCOUNTED;
+					src_changed = true;
+				}
+				vr = (struct o2_xattr_value_root *)(void *)copy.body;
+				if (len)
+					vr->xr_list.recs[0].flags |= O2_EXT_REFCOUNTED;
+				shared_one = true;
+			}
+			to->e[to->n++] = copy;
+			added++;
+		}
+	}
+	if (r == 0 && !added) {
+		*ret_done = true;
+		goto out;
+	}
+	if (r == 0)
+		r = o2_trans_add(t, db);
+	if (r == 0 && pd.xb)
+		r = o2_trans_add(t, pd.xb);
+	if (r == 0 && pd.make_block)
+		r = new_block(t, fs, db, &pd);
+	if (r == 0 && pd.make_inline)
+		make_inline(fs, dd);
+	if (r == 0)
+		r = store_back(t, fs, db, &pd);
+	if (r == 0 && src_changed) {
+		r = o2_trans_add(t, sb);
+		if (r == 0 && ps.xb)
+			r = o2_trans_add(t, ps.xb);
+		if (r == 0)
+			r = store_back(t, fs, sb, &ps);
+	}
+out:
+	plan_free(fs, &ps);
+	plan_free(fs, &pd);
+	if (sb)
+		o2_brelse(fs, sb);
+	if (db)
+		o2_brelse(fs, db);
+	e = o2_trans_finish(t, r);
+	return r < 0 ? r : e;
+}
+
+int o2_xattr_reflink(struct o2_fs *fs, uint64_t src, uint64_t dst)
+{
+	struct o2_buf *sb;
+	bool done = false;
+	int r = o2_inode_buf(fs, src, &sb);
+
+	if (r < 0)
+		return r;
+	done = !(le16(o2_buf_dinode(sb)->i_dyn_features) & O2_DYN_HAS_XATTR);
+	o2_brelse(fs, sb);
+	while (r == 0 && !done)
+		r = reflink_step(fs, src, dst, &done);
 	return r;
 }
 

@@ -155,6 +155,7 @@ struct run {
 	unsigned nfamilies; /* reflinks: sets of files sharing a refcount tree */
 	uint64_t max_refcount_records; /* in all trees at once, sampled */
 	unsigned long reflinks_ok, shared_changes; /* made; writes and truncates of their files */
+	unsigned long reflink_xattrs, reflink_shared_values; /* attributes copied, values shared */
 };
 
 static void logop(struct run *rn, const char *f, ...) __attribute__((format(printf, 2, 3)));
@@ -1816,7 +1817,8 @@ static bool reflink_candidate(const struct run *rn, const struct m_inode *in, bo
 
 /*
  * A reflink of a regular file: a new file sharing its data until either
- * changes it; mode and owner as given, new times, no xattrs.
+ * changes it; mode and owner as given, new times, the source's xattrs but
+ * its ACLs (values kept in clusters shared until either changes them).
  */
 static void op_reflink(struct run *rn)
 {
@@ -1882,6 +1884,17 @@ static void op_reflink(struct run *rn)
 	if (src->size)
 		model_write(&rn->m, in, 0, src->data, (size_t)src->size);
 	in->alloc_end = src->alloc_end;
+	/* the attributes too, but the POSIX ACLs (values in clusters shared) */
+	for (size_t i = 0; i < src->nxattrs; i++) {
+		const struct m_xattr *x = &src->xattrs[i];
+
+		if (x->type == O2_XATTR_ACL_ACCESS || x->type == O2_XATTR_ACL_DEFAULT)
+			continue;
+		model_xattr_set(in, x->type, x->name, x->name_len, x->value ? x->value : (const uint8_t *)"",
+				x->size);
+		rn->reflink_xattrs++;
+		rn->reflink_shared_values += x->size > 80;
+	}
 	if (!fam)
 		fam = src->family = ++rn->nfamilies;
 	in->family = fam;
@@ -2324,8 +2337,9 @@ static void print_summary(struct run *rn, const char *extra)
 	if (rn->reflink)
 		fprintf(stderr, "  reflinks: %lu made in %u families, %lu writes and truncates of "
 			"their files, up to %" PRIu64 " refcount records at once (a root block "
-			"holds %u)\n", rn->reflinks_ok, rn->nfamilies, rn->shared_changes,
-			rn->max_refcount_records, (rn->m.block_size - 144) / 16);
+			"holds %u); %lu xattrs copied, %lu values in clusters shared\n",
+			rn->reflinks_ok, rn->nfamilies, rn->shared_changes, rn->max_refcount_records,
+			(rn->m.block_size - 144) / 16, rn->reflink_xattrs, rn->reflink_shared_values);
 	fprintf(stderr, "  xattrs: %lu set (%lu in clusters), %lu ENOSPC, up to %zu on one inode, "
 		"%u inodes with an inline store and %u with a block at once\n", rn->xattr_set_ok,
 		rn->xattr_long_values, rn->xattr_enospc, rn->max_xattrs, rn->xattr_inline_inodes,

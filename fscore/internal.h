@@ -130,6 +130,10 @@ int o2_refcount_tree_check(struct o2_fs *fs, uint64_t root, struct o2_refcount_s
  * extents and extent blocks (as o2_inode_walk_extents calls fn). */
 int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg,
 		  o2_extent_fn tree_fn, void *tree_arg);
+/* The hash of an attribute's name (without its prefix), as buckets sort them. */
+uint32_t o2_xattr_name_hash(const struct o2_fs *fs, const char *name, size_t len);
+/* Read the 4 KiB xattr bucket whose first block is blkno (its check verified). */
+int o2_xattr_bucket_read(struct o2_fs *fs, uint64_t blkno, uint8_t *bucket);
 /* Check one xattr store (header at h, len bytes) and call fn for each entry. */
 int o2_xattr_store_walk(struct o2_fs *fs, uint64_t blkno, const uint8_t *h, size_t len,
 			o2_xattr_fn fn, void *arg);

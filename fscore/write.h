@@ -112,7 +112,7 @@ int o2_xattr_reflink(struct o2_fs *fs, uint64_t src, uint64_t dst);
  * may fail for want of space is tried before anything is logged, so call
  * it before changing other blocks where that matters.
  */
-#define O2_XATTR_SET_CREDITS (4 + 3 * O2_ALLOC_CREDITS + 8 + O2_REFCOUNT_CREDITS)
+#define O2_XATTR_SET_CREDITS (4 + 3 * O2_ALLOC_CREDITS + 8)
 int o2_xattr_change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, unsigned type,
 		       const char *name, size_t len, const void *value, size_t size, unsigned flags);
 

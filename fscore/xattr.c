@@ -54,7 +54,20 @@ struct store_walk {
 	void *arg;
 	o2_extent_fn tree_fn; /* extent blocks and clusters of value trees */
 	void *tree_arg;
+	/* only the buckets names of this hash can be in (a lookup) */
+	bool by_hash;
+	uint32_t hash;
 };
+
+uint32_t o2_xattr_name_hash(const struct o2_fs *fs, const char *name, size_t len)
+{
+	uint32_t h = fs->info.uuid_hash;
+
+	/* its bytes as (signed) char, as fsck.ocfs2 and the kernel read them */
+	for (size_t i = 0; i < len; i++)
+		h = (h << 5) ^ (h >> 27) ^ (uint32_t)(int32_t)(signed char)name[i];
+	return h;
+}
 
 struct value_count {
 	uint64_t clusters;
@@ -183,7 +196,7 @@ struct bucket_walk {
 	uint64_t buckets;
 };
 
-static int read_bucket(struct o2_fs *fs, uint64_t blkno, uint8_t *bucket)
+int o2_xattr_bucket_read(struct o2_fs *fs, uint64_t blkno, uint8_t *bucket)
 {
 	unsigned blocks = XATTR_BUCKET_BYTES >> fs->bits;
 
@@ -219,7 +232,7 @@ static int walk_bucket_run(const struct o2_extent *ext, uint64_t eb_blkno, void 
 	if (!ext)
 		return 0;
 	room = ((uint64_t)ext->clusters << fs->bpc_bits) / per_bucket;
-	r = read_bucket(fs, ext->blkno, bw->bucket);
+	r = o2_xattr_bucket_read(fs, ext->blkno, bw->bucket);
 	if (r < 0)
 		return r;
 	n = le16(((const struct o2_xattr_header *)(const void *)bw->bucket)->xh_num_buckets);
@@ -230,7 +243,7 @@ static int walk_bucket_run(const struct o2_extent *ext, uint64_t eb_blkno, void 
 		uint64_t blkno = ext->blkno + i * per_bucket;
 
 		if (i) {
-			r = read_bucket(fs, blkno, bw->bucket);
+			r = o2_xattr_bucket_read(fs, blkno, bw->bucket);
 			if (r < 0)
 				return r;
 		}
@@ -238,6 +251,77 @@ static int walk_bucket_run(const struct o2_extent *ext, uint64_t eb_blkno, void 
 		if (r)
 			return r;
 		bw->buckets++;
+	}
+	return 0;
+}
+
+/* The first name hash a bucket holds, from its first block (false: empty). */
+static int peek_first_hash(struct o2_fs *fs, uint64_t blkno, bool *has, uint32_t *hash)
+{
+	struct o2_buf *b;
+	int r = o2_bread(fs, blkno, O2_META_PLAIN, &b);
+
+	if (r < 0)
+		return r;
+	const struct o2_xattr_header *xh = (const struct o2_xattr_header *)(const void *)b->data;
+
+	*has = le16(xh->xh_count) != 0;
+	*hash = *has ? le32(xh->xh_entries[0].xe_name_hash) : 0;
+	o2_brelse(fs, b);
+	return 0;
+}
+
+/*
+ * A lookup's buckets: in the run whose record is the last at or below the
+ * hash, from the last bucket whose first hash is at or below it, on while
+ * the next ones start with that very hash.
+ */
+static int walk_hash_buckets(struct store_walk *sw, const struct o2_tree_root *tr, uint8_t *bucket)
+{
+	struct o2_fs *fs = sw->fs;
+	uint64_t per_bucket = XATTR_BUCKET_BYTES >> fs->bits;
+	struct o2_extent ext;
+	unsigned n, idx = 0;
+	int r = o2_tree_lookup_le(fs, tr, sw->hash, &ext);
+
+	if (r < 0)
+		return r;
+	r = o2_xattr_bucket_read(fs, ext.blkno, bucket);
+	if (r < 0)
+		return r;
+	n = le16(((const struct o2_xattr_header *)(const void *)bucket)->xh_num_buckets);
+	if (n == 0 || n > ((uint64_t)ext.clusters << fs->bpc_bits) / per_bucket)
+		return o2_corrupt(fs, ext.blkno, "xattr bucket run of %u buckets in room for %llu", n,
+				  (unsigned long long)(((uint64_t)ext.clusters << fs->bpc_bits) /
+						       per_bucket));
+	for (unsigned i = 1; i < n; i++) {
+		bool has;
+		uint32_t h;
+
+		r = peek_first_hash(fs, ext.blkno + i * per_bucket, &has, &h);
+		if (r < 0)
+			return r;
+		if (has && h > sw->hash)
+			break;
+		if (has)
+			idx = i;
+	}
+	for (unsigned i = idx; i < n; i++) {
+		uint64_t blkno = ext.blkno + i * per_bucket;
+
+		if (i > idx) {
+			bool has;
+			uint32_t h;
+
+			r = peek_first_hash(fs, blkno, &has, &h);
+			if (r < 0 || !has || h != sw->hash)
+				return r;
+		}
+		r = o2_xattr_bucket_read(fs, blkno, bucket);
+		if (r == 0)
+			r = walk_store(sw, blkno, bucket, XATTR_BUCKET_BYTES);
+		if (r)
+			return r;
 	}
 	return 0;
 }
@@ -284,7 +368,10 @@ static int walk_block(struct store_walk *sw, uint64_t ino_blkno, uint64_t blkno)
 		goto out;
 	}
 	r = o2_check_extent_list(fs, blkno, &xt->xt_list, max, "xattr tree root");
-	if (r == 0) {
+	if (r == 0 && sw->by_hash) {
+		r = walk_hash_buckets(sw, &(struct o2_tree_root){ blkno, &xt->xt_list, max },
+				      bw.bucket);
+	} else if (r == 0) {
 		struct o2_tree_root tr = { blkno, &xt->xt_list, max };
 
 		r = o2_tree_walk(fs, &tr, walk_bucket_run, &bw);
@@ -296,13 +383,13 @@ out:
 }
 
 /* Every store of the inode whose block is ibuf (trusted no further than its checksum). */
-static int walk_inode(struct o2_fs *fs, const uint8_t *ibuf, o2_xattr_fn fn, void *arg,
-		      o2_extent_fn tree_fn, void *tree_arg)
+static int walk_inode_sw(struct store_walk *swp, const uint8_t *ibuf)
 {
+	struct o2_fs *fs = swp->fs;
 	const struct o2_dinode *di = (const struct o2_dinode *)(const void *)ibuf;
 	uint16_t dyn = le16(di->i_dyn_features);
 	uint64_t blkno = le64(di->i_blkno), loc = le64(di->i_xattr_loc);
-	struct store_walk sw = { fs, fn, arg, tree_fn, tree_arg };
+	struct store_walk sw = *swp;
 	int r = 0;
 
 	if (!(dyn & O2_DYN_HAS_XATTR))
@@ -319,6 +406,14 @@ static int walk_inode(struct o2_fs *fs, const uint8_t *ibuf, o2_xattr_fn fn, voi
 	if (loc)
 		r = walk_block(&sw, blkno, loc);
 	return r;
+}
+
+static int walk_inode(struct o2_fs *fs, const uint8_t *ibuf, o2_xattr_fn fn, void *arg,
+		      o2_extent_fn tree_fn, void *tree_arg)
+{
+	struct store_walk sw = { fs, fn, arg, tree_fn, tree_arg, false, 0 };
+
+	return walk_inode_sw(&sw, ibuf);
 }
 
 int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *arg,
@@ -347,7 +442,7 @@ int o2_xattr_iterate_blkno(struct o2_fs *fs, uint64_t blkno, o2_xattr_fn fn, voi
 int o2_xattr_store_walk(struct o2_fs *fs, uint64_t blkno, const uint8_t *h, size_t len,
 			o2_xattr_fn fn, void *arg)
 {
-	struct store_walk sw = { fs, fn, arg, NULL, NULL };
+	struct store_walk sw = { fs, fn, arg, NULL, NULL, false, 0 };
 
 	return walk_store(&sw, blkno, h, len);
 }
@@ -440,11 +535,19 @@ ssize_t o2_xattr_get(struct o2_fs *fs, uint64_t ino, unsigned type, const char *
 		     void *buf, size_t size)
 {
 	struct get_one g = { fs, (uint8_t)type, name, len, buf, size, -ENODATA };
+	struct store_walk sw = { fs, get_match, &g, NULL, NULL, true,
+				 o2_xattr_name_hash(fs, name, len) };
+	struct o2_inode *in;
 	int r;
 
 	if (type == 0 || type > XATTR_TYPE_MAX || len > 255)
 		return -EINVAL;
-	r = o2_xattr_iterate_blkno(fs, ino, get_match, &g);
+	r = o2_inode_get(fs, ino, &in);
+	if (r < 0)
+		return r;
+	/* the inode's stores; of buckets only those the name's hash leads to */
+	r = walk_inode_sw(&sw, in->buf);
+	o2_inode_unref(in);
 	if (r < 0)
 		return r;
 	return (ssize_t)g.result;
@@ -504,10 +607,13 @@ static int plan_free(struct o2_fs *fs, const uint8_t *ibuf, struct free_plan *p)
 
 		p->block = le64(di->i_xattr_loc);
 		r = buf ? o2_read_meta(fs, p->block, O2_META_XATTR, buf) : -ENOMEM;
+		/* buckets are taken apart in steps first (o2_xattr_strip_values) */
 		if (r == 0 && (le16(((const struct o2_xattr_block *)(void *)buf)->xb_flags) &
-			       XATTR_INDEXED))
-			r = o2_fail(fs, -EOPNOTSUPP, "inode %llu keeps its xattrs in buckets; "
-				    "freeing them is not implemented", (unsigned long long)ino_blkno);
+			       XATTR_INDEXED)) {
+			free(buf);
+			p->too_many = true;
+			return 0;
+		}
 		free(buf);
 	}
 	if (r == 0)

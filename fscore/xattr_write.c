@@ -24,16 +24,21 @@
  * A reflink's copy gets every attribute but the POSIX ACLs, its values in
  * clusters shared (o2_xattr_reflink).
  *
- * Not here: a block that has become indexed (buckets) is refused, as is
- * changing a value whose tree is deeper than its root (-EOPNOTSUPP, with a
- * message).  When neither store has room the answer is -ENOSPC, the limit
- * ext4 has without ea_inode; the kernel would index the block instead.
+ * When neither store has room, the block becomes indexed, as the kernel
+ * makes it: a tree of 4 KiB buckets keyed by name hash (make_indexed), a
+ * full bucket split in two (bucket_split), each in a transaction of its
+ * own that changes no attribute, before the change itself goes into its
+ * bucket as into any store (entries kept sorted by hash there).
+ *
+ * Not here: changing a value whose tree is deeper than its root
+ * (-EOPNOTSUPP, with a message).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "blockcheck.h"
 #include "data.h"
 #include "error.h"
 #include "inode_write.h"
@@ -52,6 +57,7 @@
 #define BLOCK_STORE_AT offsetof(struct o2_xattr_block, xb_attrs)
 #define XATTR_LOCAL 0x80
 #define XATTR_INDEXED 0x1
+#define BUCKET_BYTES 4096u
 #define SET_CREDITS O2_XATTR_SET_CREDITS
 
 static size_t pad4(size_t n)
@@ -90,14 +96,9 @@ static size_t used_bytes(const struct store *s, int skip)
 	return u;
 }
 
-/* The name hash fsck.ocfs2 checks: its bytes as (signed) char, as it reads them. */
 static uint32_t name_hash(const struct o2_fs *fs, const char *name, size_t len)
 {
-	uint32_t h = fs->info.uuid_hash;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h << 5) ^ (h >> 27) ^ (uint32_t)(int32_t)(signed char)name[i];
-	return h;
+	return o2_xattr_name_hash(fs, name, len);
 }
 
 static int collect(const struct o2_xattr *x, void *arg)
@@ -278,6 +279,11 @@ struct plan {
 	bool old_shared;	     /* ... through the refcount tree */
 	uint32_t need;		     /* clusters the new value takes */
 	struct xent add;
+	/* an indexed block: blk is the bucket the attribute is in or goes to */
+	bool indexed;
+	uint64_t bucket;	     /* its first block */
+	uint16_t bucket_nb;	     /* its xh_num_buckets (the first of a run: the run's count) */
+	bool need_index, need_split; /* no room: make the block indexed, split the bucket */
 };
 
 static void plan_free(struct o2_fs *fs, struct plan *p)
@@ -317,11 +323,541 @@ static int load_stores(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, struct
 			       le64(xb->xb_blkno), le32(xb->xb_fs_generation));
 	if (r < 0)
 		return r;
-	if (le16(xb->xb_flags) & XATTR_INDEXED)
-		return o2_fail(fs, -EOPNOTSUPP, "inode %llu keeps its xattrs in buckets; "
-			       "changing them is not implemented", (unsigned long long)ino);
+	if (le16(xb->xb_flags) & XATTR_INDEXED) {
+		if (fs->bs > BUCKET_BYTES)
+			return o2_corrupt(fs, loc, "indexed xattr block on a volume with %u-byte blocks",
+					  fs->bs);
+		p->indexed = true; /* the bucket comes with the name (plan_bucket) */
+		return 0;
+	}
 	return load_store(fs, loc, p->xb->data + BLOCK_STORE_AT, fs->bs - BLOCK_STORE_AT, &p->blk);
 }
+
+/* ---- buckets ---- */
+
+static unsigned bucket_blocks(const struct o2_fs *fs)
+{
+	return BUCKET_BYTES >> fs->bits;
+}
+
+static struct o2_xattr_tree_root *xt_of(struct o2_buf *xb)
+{
+	return (struct o2_xattr_tree_root *)(void *)(xb->data + BLOCK_STORE_AT);
+}
+
+static bool block_indexed(const struct o2_buf *xb)
+{
+	return le16(((const struct o2_xattr_block *)(const void *)xb->data)->xb_flags) & XATTR_INDEXED;
+}
+
+static unsigned xt_max_recs(const struct o2_fs *fs)
+{
+	return (unsigned)((fs->bs - BLOCK_STORE_AT - offsetof(struct o2_xattr_tree_root, xt_list.recs)) /
+			  sizeof(struct o2_extent_rec));
+}
+
+/* The bucket tree: leaf records keyed by the first name hash of their run, never merged. */
+static void xt_owner(struct o2_buf *xb, struct o2_tree_owner *o)
+{
+	struct o2_xattr_tree_root *xt = xt_of(xb);
+
+	o->root = xb;
+	o->el = &xt->xt_list;
+	o->last_eb = (o2le64 *)(void *)(xb->data + BLOCK_STORE_AT +
+					offsetof(struct o2_xattr_tree_root, xt_last_eb_blk));
+	o->no_merge = true;
+}
+
+/* Where a bucket is: its run (one leaf record) and its place in it. */
+struct bpos {
+	uint64_t run;		 /* the run's first block */
+	uint32_t cpos, clusters; /* the run's record */
+	unsigned n, room;	 /* buckets the run uses, and has room for */
+	unsigned idx;		 /* the bucket */
+};
+
+static uint64_t bucket_at(const struct o2_fs *fs, const struct bpos *b, unsigned i)
+{
+	return b->run + (uint64_t)i * bucket_blocks(fs);
+}
+
+/* The first hash a bucket holds (false: it is empty), from its first block. */
+static int bucket_first_hash(struct o2_fs *fs, uint64_t blkno, bool *has, uint32_t *hash)
+{
+	struct o2_buf *b;
+	int r = o2_bread(fs, blkno, O2_META_PLAIN, &b);
+
+	if (r < 0)
+		return r;
+	const struct o2_xattr_header *xh = (const struct o2_xattr_header *)(const void *)b->data;
+
+	*has = le16(xh->xh_count) != 0;
+	*hash = *has ? le32(xh->xh_entries[0].xe_name_hash) : 0;
+	o2_brelse(fs, b);
+	return 0;
+}
+
+/*
+ * The bucket names of this hash are in, or go to: in the run whose record
+ * is the last at or below hash, the last bucket whose first hash is at or
+ * below it (the run's first if none).
+ */
+static int bucket_locate(struct o2_fs *fs, struct o2_buf *xb, uint32_t hash, struct bpos *bp)
+{
+	struct o2_xattr_tree_root *xt = xt_of(xb);
+	struct o2_extent ext;
+	int r = o2_tree_lookup_le(fs, &(struct o2_tree_root){ xb->blkno, &xt->xt_list,
+							       xt_max_recs(fs) }, hash, &ext);
+
+	if (r < 0)
+		return r;
+	bp->run = ext.blkno;
+	bp->cpos = ext.cpos;
+	bp->clusters = ext.clusters;
+	bp->room = (unsigned)((((uint64_t)ext.clusters) << fs->bpc_bits) / bucket_blocks(fs));
+	bp->idx = 0;
+
+	struct o2_buf *b;
+
+	r = o2_bread(fs, ext.blkno, O2_META_PLAIN, &b);
+	if (r < 0)
+		return r;
+	bp->n = le16(((const struct o2_xattr_header *)(const void *)b->data)->xh_num_buckets);
+	o2_brelse(fs, b);
+	if (bp->n == 0 || bp->n > bp->room)
+		return o2_corrupt(fs, ext.blkno, "xattr bucket run of %u buckets in room for %u", bp->n,
+				  bp->room);
+	for (unsigned i = 1; i < bp->n; i++) {
+		bool has;
+		uint32_t h;
+
+		r = bucket_first_hash(fs, bucket_at(fs, bp, i), &has, &h);
+		if (r < 0)
+			return r;
+		if (has && h > hash)
+			break;
+		if (has)
+			bp->idx = i;
+	}
+	return 0;
+}
+
+static void sort_by_hash(const struct o2_fs *fs, struct store *s)
+{
+	for (unsigned i = 1; i < s->n; i++) {
+		struct xent x = s->e[i];
+		uint32_t h = name_hash(fs, x.name, x.name_len);
+		unsigned j = i;
+
+		while (j && name_hash(fs, s->e[j - 1].name, s->e[j - 1].name_len) > h) {
+			s->e[j] = s->e[j - 1];
+			j--;
+		}
+		s->e[j] = x;
+	}
+}
+
+/*
+ * A bucket's image from a store (entries sorted by hash, as buckets keep
+ * them): the header's free start and name/value length as fsck.ocfs2
+ * reckons them (a value's size taken, as it takes it, to 16 bits), its
+ * run's bucket count if it is a run's first, and its check.
+ */
+static void bucket_image(const struct o2_fs *fs, struct store *s, uint16_t nbuckets, uint8_t *buf)
+{
+	struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
+	unsigned min = BUCKET_BYTES, total = 0;
+
+	sort_by_hash(fs, s);
+	s->len = BUCKET_BYTES;
+	write_store(fs, s, buf);
+	for (unsigned i = 0; i < s->n; i++) {
+		const struct o2_xattr_entry *xe = &xh->xh_entries[i];
+		uint16_t v = (uint16_t)le64(xe->xe_value_size);
+
+		if (le16(xe->xe_name_offset) < min)
+			min = le16(xe->xe_name_offset);
+		total += pad4(xe->xe_name_len) + (v <= INLINE_VALUE_MAX ? pad4(v) : VALUE_ROOT_BYTES);
+	}
+	xh->xh_free_start = cpu_le16((uint16_t)min);
+	xh->xh_name_value_len = cpu_le16((uint16_t)total);
+	xh->xh_num_buckets = cpu_le16(nbuckets);
+	if (o2_has_incompat((struct o2_fs *)(uintptr_t)fs, O2_FEATURE_INCOMPAT_META_ECC))
+		o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
+}
+
+/* Write a bucket's image over its blocks, logged in t (fresh: blocks not in use before). */
+static int bucket_put(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, const uint8_t *buf,
+		      bool fresh)
+{
+	for (unsigned i = 0; i < bucket_blocks(fs); i++) {
+		struct o2_buf *b;
+		int r = fresh ? o2_trans_bnew(t, fs, blkno + i, O2_META_PLAIN, &b)
+			      : o2_bread(fs, blkno + i, O2_META_PLAIN, &b);
+
+		if (r == 0 && !fresh && (r = o2_trans_add(t, b)) < 0)
+			o2_brelse(fs, b);
+		if (r < 0)
+			return r;
+		memcpy(b->data, buf + ((size_t)i << fs->bits), fs->bs);
+		o2_brelse(fs, b);
+	}
+	return 0;
+}
+
+/* Bucket at blkno: its image in buf, its entries in s. */
+static int bucket_load(struct o2_fs *fs, uint64_t blkno, uint8_t *buf, struct store *s)
+{
+	int r = o2_xattr_bucket_read(fs, blkno, buf);
+
+	if (r == 0)
+		r = load_store(fs, blkno, buf, BUCKET_BYTES, s);
+	return r;
+}
+
+/*
+ * The plan's bucket for this name (indexed): where it is, else where it
+ * goes.  Names of one hash stay in one bucket, but a volume another
+ * writer made may spread them over the next ones: those are searched too.
+ */
+static int plan_bucket(struct o2_fs *fs, struct plan *p, const struct change *c)
+{
+	uint32_t hash = name_hash(fs, c->name, c->len);
+	uint8_t *buf = o2_malloc(BUCKET_BYTES);
+	struct bpos bp;
+	int r = buf ? bucket_locate(fs, p->xb, hash, &bp) : -ENOMEM;
+
+	for (unsigned i = bp.idx; r == 0 && i < bp.n; i++) {
+		if (i > bp.idx) {
+			bool has;
+			uint32_t h;
+
+			r = bucket_first_hash(fs, bucket_at(fs, &bp, i), &has, &h);
+			if (r < 0 || !has || h != hash)
+				break;
+		}
+		free(p->blk.e);
+		p->blk.e = NULL;
+		r = bucket_load(fs, bucket_at(fs, &bp, i), buf, &p->blk);
+		if (r < 0)
+			break;
+		p->bucket = bucket_at(fs, &bp, i);
+		p->bucket_nb = le16(((struct o2_xattr_header *)(void *)buf)->xh_num_buckets);
+		if (find(&p->blk, c->type, c->name, c->len) >= 0 || i + 1 == bp.n)
+			break;
+		/* not here: back to the bucket it would go to, unless found further on */
+		bool found = false;
+
+		for (unsigned j = i + 1; !found && j < bp.n; j++) {
+			bool has;
+			uint32_t h;
+
+			r = bucket_first_hash(fs, bucket_at(fs, &bp, j), &has, &h);
+			if (r < 0 || !has || h != hash)
+				break;
+			found = true;
+		}
+		if (!found)
+			break;
+	}
+	free(buf);
+	return r;
+}
+
+/* Bucket tree transactions: the block made indexed, a bucket split. */
+static int free_run(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, uint32_t clusters,
+		    uint8_t flags, void *arg)
+{
+	struct o2_buf *xb = arg;
+	struct o2_xattr_tree_root *xt = xt_of(xb);
+
+	(void)flags;
+	xt->xt_clusters = cpu_le32(le32(xt->xt_clusters) - clusters);
+	return o2_clusters_free(t, fs, (uint32_t)(blkno >> fs->bpc_bits), clusters);
+}
+
+/*
+ * The inode's full xattr block becomes indexed, in a transaction of its
+ * own (it changes no attribute): its entries move to the first bucket of a
+ * new cluster, and the block holds the root of the bucket tree, one record
+ * at hash 0.
+ */
+static int make_indexed(struct o2_fs *fs, uint64_t ino)
+{
+	struct plan p = { 0 };
+	struct o2_trans *t;
+	struct o2_buf *ib;
+	uint8_t *buf = o2_malloc(BUCKET_BYTES);
+	uint32_t start, got;
+	int r, e;
+
+	if (!buf)
+		return -ENOMEM;
+	r = o2_reserve(fs, &(struct o2_resv){ .clusters = 1 }, NULL);
+	if (r == 0)
+		r = o2_trans_begin(fs, bucket_blocks(fs) + 4 + O2_ALLOC_CREDITS, &t);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r == 0) {
+		r = load_stores(fs, ino, ib, &p);
+		if (r == 0 && (!p.xb || p.indexed))
+			r = -EAGAIN; /* nothing to do: plan again */
+		if (r == 0)
+			r = o2_clusters_alloc(t, fs, 1, 1, &start, &got);
+		if (r == 0) {
+			uint64_t blk = (uint64_t)start << fs->bpc_bits;
+			struct o2_xattr_block *xb = (struct o2_xattr_block *)(void *)p.xb->data;
+
+			bucket_image(fs, &p.blk, 1, buf);
+			r = bucket_put(t, fs, blk, buf, true);
+			if (r == 0)
+				r = o2_trans_add(t, p.xb);
+			if (r == 0) {
+				struct o2_xattr_tree_root *xt = xt_of(p.xb);
+
+				memset(p.xb->data + BLOCK_STORE_AT, 0, fs->bs - BLOCK_STORE_AT);
+				xb->xb_flags = cpu_le16(le16(xb->xb_flags) | XATTR_INDEXED);
+				xt->xt_clusters = cpu_le32(1);
+				xt->xt_list.count = cpu_le16((uint16_t)xt_max_recs(fs));
+				xt->xt_list.next_free_rec = cpu_le16(1);
+				xt->xt_list.recs[0].leaf_clusters = cpu_le16(1);
+				xt->xt_list.recs[0].blkno = cpu_le64(blk);
+			}
+		}
+		plan_free(fs, &p);
+		o2_brelse(fs, ib);
+	}
+	free(buf);
+	e = o2_trans_finish(t, r == -EAGAIN ? 0 : r);
+	return r == -EAGAIN ? 0 : r < 0 ? r : e;
+}
+
+/* Where to cut a bucket's entries (sorted) in two: never inside one hash. */
+static int split_point(const struct o2_fs *fs, const struct store *s, unsigned *ret)
+{
+	unsigned n = s->n, m = n / 2;
+
+#define H(i) name_hash(fs, s->e[i].name, s->e[i].name_len)
+	while (m < n && m && H(m) == H(m - 1))
+		m++;
+	if (m == n)
+		for (m = n / 2; m && H(m) == H(m - 1); m--)
+			;
+#undef H
+	if (m == 0 || m == n)
+		return -ENOSPC; /* every entry has one hash: nothing to split */
+	*ret = m;
+	return 0;
+}
+
+/*
+ * The bucket a name of this hash goes to is full: split it, in a
+ * transaction of its own (it changes no attribute).  The upper half of
+ * its entries (by hash) goes to a new bucket right after it - in its run
+ * if the run has room (the buckets after it move down one), else the
+ * start of a new run of one cluster, which takes the buckets after it too
+ * and gets a record of its own at its first hash.
+ */
+static int bucket_split(struct o2_fs *fs, uint64_t ino, uint32_t hash)
+{
+	struct plan p = { 0 };
+	struct store up = { 0 };
+	struct o2_trans *t = NULL;
+	struct o2_buf *ib;
+	struct bpos bp;
+	uint8_t *buf = o2_malloc(BUCKET_BYTES);
+	unsigned m = 0, bb = bucket_blocks(fs);
+	int r, e;
+
+	if (!buf)
+		return -ENOMEM;
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	r = load_stores(fs, ino, ib, &p);
+	if (r == 0 && !p.indexed)
+		r = o2_corrupt(fs, ino, "xattr bucket split without buckets");
+	if (r == 0)
+		r = bucket_locate(fs, p.xb, hash, &bp);
+	if (r == 0)
+		r = bucket_load(fs, bucket_at(fs, &bp, bp.idx), buf, &p.blk);
+	if (r == 0) {
+		sort_by_hash(fs, &p.blk);
+		r = split_point(fs, &p.blk, &m);
+	}
+	if (r == 0) {
+		up = p.blk;
+		up.e = o2_malloc((size_t)up.max * sizeof(*up.e));
+		r = up.e ? 0 : -ENOMEM;
+	}
+	if (r < 0)
+		goto out;
+	up.n = p.blk.n - m;
+	memcpy(up.e, p.blk.e + m, up.n * sizeof(*up.e));
+	p.blk.n = m;
+	uint32_t new_hash = name_hash(fs, up.e[0].name, up.e[0].name_len);
+	bool in_run = bp.n < bp.room;
+	/* buckets that move: those after the split one (into the new run, or down one) */
+	unsigned moved = bp.n - 1 - bp.idx;
+	/*
+	 * A full run whose split bucket lies in its first half: its upper half
+	 * moves to a new run instead, splitting nothing; the bucket is split
+	 * in the room that leaves, when the caller plans again.  So no split
+	 * moves more than half a run.
+	 */
+	unsigned from = 0; /* 0: the split bucket's upper half starts the new run */
+
+	for (unsigned j = bp.n / 2; !in_run && moved > bp.n / 2 && !from && j < bp.n; j++) {
+		bool has;
+		uint32_t h;
+
+		r = bucket_first_hash(fs, bucket_at(fs, &bp, j), &has, &h);
+		if (r < 0)
+			goto out;
+		if (has && j > bp.idx) {
+			from = j;
+			new_hash = h;
+			moved = bp.n - j;
+		}
+	}
+	unsigned credits = (moved + 3) * bb + 4;
+	struct o2_tree_owner o;
+
+	xt_owner(p.xb, &o);
+	if (!in_run) {
+		uint32_t meta;
+
+		if (new_hash < bp.cpos + bp.clusters) {
+			r = -ENOSPC; /* a run of another writer's covers the hash */
+			goto out;
+		}
+		r = o2_tree_meta_need(fs, &o, new_hash, 1, &meta);
+		if (r == 0)
+			r = o2_reserve(fs, &(struct o2_resv){ .clusters = 1, .meta = meta }, NULL);
+		credits += O2_TREE_CREDITS + O2_ALLOC_CREDITS;
+	}
+	if (r == 0 && credits > o2_journal_max_credits(fs))
+		r = o2_fail(fs, -ENOSPC, "splitting an xattr bucket would move %u buckets, more than "
+			    "one transaction holds", moved);
+	if (r == 0)
+		r = o2_trans_begin(fs, credits, &t);
+	if (r < 0)
+		goto out;
+	uint64_t dest, first = bucket_at(fs, &bp, 0);
+	unsigned bi = bp.idx;
+
+	if (in_run) {
+		/* from the end down: each bucket after the split one one place on */
+		for (unsigned j = bp.n - 1; r == 0 && j > bi; j--) {
+			r = o2_xattr_bucket_read(fs, bucket_at(fs, &bp, j), buf);
+			if (r == 0)
+				r = bucket_put(t, fs, bucket_at(fs, &bp, j + 1), buf, j + 1 == bp.n);
+		}
+		dest = bucket_at(fs, &bp, bi + 1);
+		if (r == 0) {
+			bucket_image(fs, &up, 0, buf);
+			r = bucket_put(t, fs, dest, buf, bi + 1 == bp.n);
+		}
+		if (r == 0) {
+			bucket_image(fs, &p.blk, bi == 0 ? (uint16_t)(bp.n + 1) : 0, buf);
+			r = bucket_put(t, fs, bucket_at(fs, &bp, bi), buf, false);
+		}
+		if (r == 0 && bi) {
+			r = o2_xattr_bucket_read(fs, first, buf);
+			if (r == 0) {
+				struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
+
+				xh->xh_num_buckets = cpu_le16((uint16_t)(bp.n + 1));
+				if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+					o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
+				r = bucket_put(t, fs, first, buf, false);
+			}
+		}
+	} else if (from) {
+		/* the run's upper half, whole, to a new run */
+		uint32_t start, got;
+
+		r = o2_clusters_alloc(t, fs, 1, 1, &start, &got);
+		dest = (uint64_t)start << fs->bpc_bits;
+		for (unsigned j = from; r == 0 && j < bp.n; j++) {
+			r = o2_xattr_bucket_read(fs, bucket_at(fs, &bp, j), buf);
+			if (r == 0) {
+				struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
+
+				xh->xh_num_buckets = cpu_le16(j == from ? (uint16_t)moved : 0);
+				if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+					o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
+				r = bucket_put(t, fs, dest + (uint64_t)(j - from) * bb, buf, true);
+			}
+		}
+		if (r == 0)
+			r = o2_xattr_bucket_read(fs, first, buf);
+		if (r == 0) {
+			struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
+
+			xh->xh_num_buckets = cpu_le16((uint16_t)from);
+			if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+				o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
+			r = bucket_put(t, fs, first, buf, false);
+		}
+		if (r == 0)
+			r = o2_trans_add(t, p.xb);
+		if (r == 0)
+			r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ new_hash, 1, dest, 0 });
+		if (r == 0)
+			xt_of(p.xb)->xt_clusters = cpu_le32(le32(xt_of(p.xb)->xt_clusters) + 1);
+	} else {
+		uint32_t start, got;
+
+		r = o2_clusters_alloc(t, fs, 1, 1, &start, &got);
+		dest = (uint64_t)start << fs->bpc_bits;
+		if (r == 0) {
+			bucket_image(fs, &up, (uint16_t)(moved + 1), buf);
+			r = bucket_put(t, fs, dest, buf, true);
+		}
+		for (unsigned j = bi + 1; r == 0 && j < bp.n; j++) {
+			r = o2_xattr_bucket_read(fs, bucket_at(fs, &bp, j), buf);
+			if (r == 0)
+				r = bucket_put(t, fs, dest + (uint64_t)(j - bi) * bb, buf, true);
+		}
+		if (r == 0) {
+			bucket_image(fs, &p.blk, bi == 0 ? (uint16_t)(bi + 1) : 0, buf);
+			r = bucket_put(t, fs, bucket_at(fs, &bp, bi), buf, false);
+		}
+		if (r == 0 && bi) {
+			r = o2_xattr_bucket_read(fs, first, buf);
+			if (r == 0) {
+				struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
+
+				xh->xh_num_buckets = cpu_le16((uint16_t)(bi + 1));
+				if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+					o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
+				r = bucket_put(t, fs, first, buf, false);
+			}
+		}
+		if (r == 0)
+			r = o2_trans_add(t, p.xb);
+		if (r == 0)
+			r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ new_hash, 1, dest, 0 });
+		if (r == 0)
+			xt_of(p.xb)->xt_clusters = cpu_le32(le32(xt_of(p.xb)->xt_clusters) + 1);
+	}
+out:
+	free(up.e);
+	plan_free(fs, &p);
+	o2_brelse(fs, ib);
+	free(buf);
+	if (!t)
+		return r;
+	e = o2_trans_finish(t, r);
+	return r < 0 ? r : e;
+}
+
 
 /* Read both stores and decide everything before anything changes. */
 static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const struct change *c,
@@ -330,6 +866,8 @@ static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const st
 	struct o2_dinode *di = o2_buf_dinode(ib);
 	int r = load_stores(fs, ino, ib, p), i;
 
+	if (r == 0 && p->indexed)
+		r = plan_bucket(fs, p, c);
 	if (r < 0)
 		return r;
 	p->old_i = -1;
@@ -376,12 +914,19 @@ static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const st
 		in_len = fs->info.xattr_inline_size;
 	if (!blk_len)
 		blk_len = fs->bs - BLOCK_STORE_AT;
-	if (in_len && used_bytes(&p->in, p->old_at == &p->in ? p->old_i : -1) + want <= in_len)
+	if (in_len && used_bytes(&p->in, p->old_at == &p->in ? p->old_i : -1) + want <= in_len) {
 		p->new_at = &p->in;
-	else if (used_bytes(&p->blk, p->old_at == &p->blk ? p->old_i : -1) + want <= blk_len)
+	} else if (used_bytes(&p->blk, p->old_at == &p->blk ? p->old_i : -1) + want <= blk_len) {
 		p->new_at = &p->blk;
-	else
+	} else if (p->indexed) {
+		p->need_split = true; /* the caller splits the bucket and plans again */
+		return 0;
+	} else if (p->xb && fs->bs <= BUCKET_BYTES) {
+		p->need_index = true; /* the caller indexes the block and plans again */
+		return 0;
+	} else {
 		return -ENOSPC;
+	}
 
 	struct store *s = p->new_at;
 
@@ -450,7 +995,21 @@ static int store_back(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, s
 
 	if (room)
 		write_store(fs, &p->in, ib->data + fs->bs - room);
-	if (p->xb && p->blk.n == 0) {
+	if (p->indexed) {
+		/* the bucket, if the change touched it (its block stays as it is) */
+		if (p->bucket && (p->old_at == &p->blk || p->new_at == &p->blk)) {
+			uint8_t *buf = o2_malloc(BUCKET_BYTES);
+			int r;
+
+			if (!buf)
+				return -ENOMEM;
+			bucket_image(fs, &p->blk, p->bucket_nb, buf);
+			r = bucket_put(t, fs, p->bucket, buf, false);
+			free(buf);
+			if (r < 0)
+				return r;
+		}
+	} else if (p->xb && p->blk.n == 0) {
 		int r = o2_xattr_block_free(t, fs, p->xb->data);
 
 		if (r < 0)
@@ -521,6 +1080,14 @@ static int change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 	struct plan p = { 0 };
 	int r = make_plan(fs, ib->blkno, ib, c, &p);
 
+	/* indexing or splitting takes transactions of their own */
+	if (r == 0 && (p.need_index || p.need_split))
+		r = -ENOSPC;
+	/* the refcount tree's credits are not the caller's (reflinks share no ACLs) */
+	if (r == 0 && p.old_shared)
+		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu: xattr %.*s has a value a reflink shares; "
+			    "changing it along with another change is not implemented",
+			    (unsigned long long)ib->blkno, (int)c->len, c->name);
 	if (r == 0)
 		r = apply(t, fs, ib, c, &p);
 	plan_free(fs, &p);
@@ -553,8 +1120,24 @@ static int change(struct o2_fs *fs, uint64_t ino, const struct change *c)
 	r = o2_check_writable(fs, o2_buf_dinode(ib), false);
 	if (r == 0)
 		r = make_plan(fs, ino, ib, c, &p);
+	/* no room: the block indexed, or a bucket split, each a step of its own; then again */
+	for (unsigned steps = 0; r == 0 && (p.need_index || p.need_split); steps++) {
+		bool index = p.need_index;
+
+		plan_free(fs, &p);
+		memset(&p, 0, sizeof(p));
+		if (steps == 64)
+			r = o2_fail(fs, -ENOSPC, "inode %llu: no xattr bucket takes %.*s after 64 splits",
+				    (unsigned long long)ino, (int)c->len, c->name);
+		else if (index)
+			r = make_indexed(fs, ino);
+		else
+			r = bucket_split(fs, ino, name_hash(fs, c->name, c->len));
+		if (r == 0)
+			r = make_plan(fs, ino, ib, c, &p);
+	}
 	if (r == 0)
-		r = o2_trans_begin_freeing(fs, SET_CREDITS, &t);
+		r = o2_trans_begin_freeing(fs, SET_CREDITS + (p.old_shared ? O2_REFCOUNT_CREDITS : 0), &t);
 	if (r == 0) {
 		r = apply(t, fs, ib, c, &p);
 		e = o2_trans_finish(t, r);
@@ -647,17 +1230,168 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 	return r < 0 ? r : e;
 }
 
+/* Bucket tree records freed per transaction (a leaf, the root, each run's free). */
+#define UNINDEX_RECS 4
+
+struct runs {
+	uint64_t *blk;
+	size_t n, cap;
+};
+
+static int collect_run(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	struct runs *rs = arg;
+
+	(void)eb_blkno;
+	if (!ext)
+		return 0;
+	if (rs->n == rs->cap) {
+		size_t cap = rs->cap ? rs->cap * 2 : 16;
+		uint64_t *n = o2_realloc(rs->blk, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		rs->blk = n;
+		rs->cap = cap;
+	}
+	rs->blk[rs->n++] = ext->blkno;
+	return 0;
+}
+
+/*
+ * One transaction of taking an indexed block apart: the values in clusters
+ * of one bucket (a shared one alone), else - none left - records of the
+ * bucket tree and their clusters, and once the tree is empty the block is
+ * a plain (empty) store again, freed with the inode.
+ */
+static int unindex_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
+{
+	struct plan p = { 0 };
+	struct runs rs = { 0 };
+	struct o2_trans *t;
+	struct o2_buf *ib;
+	uint8_t *buf = o2_malloc(BUCKET_BYTES);
+	bool done = false;
+	int r, e;
+
+	*ret_more = false;
+	if (!buf)
+		return -ENOMEM;
+	/* a bucket's values, or UNINDEX_RECS records of the tree: both fit these */
+	r = o2_trans_begin_freeing(fs, STRIP_CREDITS + bucket_blocks(fs), &t);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	r = o2_inode_buf(fs, ino, &ib);
+	if (r < 0)
+		goto out_t;
+	r = load_stores(fs, ino, ib, &p);
+	if (r < 0 || !p.indexed)
+		goto out;
+	struct o2_xattr_tree_root *xt = xt_of(p.xb);
+
+	r = o2_tree_walk(fs, &(struct o2_tree_root){ p.xb->blkno, &xt->xt_list, xt_max_recs(fs) },
+			 collect_run, &rs);
+	for (size_t k = 0; r == 0 && !done && k < rs.n; k++) {
+		struct o2_buf *b;
+		unsigned n;
+
+		r = o2_bread(fs, rs.blk[k], O2_META_PLAIN, &b);
+		if (r < 0)
+			break;
+		n = le16(((const struct o2_xattr_header *)(const void *)b->data)->xh_num_buckets);
+		o2_brelse(fs, b);
+		for (unsigned i = 0; r == 0 && !done && i < n; i++) {
+			uint64_t blk = rs.blk[k] + (uint64_t)i * bucket_blocks(fs);
+			uint32_t start, len;
+			bool shared;
+			unsigned runs = 0;
+
+			free(p.blk.e);
+			p.blk.e = NULL;
+			r = bucket_load(fs, blk, buf, &p.blk);
+			uint16_t nb = le16(((struct o2_xattr_header *)(void *)buf)->xh_num_buckets);
+
+			for (unsigned j = 0; r == 0 && j < p.blk.n && runs < STRIP_RUNS;) {
+				if (p.blk.e[j].local) {
+					j++;
+					continue;
+				}
+				r = value_run(fs, ino, &p.blk.e[j], &start, &len, &shared);
+				if (r == 0 && shared && runs)
+					break; /* alone, next time */
+				if (r == 0)
+					r = value_release(t, fs, ib, start, len, shared);
+				if (r == 0) {
+					drop(&p.blk, j);
+					runs++;
+				}
+				if (shared)
+					break;
+			}
+			if (r == 0 && runs) {
+				bucket_image(fs, &p.blk, nb, buf);
+				r = bucket_put(t, fs, blk, buf, false);
+				done = true;
+				*ret_more = true;
+			}
+		}
+	}
+	if (r == 0 && !done) {
+		/* no values left: the tree's records and clusters, then the block is plain */
+		struct o2_tree_owner o;
+
+		xt_owner(p.xb, &o);
+		r = o2_trans_add(t, p.xb);
+		if (r == 0)
+			r = o2_tree_truncate(t, fs, &o, 0, UNINDEX_RECS, free_run, p.xb);
+		if (r == 1) {
+			*ret_more = true;
+			r = 0;
+		} else if (r == 0) {
+			struct o2_xattr_block *xb = (struct o2_xattr_block *)(void *)p.xb->data;
+
+			memset(p.xb->data + BLOCK_STORE_AT, 0, fs->bs - BLOCK_STORE_AT);
+			xb->xb_flags = cpu_le16(le16(xb->xb_flags) & ~(uint16_t)XATTR_INDEXED);
+			*ret_more = true; /* the plain block's values (none) and the inline store's */
+		}
+	}
+out:
+	plan_free(fs, &p);
+	o2_brelse(fs, ib);
+out_t:
+	free(rs.blk);
+	free(buf);
+	e = o2_trans_finish(t, r);
+	return r < 0 ? r : e;
+}
+
 int o2_xattr_strip_values(struct o2_fs *fs, uint64_t ino)
 {
 	struct o2_buf *ib;
-	bool more;
+	bool more, indexed = false;
 	int r = o2_inode_buf(fs, ino, &ib);
 
 	if (r < 0)
 		return r;
 	more = le16(o2_buf_dinode(ib)->i_dyn_features) & O2_DYN_HAS_XATTR;
+	if (more && le64(o2_buf_dinode(ib)->i_xattr_loc)) {
+		struct o2_buf *xb;
+
+		r = o2_bread(fs, le64(o2_buf_dinode(ib)->i_xattr_loc), O2_META_XATTR, &xb);
+		if (r == 0) {
+			indexed = block_indexed(xb);
+			o2_brelse(fs, xb);
+		}
+	}
 	o2_brelse(fs, ib);
 
+	/* buckets first: their values, then the tree, until the block is plain */
+	bool again = indexed;
+
+	while (r == 0 && again)
+		r = unindex_step(fs, ino, &again);
 	while (r == 0 && more)
 		r = strip_step(fs, ino, &more);
 	return r;
@@ -708,6 +1442,9 @@ static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, bool *ret_
 		r = load_stores(fs, src, sb, &ps);
 	if (r == 0)
 		r = load_stores(fs, dst, db, &pd);
+	if (r == 0 && ps.indexed)
+		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu keeps its xattrs in buckets; reflinking them "
+			    "is not implemented", (unsigned long long)src);
 	if (r < 0)
 		goto out;
 	struct o2_dinode *sd = o2_buf_dinode(sb), *dd = o2_buf_dinode(db);

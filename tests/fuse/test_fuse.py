@@ -3276,6 +3276,91 @@ def case_log(env, chk):
         v.fsck(chk, "after the log case")
 
 
+def debugfs_xattr_count(env, img, path):
+    """How many attributes debugfs.ocfs2 xattr finds on path (inline, block and buckets)."""
+    p = subprocess.run(["debugfs.ocfs2", "-R", "xattr " + path, img], capture_output=True, text=True)
+    total = 0
+    for line in p.stdout.splitlines():
+        m = re.search(r"(?:inline|in block|in bucket #\d+): (\d+)\s*$", line)
+        if m:
+            total += int(m.group(1))
+    return total
+
+
+def check_listing(chk, f, want, what):
+    """listxattr lists want's names - or, past the VFS's 64 KiB for a
+    listing (XATTR_LIST_MAX), fails with E2BIG as on any Linux filesystem."""
+    size = sum(len(k) + 1 for k in want)
+    if size > 65536:
+        chk.eq(errno_of(lambda: os.listxattr(f)), "E2BIG", "%s (%d bytes: E2BIG)" % (what, size))
+    else:
+        chk.eq(set(os.listxattr(f)), set(want), what)
+
+
+def case_xattrmany(env, chk):
+    """Issue 21: 10,000 attributes on one file (names up to 255 bytes,
+    values up to 64 KiB) through FUSE, on 4K and 512-byte blocks and 1M
+    clusters: the xattr block becomes a tree of hash-ordered buckets as the
+    kernel makes it; every attribute reads back, replaced and removed ones
+    too; fsck.ocfs2 -fn is clean and debugfs.ocfs2 counts what we set; the
+    file deleted, every cluster comes back."""
+    n = int(os.environ.get("FUSE_XATTR_MANY", "10000"))
+    for tag, args in (("b4096-c4k", ("--fs-feature-level=max-features", "-b", "4096", "-C", "4096")),
+                      ("b512-c4k", ("-b", "512", "-C", "4096")),
+                      ("b4096-c1m", ("-b", "4096", "-C", "1M"))):
+        c1m = tag.endswith("c1m")
+        vol = env.volume("xm-" + tag, size="1G", mkfs="mkfs.ocfs2", mkfs_args=args + ("-J", "size=16M"))
+        vol.mount()
+        m = vol.mnt
+        free0 = os.statvfs(m).f_bfree
+        f = os.path.join(m, "many")
+        write_file(f, b"data")
+        rnd = random.Random(tag)
+        want = {}
+        t0 = time.time()
+        for i in range(n):
+            name = "user.%05d-" % i + "n" * rnd.choice([1, 10, 40, 120, 243])
+            # with 1M clusters each value past 80 bytes takes a cluster: few of them there
+            if c1m:
+                size = rnd.choice([0, 5, 40, 80]) if i % 500 else rnd.choice([81, 65536])
+            else:
+                size = rnd.choice([0, 5, 40, 80, 81, 200, 1000, 3000]) if i % 100 else rnd.choice(
+                    [4096, 20000, 65536])
+            val = bytes([i & 0xff]) * size
+            os.setxattr(f, name, val)
+            want[name] = val
+        t1 = time.time()
+        check_listing(chk, f, want, "%s: listxattr of the %d attributes" % (tag, n))
+        bad = [k for k, v in want.items() if os.getxattr(f, k) != v]
+        chk.eq(bad[:5], [], "%s: every attribute reads back" % tag)
+        t2 = time.time()
+        names = sorted(want)
+        for k in names[::5]:  # replaced: other sizes, the other side of 80 bytes
+            v = b"R" * ((len(want[k]) + 77 if len(want[k]) < 200 else 7) if not c1m else 80 - len(want[k]) % 80)
+            os.setxattr(f, k, v, os.XATTR_REPLACE)
+            want[k] = v
+        for k in names[1::3]:  # removed
+            os.removexattr(f, k)
+            del want[k]
+        check_listing(chk, f, want, "%s: listxattr after replacing and removing" % tag)
+        bad = [k for k, v in want.items() if os.getxattr(f, k) != v]
+        chk.eq(bad[:5], [], "%s: what is left reads back" % tag)
+        chk.eq(errno_of(lambda: os.getxattr(f, names[1])), "ENODATA", "%s: a removed one is gone" % tag)
+        log("%s: %d set in %.1f s, read back in %.1f s" % (tag, n, t1 - t0, t2 - t1))
+        vol.umount()
+        vol.fsck(chk, "with %d attributes (%s)" % (len(want), tag))
+        chk.eq(debugfs_xattr_count(env, vol.img, "/many"), len(want),
+               "%s: debugfs.ocfs2 xattr counts them" % tag)
+        vol.mount()
+        os.unlink(f)
+        deadline = time.time() + 10
+        while os.statvfs(m).f_bfree != free0 and time.time() < deadline:
+            time.sleep(0.2)
+        chk.eq(os.statvfs(m).f_bfree, free0, "%s: the file deleted, every cluster is back" % tag)
+        vol.umount()
+        vol.fsck(chk, "after deleting the file (%s)" % tag)
+
+
 def quota_ids(out):
     """{id: (bytes, inodes, bsoft, bhard, isoft, ihard, btime, itime)} of ocfs2ctl quota --json."""
     d = json.loads(out)
@@ -3478,7 +3563,8 @@ CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": c
          "stress": case_stress, "crash": case_crash, "space": case_space, "xattr": case_xattr, "acl": case_acl,
          "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash,
          "once": case_once, "helper": case_helper,
-         "log": case_log, "full": case_full, "fill": case_fill, "fsync": case_fsync, "quota": case_quota}
+         "log": case_log, "full": case_full, "fill": case_fill, "fsync": case_fsync, "quota": case_quota,
+         "xattrmany": case_xattrmany}
 
 if __name__ == "__main__":
     sys.exit(main(CASES))

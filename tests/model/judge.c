@@ -1177,8 +1177,11 @@ static char *xattr_vs_model(const struct stat_pick *pick, char *blk)
 {
 	const char *path = pick->path;
 	const struct m_inode *in = pick->in;
-	struct xattr_shape got[256], want[256];
+	/* a burst may leave hundreds on one inode, in buckets */
+	enum { XMAX = 4096 };
+	struct xattr_shape *got = malloc(XMAX * sizeof(*got)), *want = malloc(XMAX * sizeof(*want));
 	size_t ng = 0, nw = 0;
+	char *msg = NULL;
 	unsigned long long total = 0;
 	const char *t;
 
@@ -1188,17 +1191,23 @@ static char *xattr_vs_model(const struct stat_pick *pick, char *blk)
 
 		while (*l == '\t' || *l == ' ')
 			l++;
+		if (!got || !want)
+			abort();
 		if (sscanf(l, "#%u %u %u %u %llu", &idx, &x.type, &x.inline_, &x.name_len,
 			   &x.value_len) == 5) {
-			if (ng == 256)
-				return fmt("%s: more than 256 xattrs in debugfs output", path);
+			if (ng == XMAX) {
+				msg = fmt("%s: more than %d xattrs in debugfs output", path, XMAX);
+				goto out;
+			}
 			got[ng++] = x;
 		}
 	}
 	t = strstr(blk, "Extended attributes in total: ");
-	if (!t || sscanf(t, "Extended attributes in total: %llu", &total) != 1)
-		return fmt("%s: cannot parse debugfs xattr:\n%.1500s", path, blk);
-	for (size_t i = 0; i < in->nxattrs && nw < 256; i++)
+	if (!t || sscanf(t, "Extended attributes in total: %llu", &total) != 1) {
+		msg = fmt("%s: cannot parse debugfs xattr:\n%.1500s", path, blk);
+		goto out;
+	}
+	for (size_t i = 0; i < in->nxattrs && nw < XMAX; i++)
 		want[nw++] = (struct xattr_shape){ in->xattrs[i].type, in->xattrs[i].name_len,
 						   in->xattrs[i].size <= 80, in->xattrs[i].size };
 	qsort(got, ng, sizeof(*got), cmp_shape);
@@ -1208,10 +1217,13 @@ static char *xattr_vs_model(const struct stat_pick *pick, char *blk)
 	for (size_t i = 0; same && i < ng; i++)
 		same = cmp_shape(&got[i], &want[i]) == 0;
 	if (!same)
-		return fmt("%s: debugfs xattr lists %zu entries (total %llu), the model %zu, or they "
-			   "differ in type, name length, value length or placement:\n%.1500s", path, ng,
-			   total, in->nxattrs, blk);
-	return NULL;
+		msg = fmt("%s: debugfs xattr lists %zu entries (total %llu), the model %zu, or they "
+			  "differ in type, name length, value length or placement:\n%.1500s", path, ng,
+			  total, in->nxattrs, blk);
+out:
+	free(got);
+	free(want);
+	return msg;
 }
 
 char *judge_debugfs_xattr(struct vol *v, const struct model *m, unsigned nmax)

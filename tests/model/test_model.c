@@ -148,6 +148,7 @@ struct run {
 	unsigned max_block_dirs, max_indexed_dirs, max_extent_depth;
 	/* extended attributes: results of setxattr, most on one inode, in which stores */
 	unsigned long xattr_set_ok, xattr_enospc, xattr_long_values;
+	unsigned long xattr_bursts, xattr_burst_sets; /* many attributes on one inode at once */
 	unsigned long acl_set_ok, acl_inherited; /* ACL cases */
 	size_t max_xattrs;
 	unsigned xattr_inline_inodes, xattr_block_inodes;
@@ -156,6 +157,7 @@ struct run {
 	uint64_t max_refcount_records; /* in all trees at once, sampled */
 	unsigned long reflinks_ok, shared_changes; /* made; writes and truncates of their files */
 	unsigned long reflink_xattrs, reflink_shared_values; /* attributes copied, values shared */
+	unsigned long reflinks_refused; /* of sources whose attributes may be in buckets */
 };
 
 static void logop(struct run *rn, const char *f, ...) __attribute__((format(printf, 2, 3)));
@@ -537,13 +539,14 @@ enum op {
 	OP_RMXATTR,
 	OP_SETACL,
 	OP_REFLINK,
+	OP_XATTRS,
 	OP_COUNT
 };
 
 static const char *const op_names[] = {
 	"create", "mknod", "mkdir", "symlink", "link", "unlink", "rmdir", "rename",
 	"write", "truncate", "fallocate", "setattr", "open", "close", "sync", "bulk", "purge",
-	"scatter", "setxattr", "rmxattr", "setacl", "reflink",
+	"scatter", "setxattr", "rmxattr", "setacl", "reflink", "xattrs",
 };
 
 static void note_new_ino(struct run *rn, uint64_t ino, const char *what)
@@ -1530,7 +1533,67 @@ static void op_setxattr(struct run *rn)
 	if (r == 0) {
 		model_xattr_set(in, type, name, len, rn->wbuf, size);
 		model_touch_c(&rn->m, in);
+		if (model_xattr_bytes(in, NULL) + 20 > rn->m.block_size - 48)
+			in->xattr_buckets = true;
 	}
+}
+
+/*
+ * A burst: many attributes on one inode (20 to 400 set, some removed),
+ * names of every length: past what a block holds, so that the block is
+ * indexed into buckets, which fill and split.
+ */
+static void op_xattrs(struct run *rn)
+{
+	struct m_inode *in = pick_xattr_inode(rn);
+	unsigned k = (unsigned)rng_range(&rn->r, 20, 400);
+	/* each value past 80 bytes takes a cluster of its own */
+	bool long_ok = rn->m.cluster_size <= 65536 && may_grow(rn);
+	char what[512];
+
+	if (!in || !has_xattrs(rn))
+		return;
+	for (unsigned i = 0; i < k; i++) {
+		char name[O2_XATTR_NAME_MAX];
+		unsigned type = rng_pct(&rn->r, 80) ? O2_XATTR_USER : O2_XATTR_TRUSTED;
+		size_t len = (size_t)snprintf(name, sizeof(name), "x%04x.", (unsigned)rng_below(&rn->r, 4096));
+		size_t extra = (size_t)rng_below(&rn->r, rng_pct(&rn->r, 20) ? O2_XATTR_NAME_MAX - len : 24);
+		size_t size = long_ok && rng_pct(&rn->r, 15) ? (size_t)rng_range(&rn->r, 81, 3000)
+							      : (size_t)rng_below(&rn->r, 81);
+		struct m_xattr *old;
+		int r;
+
+		memset(name + len, 'a' + (int)(i % 26), extra);
+		len += extra;
+		rng_fill(rn->seed ^ rn->opno ^ i, rn->wbuf, size);
+		old = model_xattr_find(in, type, name, len);
+		if (old && rng_pct(&rn->r, 30)) {
+			snprintf(what, sizeof(what), "xattrs: remove(inode %" PRIu64 ", type %u, %zu-byte name)",
+				 in->ino, type, len);
+			logop(rn, "%s", what);
+			r = o2_xattr_remove(rn->v.fs, in->ino, type, name, len);
+			check_result(rn, what, r, &(struct expect){ 0 });
+			if (r == 0)
+				model_xattr_set(in, type, name, len, NULL, 0);
+			continue;
+		}
+		snprintf(what, sizeof(what), "xattrs: set(inode %" PRIu64 ", type %u, %zu-byte name, %zu bytes)",
+			 in->ino, type, len, size);
+		logop(rn, "%s", what);
+		r = o2_xattr_set(rn->v.fs, in->ino, type, name, len, rn->wbuf, size, 0);
+		/* space runs out only for a value's clusters, or a bucket's */
+		if (r == -ENOSPC && !may_grow(rn))
+			break;
+		check_result(rn, what, r, &(struct expect){ 0 });
+		if (r < 0)
+			break;
+		model_xattr_set(in, type, name, len, rn->wbuf, size);
+		rn->xattr_burst_sets++;
+	}
+	if (model_xattr_bytes(in, NULL) + 20 > rn->m.block_size - 48)
+		in->xattr_buckets = true;
+	model_touch_c(&rn->m, in);
+	rn->xattr_bursts++;
 }
 
 static void op_rmxattr(struct run *rn)
@@ -1871,6 +1934,11 @@ static void op_reflink(struct run *rn)
 	free(q);
 	logop(rn, "%s", what);
 	r = o2_reflink(rn->v.fs, src->ino, dir->ino, name, len, &ni, &ino);
+	/* attributes that may have gone into buckets are not reflinked yet: refused, unchanged */
+	if (r == -EOPNOTSUPP && src->xattr_buckets && e.nerr == 0) {
+		rn->reflinks_refused++;
+		return;
+	}
 	check_result(rn, what, r, &e);
 	if (r < 0)
 		return;
@@ -1912,7 +1980,7 @@ static void run_op(struct run *rn)
 		[OP_WRITE] = 22,  [OP_TRUNCATE] = 8, [OP_FALLOCATE] = 2, [OP_SETATTR] = 3,
 		[OP_OPEN] = 3,	  [OP_CLOSE] = 3,   [OP_SYNC] = 1,	 [OP_BULK] = 1,
 		[OP_PURGE] = 1,   [OP_SCATTER] = 1, [OP_SETXATTR] = 5, [OP_RMXATTR] = 2,
-		[OP_SETACL] = 6,  [OP_REFLINK] = 4,
+		[OP_SETACL] = 6,  [OP_REFLINK] = 4, [OP_XATTRS] = 1,
 	};
 	static bool weights_set;
 	unsigned total = 0, k;
@@ -1998,6 +2066,9 @@ static void run_op(struct run *rn)
 		break;
 	case OP_REFLINK:
 		op_reflink(rn);
+		break;
+	case OP_XATTRS:
+		op_xattrs(rn);
 		break;
 	case OP_OPEN:
 		op_open(rn);
@@ -2337,9 +2408,13 @@ static void print_summary(struct run *rn, const char *extra)
 	if (rn->reflink)
 		fprintf(stderr, "  reflinks: %lu made in %u families, %lu writes and truncates of "
 			"their files, up to %" PRIu64 " refcount records at once (a root block "
-			"holds %u); %lu xattrs copied, %lu values in clusters shared\n",
+			"holds %u); %lu xattrs copied, %lu values in clusters shared; %lu refused "
+			"(attributes in buckets)\n",
 			rn->reflinks_ok, rn->nfamilies, rn->shared_changes, rn->max_refcount_records,
-			(rn->m.block_size - 144) / 16, rn->reflink_xattrs, rn->reflink_shared_values);
+			(rn->m.block_size - 144) / 16, rn->reflink_xattrs, rn->reflink_shared_values,
+			rn->reflinks_refused);
+	fprintf(stderr, "  xattr bursts: %lu, %lu attributes set in them\n", rn->xattr_bursts,
+		rn->xattr_burst_sets);
 	fprintf(stderr, "  xattrs: %lu set (%lu in clusters), %lu ENOSPC, up to %zu on one inode, "
 		"%u inodes with an inline store and %u with a block at once\n", rn->xattr_set_ok,
 		rn->xattr_long_values, rn->xattr_enospc, rn->max_xattrs, rn->xattr_inline_inodes,

@@ -132,6 +132,8 @@ int o2_xattr_walk(struct o2_fs *fs, struct o2_inode *ino, o2_xattr_fn fn, void *
 		  o2_extent_fn tree_fn, void *tree_arg);
 /* The hash of an attribute's name (without its prefix), as buckets sort them. */
 uint32_t o2_xattr_name_hash(const struct o2_fs *fs, const char *name, size_t len);
+/* The first name hash bucket blkno holds, from its first block alone (*has false: empty). */
+int o2_xattr_bucket_first_hash(struct o2_fs *fs, uint64_t blkno, bool *has, uint32_t *hash);
 /* Read the 4 KiB xattr bucket whose first block is blkno (its check verified). */
 int o2_xattr_bucket_read(struct o2_fs *fs, uint64_t blkno, uint8_t *bucket);
 /* Check one xattr store (header at h, len bytes) and call fn for each entry. */

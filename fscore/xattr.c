@@ -255,8 +255,7 @@ static int walk_bucket_run(const struct o2_extent *ext, uint64_t eb_blkno, void 
 	return 0;
 }
 
-/* The first name hash a bucket holds, from its first block (false: empty). */
-static int peek_first_hash(struct o2_fs *fs, uint64_t blkno, bool *has, uint32_t *hash)
+int o2_xattr_bucket_first_hash(struct o2_fs *fs, uint64_t blkno, bool *has, uint32_t *hash)
 {
 	struct o2_buf *b;
 	int r = o2_bread(fs, blkno, O2_META_PLAIN, &b);
@@ -298,7 +297,7 @@ static int walk_hash_buckets(struct store_walk *sw, const struct o2_tree_root *t
 		bool has;
 		uint32_t h;
 
-		r = peek_first_hash(fs, ext.blkno + i * per_bucket, &has, &h);
+		r = o2_xattr_bucket_first_hash(fs, ext.blkno + i * per_bucket, &has, &h);
 		if (r < 0)
 			return r;
 		if (has && h > sw->hash)
@@ -313,7 +312,7 @@ static int walk_hash_buckets(struct store_walk *sw, const struct o2_tree_root *t
 			bool has;
 			uint32_t h;
 
-			r = peek_first_hash(fs, blkno, &has, &h);
+			r = o2_xattr_bucket_first_hash(fs, blkno, &has, &h);
 			if (r < 0 || !has || h != sw->hash)
 				return r;
 		}

@@ -381,22 +381,6 @@ static uint64_t bucket_at(const struct o2_fs *fs, const struct bpos *b, unsigned
 	return b->run + (uint64_t)i * bucket_blocks(fs);
 }
 
-/* The first hash a bucket holds (false: it is empty), from its first block. */
-static int bucket_first_hash(struct o2_fs *fs, uint64_t blkno, bool *has, uint32_t *hash)
-{
-	struct o2_buf *b;
-	int r = o2_bread(fs, blkno, O2_META_PLAIN, &b);
-
-	if (r < 0)
-		return r;
-	const struct o2_xattr_header *xh = (const struct o2_xattr_header *)(const void *)b->data;
-
-	*has = le16(xh->xh_count) != 0;
-	*hash = *has ? le32(xh->xh_entries[0].xe_name_hash) : 0;
-	o2_brelse(fs, b);
-	return 0;
-}
-
 /*
  * The bucket names of this hash are in, or go to: in the run whose record
  * is the last at or below hash, the last bucket whose first hash is at or
@@ -431,7 +415,7 @@ static int bucket_locate(struct o2_fs *fs, struct o2_buf *xb, uint32_t hash, str
 		bool has;
 		uint32_t h;
 
-		r = bucket_first_hash(fs, bucket_at(fs, bp, i), &has, &h);
+		r = o2_xattr_bucket_first_hash(fs, bucket_at(fs, bp, i), &has, &h);
 		if (r < 0)
 			return r;
 		if (has && h > hash)
@@ -505,6 +489,22 @@ static int bucket_put(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, cons
 	return 0;
 }
 
+/* Set the bucket count of the run whose first bucket is first (in t). */
+static int set_run_count(struct o2_trans *t, struct o2_fs *fs, uint64_t first, unsigned n,
+			 uint8_t *buf)
+{
+	int r = o2_xattr_bucket_read(fs, first, buf);
+
+	if (r < 0)
+		return r;
+	struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
+
+	xh->xh_num_buckets = cpu_le16((uint16_t)n);
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+		o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
+	return bucket_put(t, fs, first, buf, false);
+}
+
 /* Bucket at blkno: its image in buf, its entries in s. */
 static int bucket_load(struct o2_fs *fs, uint64_t blkno, uint8_t *buf, struct store *s)
 {
@@ -532,7 +532,7 @@ static int plan_bucket(struct o2_fs *fs, struct plan *p, const struct change *c)
 			bool has;
 			uint32_t h;
 
-			r = bucket_first_hash(fs, bucket_at(fs, &bp, i), &has, &h);
+			r = o2_xattr_bucket_first_hash(fs, bucket_at(fs, &bp, i), &has, &h);
 			if (r < 0 || !has || h != hash)
 				break;
 		}
@@ -552,7 +552,7 @@ static int plan_bucket(struct o2_fs *fs, struct plan *p, const struct change *c)
 			bool has;
 			uint32_t h;
 
-			r = bucket_first_hash(fs, bucket_at(fs, &bp, j), &has, &h);
+			r = o2_xattr_bucket_first_hash(fs, bucket_at(fs, &bp, j), &has, &h);
 			if (r < 0 || !has || h != hash)
 				break;
 			found = true;
@@ -716,7 +716,7 @@ static int bucket_split(struct o2_fs *fs, uint64_t ino, uint32_t hash)
 		bool has;
 		uint32_t h;
 
-		r = bucket_first_hash(fs, bucket_at(fs, &bp, j), &has, &h);
+		r = o2_xattr_bucket_first_hash(fs, bucket_at(fs, &bp, j), &has, &h);
 		if (r < 0)
 			goto out;
 		if (has && j > bp.idx) {
@@ -767,17 +767,8 @@ static int bucket_split(struct o2_fs *fs, uint64_t ino, uint32_t hash)
 			bucket_image(fs, &p.blk, bi == 0 ? (uint16_t)(bp.n + 1) : 0, buf);
 			r = bucket_put(t, fs, bucket_at(fs, &bp, bi), buf, false);
 		}
-		if (r == 0 && bi) {
-			r = o2_xattr_bucket_read(fs, first, buf);
-			if (r == 0) {
-				struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
-
-				xh->xh_num_buckets = cpu_le16((uint16_t)(bp.n + 1));
-				if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-					o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
-				r = bucket_put(t, fs, first, buf, false);
-			}
-		}
+		if (r == 0 && bi)
+			r = set_run_count(t, fs, first, bp.n + 1, buf);
 	} else if (from) {
 		/* the run's upper half, whole, to a new run */
 		uint32_t start, got;
@@ -796,15 +787,7 @@ static int bucket_split(struct o2_fs *fs, uint64_t ino, uint32_t hash)
 			}
 		}
 		if (r == 0)
-			r = o2_xattr_bucket_read(fs, first, buf);
-		if (r == 0) {
-			struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
-
-			xh->xh_num_buckets = cpu_le16((uint16_t)from);
-			if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-				o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
-			r = bucket_put(t, fs, first, buf, false);
-		}
+			r = set_run_count(t, fs, first, from, buf);
 		if (r == 0)
 			r = o2_trans_add(t, p.xb);
 		if (r == 0)
@@ -829,17 +812,8 @@ static int bucket_split(struct o2_fs *fs, uint64_t ino, uint32_t hash)
 			bucket_image(fs, &p.blk, bi == 0 ? (uint16_t)(bi + 1) : 0, buf);
 			r = bucket_put(t, fs, bucket_at(fs, &bp, bi), buf, false);
 		}
-		if (r == 0 && bi) {
-			r = o2_xattr_bucket_read(fs, first, buf);
-			if (r == 0) {
-				struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
-
-				xh->xh_num_buckets = cpu_le16((uint16_t)(bi + 1));
-				if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-					o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
-				r = bucket_put(t, fs, first, buf, false);
-			}
-		}
+		if (r == 0 && bi)
+			r = set_run_count(t, fs, first, bi + 1, buf);
 		if (r == 0)
 			r = o2_trans_add(t, p.xb);
 		if (r == 0)

@@ -2529,14 +2529,10 @@ def case_once(env, chk):
 
 # ---- fsync and fdatasync: what they cost ----
 
-def case_fsync(env, chk):
-    """fsync and fdatasync do only what they must (issue 23), as the
-    daemon's Statistics count it: fdatasync after a write inside a file
-    flushes the device once and commits nothing; after an extending write
-    it commits once; fsync commits the file's times; threads fsync'ing at
-    once share commits, whether the daemon serves on several threads or on
-    its default single polling thread (fsyncs then run in its sync pool)."""
-    import threading
+def private_server(env):
+    """A control socket of the case's own, its daemon stopped at cleanup: the
+    socket's path and ctl(*args) -> (exit status, stdout and stderr) of
+    ocfs2ctl on it."""
     control = os.path.join(env.tmp, "control", "sock")
     cenv = dict(os.environ, OCFS2D_CONTROL=control, OCFS2D=env.daemon)
 
@@ -2550,6 +2546,18 @@ def case_fsync(env, chk):
             os.kill(pid, signal.SIGTERM)
 
     env.cleanups.append(kill_server)
+    return control, ctl
+
+
+def case_fsync(env, chk):
+    """fsync and fdatasync do only what they must (issue 23), as the
+    daemon's Statistics count it: fdatasync after a write inside a file
+    flushes the device once and commits nothing; after an extending write
+    it commits once; fsync commits the file's times; threads fsync'ing at
+    once share commits, whether the daemon serves on several threads or on
+    its default single polling thread (fsyncs then run in its sync pool)."""
+    import threading
+    control, ctl = private_server(env)
     server_log = os.path.join(os.path.dirname(control), "ocfs2d.log")
     env.extra_logs = [lambda: "---- server ocfs2d.log ----\n" + (
         open(server_log, errors="replace").read()[-20000:] if os.path.exists(server_log) else "")]
@@ -3378,19 +3386,7 @@ def case_quota(env, chk):
     several users and groups equals what fsck.ocfs2 counts and what ocfs2ctl
     quota reports, mounted and offline; hard limits give EDQUOT; a soft limit
     refuses once its grace period is over; chown checks the new owner."""
-    control = os.path.join(env.tmp, "control", "sock")
-    cenv = dict(os.environ, OCFS2D_CONTROL=control, OCFS2D=env.daemon)
-
-    def ctl(*args):
-        p = subprocess.run([env.ctl] + list(args), stdin=subprocess.DEVNULL, capture_output=True,
-                           env=cenv, timeout=120)
-        return p.returncode, p.stdout.decode() + p.stderr.decode()
-
-    def kill_server():
-        for pid in daemons_with_control(control):
-            os.kill(pid, signal.SIGTERM)
-
-    env.cleanups.append(kill_server)
+    control, ctl = private_server(env)
     vol = env.volume("quota", size="512M", mkfs="mkfs.ocfs2",
                      mkfs_args=("--fs-feature-level=max-features", "-b", "4096", "-C", "4096",
                                 "-J", "size=8M"))

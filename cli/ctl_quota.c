@@ -17,7 +17,6 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,20 +25,6 @@
 
 #include "ctl.h"
 #include "json.h"
-
-static int qfail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int qfail(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	fprintf(stderr, "ocfs2ctl: quota: ");
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	return CTL_EXIT_FAIL;
-}
 
 static void quota_help(FILE *out)
 {
@@ -299,10 +284,10 @@ static int report(struct ctl *c, unsigned type)
 			e = o2_fs_quota_iterate(c->fs, type, collect, &r);
 		if (e < 0) {
 			status = e == -EOPNOTSUPP
-					 ? qfail("%s keeps no %s quotas (format it with usrquota, "
+					 ? ctl_fail(c, "%s keeps no %s quotas (format it with usrquota, "
 						 "grpquota or --fs-feature-level=max-features)",
 						 c->image, type ? "group" : "user")
-					 : qfail("%s: %s", c->image, ctl_strerror(c, e));
+					 : ctl_fail(c, "%s: %s", c->image, ctl_strerror(c, e));
 			ctl_close(c);
 			free(r.v);
 			return status;
@@ -335,8 +320,8 @@ static int set(struct ctl *c, unsigned type, const uint32_t *id, const struct o2
 	}
 	if (e < 0)
 		status = e == -EOPNOTSUPP
-				 ? qfail("%s keeps no %s quotas", c->image, type ? "group" : "user")
-				 : qfail("%s: %s", c->image, ctl_strerror(c, e));
+				 ? ctl_fail(c, "%s keeps no %s quotas", c->image, type ? "group" : "user")
+				 : ctl_fail(c, "%s: %s", c->image, ctl_strerror(c, e));
 	return ctl_close_rw(c, status);
 }
 

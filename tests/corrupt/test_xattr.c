@@ -3,8 +3,8 @@
  * Extended attributes and refcount trees as kernel OCFS2 leaves them, read
  * by fscore.
  *
- * ocfs2d writes neither yet and no offline tool does, so this test lays
- * them out itself, by the format, on a volume the real mkfs.ocfs2 made:
+ * No offline tool writes them, so this test lays them out itself, by the
+ * format, on a volume the real mkfs.ocfs2 made:
  * file "inline" keeps its xattrs in its inode (one value in its own
  * cluster), file "block" in an xattr block (one value in two clusters),
  * file "indexed" in the buckets of an indexed xattr block; "shared1" and
@@ -12,8 +12,8 @@
  * them twice).  fsck.ocfs2 -fn must find that volume clean - so the layout
  * is the format's (it checks name hashes, bucket checks, reference counts)
  * - and then fscore must read back every attribute (name, type, value) and
- * both files' data, count xattrs and refcount records in o2_fs_walk, free a
- * file's xattrs with it, refuse what it cannot free, and answer each kind
+ * both files' data, count xattrs and refcount records in o2_fs_walk, change
+ * the buckets, free a file's xattrs with it, and answer each kind
  * of damage with -EUCLEAN and a message naming the block, never a crash.
  * Block sizes 4096 and 1024 with metaecc (a bucket then spans four
  * blocks).  Needs mkfs.ocfs2 and fsck.ocfs2 (else 77).
@@ -597,20 +597,68 @@ START_TEST(delete)
 	uint64_t root = fs->info.root_blkno;
 	uint32_t used = extent_alloc_used(fs);
 
-	ck_assert_int_eq(o2_unlink(fs, root, "indexed", 7), -EOPNOTSUPP);
-	ck_assert_ptr_nonnull(strstr(o2_fs_error(fs), "buckets"));
+	/* the kernel's buckets are taken apart in steps, then go with the inode */
+	ck_assert_int_eq(o2_unlink(fs, root, "indexed", 7), 0);
 	ck_assert_int_eq(o2_unlink(fs, root, "block", 5), 0);
 	ck_assert_int_eq(o2_inode_open_ref(fs, v->inline_ino), 0);
 	ck_assert_int_eq(o2_unlink(fs, root, "inline", 6), 0);
 	ck_assert_int_eq(o2_fs_sync(fs), 0);
 	ck_assert_int_eq(o2_inode_close_ref(fs, v->inline_ino), 0);
 	ck_assert_int_eq(o2_fs_walk(fs, &st), 0);
-	ck_assert_uint_eq(st.xattrs, nspecs(bucket_specs, 5));
-	/* fsck.ocfs2 does not miss a leaked extent-allocator bit: we look */
-	ck_assert_uint_eq(extent_alloc_used(fs), used - 1);
+	ck_assert_uint_eq(st.xattrs, 0);
+	/* fsck.ocfs2 does not miss a leaked extent-allocator bit: we look
+	 * (the two xattr blocks went) */
+	ck_assert_uint_eq(extent_alloc_used(fs), used - 2);
 	ck_assert_int_eq(o2_fs_close(fs), 0);
 	o2_blockdev_free(dev);
-	judge(v, path, "after deleting two files with xattrs");
+	judge(v, path, "after deleting three files with xattrs (one in buckets)");
+	unlink(path);
+}
+END_TEST
+
+/*
+ * Changing the kernel's buckets: an attribute replaced (its value moving
+ * out of its cluster into the bucket), one removed, new ones added until
+ * the bucket splits; everything reads back and fsck.ocfs2 finds the
+ * buckets as the kernel would leave them.
+ */
+START_TEST(change_buckets)
+{
+	struct volume *v = &vols[_i];
+	char path[320], cmd[768], err[256], name[64];
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	uint8_t val[200], got[200];
+
+	snprintf(path, sizeof(path), "%s/change-%u.img", tmpdir, v->bs);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", v->path, path);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	uint64_t ino = v->indexed_ino;
+
+	memset(val, 'r', sizeof(val));
+	ck_assert_int_eq(o2_xattr_set(fs, ino, 4, "gamma", 5, val, 7, O2_XATTR_REPLACE), 0);
+	ck_assert_int_eq(o2_xattr_remove(fs, ino, 1, "beta", 4), 0);
+	for (unsigned i = 0; i < 300; i++) {
+		int n = snprintf(name, sizeof(name), "added-%u-with-a-longer-name", i);
+
+		memset(val, (int)i, sizeof(val));
+		ck_assert_int_eq(o2_xattr_set(fs, ino, 1, name, (size_t)n, val, 40 + i % 100, 0), 0);
+	}
+	ck_assert_int_eq(o2_xattr_get(fs, ino, 4, "gamma", 5, got, sizeof(got)), 7);
+	ck_assert_int_eq(o2_xattr_get(fs, ino, 1, "beta", 4, got, sizeof(got)), -ENODATA);
+	for (unsigned i = 0; i < 300; i += 7) {
+		int n = snprintf(name, sizeof(name), "added-%u-with-a-longer-name", i);
+
+		memset(val, (int)i, sizeof(val));
+		ck_assert_int_eq(o2_xattr_get(fs, ino, 1, name, (size_t)n, got, sizeof(got)),
+				 (int)(40 + i % 100));
+		ck_assert(memcmp(got, val, 40 + i % 100) == 0);
+	}
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "after changing the kernel's buckets");
 	unlink(path);
 }
 END_TEST
@@ -842,9 +890,9 @@ START_TEST(reflink_grow)
 END_TEST
 
 /*
- * An orphan fscore cannot free (its xattrs in buckets, as another node may
- * leave one) does not stop the volume from mounting: it waits, whole, in
- * the orphan directory, and the volume stays consistent.
+ * An orphan whose xattrs are in the kernel's buckets (as another node may
+ * leave one) is freed at the next read-write open, buckets and all, and
+ * the volume stays consistent.
  */
 START_TEST(unfreeable_orphan)
 {
@@ -878,7 +926,7 @@ START_TEST(unfreeable_orphan)
 	ck_assert_int_eq(o2_fs_close(fs), 0);
 	o2_blockdev_free(dev);
 
-	/* the next read-write open reaps orphans: this one must wait */
+	/* the next read-write open reaps orphans: this one too */
 	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
 	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0,
 		      "%u-byte blocks: an orphan with buckets stops the mount: %s", v->bs, err);
@@ -886,11 +934,12 @@ START_TEST(unfreeable_orphan)
 	struct o2_dirent de;
 
 	ck_assert_int_eq(o2_inode_get(fs, fs->sys.orphan_dir, &od), 0);
-	ck_assert_int_eq(o2_dir_lookup(fs, od, name, 16, &de), 0);
+	ck_assert_int_eq(o2_dir_lookup(fs, od, name, 16, &de), -ENOENT);
 	o2_inode_unref(od);
 	ck_assert_int_eq(o2_fs_walk(fs, &st), 0);
 	ck_assert_int_eq(o2_fs_close(fs), 0);
 	o2_blockdev_free(dev);
+	judge(v, path, "after the orphan with buckets was freed");
 	unlink(path);
 }
 END_TEST
@@ -1225,6 +1274,7 @@ int main(void)
 	tcase_add_unchecked_fixture(tc, craft_all, NULL);
 	tcase_add_loop_test(tc, read_back, 0, 2);
 	tcase_add_loop_test(tc, delete, 0, 2);
+	tcase_add_loop_test(tc, change_buckets, 0, 2);
 	tcase_add_loop_test(tc, reflink_write, 0, 2);
 	tcase_add_loop_test(tc, reflink_grow, 0, 2);
 	tcase_add_loop_test(tc, unfreeable_orphan, 0, 2);

@@ -218,18 +218,13 @@ int o2_reflink(struct o2_fs *fs, uint64_t src, uint64_t dir, const char *name, s
 
 	dst = ib->blkno;
 	inline_data = le16(sd->i_dyn_features) & O2_DYN_INLINE_DATA;
+	/* inline data is copied at once (nothing to share); shared extents come in steps */
 	if (inline_data) {
-		/* nothing to share: the data is copied, the name given at once */
 		memcpy(di->id2.i_data.id_data, sd->id2.i_data.id_data, (size_t)le64(sd->i_size));
 		di->i_size = sd->i_size;
-		r = o2_dir_add(t, fs, dib, name, len, dst, o2_mode_ftype(S_IFREG));
-		if (r == 0)
-			r = o2_trans_add(t, dib);
-		if (r == 0)
-			o2_touch(fs, o2_buf_dinode(dib), true, true);
-		goto rel;
+	} else {
+		o2_inode_to_extent_list(fs, di);
 	}
-	o2_inode_to_extent_list(fs, di);
 	o2_set_links(di, 0);
 	di->i_flags = cpu_le32(le32(di->i_flags) | O2_FL_ORPHANED);
 	di->i_orphaned_slot = cpu_le16((uint16_t)fs->opts.slot);
@@ -247,18 +242,12 @@ rel:
 	e = o2_trans_finish(t, r);
 	if (r == 0)
 		r = e;
-	/* the attributes first, while the copy's inode has room for an inline store */
-	if (r == 0)
-		r = o2_xattr_reflink(fs, src, dst);
-	if (r < 0 || inline_data) {
-		if (r == 0)
-			*ret_ino = dst;
-		else if (dst && !inline_data && !fs->ro_reason)
-			(void)o2_reap_orphan(fs, dst);
+	if (r < 0)
 		return r;
-	}
+	/* the attributes first, while the copy's inode has room for an inline store */
+	r = o2_xattr_reflink(fs, src, dst);
 	/* the extents, a few per transaction; a failure leaves an orphan to free */
-	for (uint32_t cpos = 0; r == 0;) {
+	for (uint32_t cpos = 0; r == 0 && !inline_data;) {
 		bool done;
 
 		r = reflink_step(fs, src, dst, &cpos, &done);

@@ -101,9 +101,9 @@ int o2_xattr_strip_values(struct o2_fs *fs, uint64_t ino);
 /*
  * A reflink's copy: dst (new, in the orphan directory, without attributes,
  * in src's refcount tree) gets every attribute of src but the POSIX ACLs,
- * in stores of the same kinds; values kept in clusters are shared through
- * the refcount tree, one per transaction (a crash leaves dst an orphan
- * whose freeing lets them go).  -EOPNOTSUPP for attributes in buckets.
+ * one per transaction, placed as any set places them (its buckets made as
+ * they fill); values kept in clusters are shared through the refcount tree
+ * (a crash leaves dst an orphan whose freeing lets them go).
  */
 int o2_xattr_reflink(struct o2_fs *fs, uint64_t src, uint64_t dst);
 /*

@@ -249,6 +249,8 @@ struct change {
 	const void *value; /* NULL: remove */
 	size_t size;
 	unsigned flags;
+	/* a value over 80 bytes already in clusters: this root, shared (reflinks) */
+	const uint8_t *shared_root;
 };
 
 static int check_args(struct o2_fs *fs, const struct change *c)
@@ -875,10 +877,17 @@ static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const st
 	memcpy(a->name, c->name, c->len);
 	a->value_size = c->size;
 	a->local = c->size <= INLINE_VALUE_MAX;
-	if (a->local)
+	if (a->local) {
 		memcpy(a->body, c->value, c->size);
-	else
+	} else if (c->shared_root) {
+		struct o2_xattr_value_root *vr = (struct o2_xattr_value_root *)(void *)a->body;
+
+		memcpy(a->body, c->shared_root, VALUE_ROOT_BYTES);
+		if (le16(vr->xr_list.next_free_rec))
+			vr->xr_list.recs[0].flags |= O2_EXT_REFCOUNTED;
+	} else {
 		p->need = (uint32_t)((c->size + fs->cs - 1) >> fs->cbits);
+	}
 
 	/* placed as if the old one were gone: the inode's tail first, then the block */
 	size_t want = ENTRY_BYTES + nv_bytes(a);
@@ -1072,7 +1081,7 @@ int o2_xattr_change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, 
 		       const char *name, size_t len, const void *value, size_t size, unsigned flags)
 {
 	static const uint8_t empty[1];
-	struct change c = { type, name, len, value && !size ? empty : value, size, flags };
+	struct change c = { type, name, len, value && !size ? empty : value, size, flags, NULL };
 	int r = check_args(fs, &c);
 
 	return r < 0 ? r : change_in(t, fs, ib, &c);
@@ -1127,7 +1136,7 @@ int o2_xattr_set(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name
 		 const void *value, size_t size, unsigned flags)
 {
 	static const uint8_t empty[1];
-	struct change c = { type, name, len, value ? value : empty, size, flags };
+	struct change c = { type, name, len, value ? value : empty, size, flags, NULL };
 
 	if (!value && size)
 		return -EINVAL;
@@ -1136,7 +1145,7 @@ int o2_xattr_set(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name
 
 int o2_xattr_remove(struct o2_fs *fs, uint64_t ino, unsigned type, const char *name, size_t len)
 {
-	struct change c = { type, name, len, NULL, 0, 0 };
+	struct change c = { type, name, len, NULL, 0, 0, NULL };
 
 	return change(fs, ino, &c);
 }
@@ -1373,134 +1382,115 @@ int o2_xattr_strip_values(struct o2_fs *fs, uint64_t ino)
 
 /* ---- reflinks ---- */
 
-#define REFLINK_XATTR_CREDITS (8 + O2_ALLOC_CREDITS + O2_REFCOUNT_CREDITS)
-
 static bool is_acl(unsigned type)
 {
 	return type == O2_XATTR_ACL_ACCESS || type == O2_XATTR_ACL_DEFAULT;
 }
 
-/* An empty store of len bytes for entries to be added to. */
-static int store_make(struct store *s, size_t len)
+/* One attribute of the source, as o2_xattr_reflink copies it. */
+struct src_attr {
+	uint8_t type, name_len;
+	bool local;
+	uint64_t size;
+	char name[O2_XATTR_NAME_MAX];
+	uint8_t value[INLINE_VALUE_MAX];
+};
+
+struct src_attrs {
+	struct src_attr *v;
+	size_t n, cap;
+};
+
+static int collect_src(const struct o2_xattr *x, void *arg)
 {
-	s->len = len;
-	s->n = 0;
-	s->max = (unsigned)(len / ENTRY_BYTES) + 1;
-	s->e = o2_malloc((size_t)s->max * sizeof(*s->e));
-	return s->e ? 0 : -ENOMEM;
+	struct src_attrs *a = arg;
+
+	if (is_acl(x->type))
+		return 0;
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16;
+		struct src_attr *n = o2_realloc(a->v, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		a->v = n;
+		a->cap = cap;
+	}
+	struct src_attr *s = &a->v[a->n++];
+
+	s->type = x->type;
+	s->name_len = x->name_len;
+	s->local = x->local;
+	s->size = x->value_size;
+	memcpy(s->name, x->name, x->name_len);
+	if (x->local)
+		memcpy(s->value, x->value, x->value_size);
+	return 0;
 }
 
 /*
- * One transaction of o2_xattr_reflink: every local value dst lacks, and
- * at most one value in clusters, shared.  *ret_done once dst has them all.
+ * One value in clusters, shared: in one transaction src's root is marked
+ * refcounted (if it was not), the refcount tree counts one more user, and
+ * dst gets the entry with the same root.
  */
-static int reflink_step(struct o2_fs *fs, uint64_t src, uint64_t dst, bool *ret_done)
+static int reflink_shared(struct o2_fs *fs, uint64_t src, uint64_t dst, const struct src_attr *a)
 {
+	struct change cs = { a->type, a->name, a->name_len, NULL, 0, 0, NULL };
 	struct plan ps = { 0 }, pd = { 0 };
-	struct o2_trans *t;
+	struct o2_trans *t = NULL;
 	struct o2_buf *sb = NULL, *db = NULL;
-	bool shared_one = false, src_changed = false;
-	unsigned added = 0;
+	uint32_t start = 0, len = 0;
+	bool shared = false;
 	int r, e;
 
-	*ret_done = false;
-	r = o2_reserve(fs, &(struct o2_resv){ .meta = 1 + O2_RESV_TREE_META(5) }, NULL);
-	if (r == 0)
-		r = o2_trans_begin(fs, REFLINK_XATTR_CREDITS, &t);
-	if (r < 0)
-		return r;
 	r = o2_inode_buf(fs, src, &sb);
 	if (r == 0)
 		r = o2_inode_buf(fs, dst, &db);
 	if (r == 0)
-		r = load_stores(fs, src, sb, &ps);
+		r = make_plan(fs, src, sb, &cs, &ps);
+	if (r == 0 && !ps.old_at)
+		r = -ENODATA;
 	if (r == 0)
-		r = load_stores(fs, dst, db, &pd);
-	if (r == 0 && ps.indexed)
-		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu keeps its xattrs in buckets; reflinking them "
-			    "is not implemented", (unsigned long long)src);
+		r = value_run(fs, src, &ps.old_at->e[ps.old_i], &start, &len, &shared);
 	if (r < 0)
 		goto out;
-	struct o2_dinode *sd = o2_buf_dinode(sb), *dd = o2_buf_dinode(db);
-	uint64_t root = le64(sd->i_refcount_loc);
+	struct change cd = { a->type, a->name, a->name_len, a->value, a->size, O2_XATTR_CREATE,
+			     ps.old_at->e[ps.old_i].body };
+	uint64_t root = le64(o2_buf_dinode(sb)->i_refcount_loc);
 
-	for (int k = 0; r == 0 && k < 2; k++) {
-		struct store *from = k ? &ps.blk : &ps.in, *to = k ? &pd.blk : &pd.in;
-
-		for (unsigned i = 0; r == 0 && i < from->n; i++) {
-			struct xent *x = &from->e[i];
-
-			if (is_acl(x->type) || find(to, x->type, x->name, x->name_len) >= 0)
-				continue;
-			if (!x->local && shared_one)
-				continue; /* the next step's */
-			if (!to->len && k == 0) {
-				if (!can_make_inline(fs, dd) || fs->info.xattr_inline_size != from->len) {
-					r = o2_fail(fs, -EOPNOTSUPP, "inode %llu: the reflink has no room "
-						    "for its source's inline attributes",
-						    (unsigned long long)dst);
-					break;
-				}
-				r = store_make(to, from->len);
-				pd.make_inline = r == 0;
-			} else if (!to->len) {
-				r = store_make(to, from->len);
-				pd.make_block = r == 0;
-			}
-			if (r < 0)
-				break;
-			struct xent copy = *x;
-
-			if (!x->local) {
-				uint32_t start, len;
-				bool shared;
-				struct o2_xattr_value_root *vr;
-
-				r = value_run(fs, src, x, &start, &len, &shared);
-				if (r == 0 && (!(le16(dd->i_dyn_features) & O2_DYN_HAS_REFCOUNT) ||
-					       le64(dd->i_refcount_loc) != root || !root))
-					r = o2_fail(fs, -EINVAL, "inode %llu is not in the refcount tree "
-						    "of its reflink source %llu", (unsigned long long)dst,
-						    (unsigned long long)src);
-				if (r == 0 && len)
-					r = o2_refcount_share(t, fs, root, start, len, !shared);
-				if (r < 0)
-					break;
-				if (!shared && len) {
-					vr = (struct o2_xattr_value_root *)(void *)x->body;
-					vr->xr_list.recs[0].flags |= O2_EXT_REFCOUNTED;
-					src_changed = true;
-				}
-				vr = (struct o2_xattr_value_root *)(void *)copy.body;
-				if (len)
-					vr->xr_list.recs[0].flags |= O2_EXT_REFCOUNTED;
-				shared_one = true;
-			}
-			to->e[to->n++] = copy;
-			added++;
-		}
-	}
-	if (r == 0 && !added) {
-		*ret_done = true;
+	r = make_plan(fs, dst, db, &cd, &pd);
+	/* no room in dst: a step of its own first, then again (the caller) */
+	if (r == 0 && (pd.need_index || pd.need_split)) {
+		r = pd.need_index ? make_indexed(fs, dst)
+				  : bucket_split(fs, dst, name_hash(fs, a->name, a->name_len));
+		if (r == 0)
+			r = -EAGAIN;
 		goto out;
 	}
+	if (r == 0 && (!root || le64(o2_buf_dinode(db)->i_refcount_loc) != root))
+		r = o2_fail(fs, -EINVAL, "inode %llu is not in the refcount tree of its reflink "
+			    "source %llu", (unsigned long long)dst, (unsigned long long)src);
 	if (r == 0)
-		r = o2_trans_add(t, db);
-	if (r == 0 && pd.xb)
-		r = o2_trans_add(t, pd.xb);
-	if (r == 0 && pd.make_block)
-		r = new_block(t, fs, db, &pd);
-	if (r == 0 && pd.make_inline)
-		make_inline(fs, dd);
+		r = o2_reserve(fs, &(struct o2_resv){ .meta = O2_RESV_TREE_META(5) }, NULL);
 	if (r == 0)
-		r = store_back(t, fs, db, &pd);
-	if (r == 0 && src_changed) {
+		r = o2_trans_begin(fs, SET_CREDITS + O2_REFCOUNT_CREDITS + 2 * bucket_blocks(fs) + 4, &t);
+	if (r < 0)
+		goto out;
+	if (len)
+		r = o2_refcount_share(t, fs, root, start, len, !shared);
+	if (r == 0 && len && !shared) {
+		struct o2_xattr_value_root *vr =
+			(struct o2_xattr_value_root *)(void *)ps.old_at->e[ps.old_i].body;
+
+		vr->xr_list.recs[0].flags |= O2_EXT_REFCOUNTED;
 		r = o2_trans_add(t, sb);
 		if (r == 0 && ps.xb)
 			r = o2_trans_add(t, ps.xb);
 		if (r == 0)
 			r = store_back(t, fs, sb, &ps);
 	}
+	if (r == 0)
+		r = apply(t, fs, db, &cd, &pd);
 out:
 	plan_free(fs, &ps);
 	plan_free(fs, &pd);
@@ -1508,22 +1498,32 @@ out:
 		o2_brelse(fs, sb);
 	if (db)
 		o2_brelse(fs, db);
+	if (!t)
+		return r;
 	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;
 }
 
 int o2_xattr_reflink(struct o2_fs *fs, uint64_t src, uint64_t dst)
 {
-	struct o2_buf *sb;
-	bool done = false;
-	int r = o2_inode_buf(fs, src, &sb);
+	struct src_attrs all = { 0 };
+	int r = o2_xattr_iterate_blkno(fs, src, collect_src, &all);
 
-	if (r < 0)
-		return r;
-	done = !(le16(o2_buf_dinode(sb)->i_dyn_features) & O2_DYN_HAS_XATTR);
-	o2_brelse(fs, sb);
-	while (r == 0 && !done)
-		r = reflink_step(fs, src, dst, &done);
+	for (size_t i = 0; r == 0 && i < all.n; i++) {
+		const struct src_attr *a = &all.v[i];
+
+		if (a->local) {
+			r = o2_xattr_set(fs, dst, a->type, a->name, a->name_len, a->value,
+					 (size_t)a->size, O2_XATTR_CREATE);
+			continue;
+		}
+		/* a step to make room in dst comes back for the attribute itself */
+		for (unsigned steps = 0; (r = reflink_shared(fs, src, dst, a)) == -EAGAIN; steps++)
+			if (steps == 64)
+				return o2_fail(fs, -ENOSPC, "inode %llu: no room for a reflinked xattr "
+					       "after 64 bucket splits", (unsigned long long)dst);
+	}
+	free(all.v);
 	return r;
 }
 

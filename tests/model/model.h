@@ -84,7 +84,6 @@ struct m_inode {
 	/* any type */
 	struct m_xattr *xattrs;
 	size_t nxattrs;
-	bool xattr_buckets; /* its attributes outgrew a block: they may sit in buckets */
 };
 
 struct model {

@@ -157,7 +157,6 @@ struct run {
 	uint64_t max_refcount_records; /* in all trees at once, sampled */
 	unsigned long reflinks_ok, shared_changes; /* made; writes and truncates of their files */
 	unsigned long reflink_xattrs, reflink_shared_values; /* attributes copied, values shared */
-	unsigned long reflinks_refused; /* of sources whose attributes may be in buckets */
 };
 
 static void logop(struct run *rn, const char *f, ...) __attribute__((format(printf, 2, 3)));
@@ -1533,8 +1532,6 @@ static void op_setxattr(struct run *rn)
 	if (r == 0) {
 		model_xattr_set(in, type, name, len, rn->wbuf, size);
 		model_touch_c(&rn->m, in);
-		if (model_xattr_bytes(in, NULL) + 20 > rn->m.block_size - 48)
-			in->xattr_buckets = true;
 	}
 }
 
@@ -1590,8 +1587,6 @@ static void op_xattrs(struct run *rn)
 		model_xattr_set(in, type, name, len, rn->wbuf, size);
 		rn->xattr_burst_sets++;
 	}
-	if (model_xattr_bytes(in, NULL) + 20 > rn->m.block_size - 48)
-		in->xattr_buckets = true;
 	model_touch_c(&rn->m, in);
 	rn->xattr_bursts++;
 }
@@ -1934,11 +1929,6 @@ static void op_reflink(struct run *rn)
 	free(q);
 	logop(rn, "%s", what);
 	r = o2_reflink(rn->v.fs, src->ino, dir->ino, name, len, &ni, &ino);
-	/* attributes that may have gone into buckets are not reflinked yet: refused, unchanged */
-	if (r == -EOPNOTSUPP && src->xattr_buckets && e.nerr == 0) {
-		rn->reflinks_refused++;
-		return;
-	}
 	check_result(rn, what, r, &e);
 	if (r < 0)
 		return;
@@ -2408,11 +2398,9 @@ static void print_summary(struct run *rn, const char *extra)
 	if (rn->reflink)
 		fprintf(stderr, "  reflinks: %lu made in %u families, %lu writes and truncates of "
 			"their files, up to %" PRIu64 " refcount records at once (a root block "
-			"holds %u); %lu xattrs copied, %lu values in clusters shared; %lu refused "
-			"(attributes in buckets)\n",
+			"holds %u); %lu xattrs copied, %lu values in clusters shared\n",
 			rn->reflinks_ok, rn->nfamilies, rn->shared_changes, rn->max_refcount_records,
-			(rn->m.block_size - 144) / 16, rn->reflink_xattrs, rn->reflink_shared_values,
-			rn->reflinks_refused);
+			(rn->m.block_size - 144) / 16, rn->reflink_xattrs, rn->reflink_shared_values);
 	fprintf(stderr, "  xattr bursts: %lu, %lu attributes set in them\n", rn->xattr_bursts,
 		rn->xattr_burst_sets);
 	fprintf(stderr, "  xattrs: %lu set (%lu in clusters), %lu ENOSPC, up to %zu on one inode, "

@@ -1218,6 +1218,7 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 
 struct runs {
 	uint64_t *blk;
+	uint32_t *clusters;
 	size_t n, cap;
 };
 
@@ -1231,12 +1232,16 @@ static int collect_run(const struct o2_extent *ext, uint64_t eb_blkno, void *arg
 	if (rs->n == rs->cap) {
 		size_t cap = rs->cap ? rs->cap * 2 : 16;
 		uint64_t *n = o2_realloc(rs->blk, cap * sizeof(*n));
+		uint32_t *c = n ? o2_realloc(rs->clusters, cap * sizeof(*c)) : NULL;
 
-		if (!n)
+		if (n)
+			rs->blk = n;
+		if (!c)
 			return -ENOMEM;
-		rs->blk = n;
+		rs->clusters = c;
 		rs->cap = cap;
 	}
+	rs->clusters[rs->n] = ext->clusters;
 	rs->blk[rs->n++] = ext->blkno;
 	return 0;
 }
@@ -1285,6 +1290,11 @@ static int unindex_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 			break;
 		n = le16(((const struct o2_xattr_header *)(const void *)b->data)->xh_num_buckets);
 		o2_brelse(fs, b);
+		if (n == 0 || n > ((uint64_t)rs.clusters[k] << fs->bpc_bits) / bucket_blocks(fs)) {
+			r = o2_corrupt(fs, rs.blk[k], "xattr bucket run of %u buckets in %u clusters", n,
+				       rs.clusters[k]);
+			break;
+		}
 		for (unsigned i = 0; r == 0 && !done && i < n; i++) {
 			uint64_t blk = rs.blk[k] + (uint64_t)i * bucket_blocks(fs);
 			uint32_t start, len;
@@ -1345,6 +1355,7 @@ out:
 	o2_brelse(fs, ib);
 out_t:
 	free(rs.blk);
+	free(rs.clusters);
 	free(buf);
 	e = o2_trans_finish(t, r);
 	return r < 0 ? r : e;

@@ -192,7 +192,7 @@ static int new_eb(struct o2_trans *t, struct o2_fs *fs, unsigned depth, struct o
 	return 0;
 }
 
-static int free_eb(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *b)
+int o2_tree_free_eb(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *b)
 {
 	const struct o2_extent_block *eb = (const struct o2_extent_block *)b->data;
 
@@ -435,7 +435,7 @@ static int shrink_root(struct o2_trans *t, struct o2_fs *fs, const struct o2_tre
 			memcpy(o->el->recs, cel->recs, cn * sizeof(struct o2_extent_rec));
 			o->el->next_free_rec = cpu_le16((uint16_t)cn);
 			o->el->tree_depth = cpu_le16((uint16_t)(depth - 1));
-			r = free_eb(t, fs, b);
+			r = o2_tree_free_eb(t, fs, b);
 		}
 		o2_brelse(fs, b);
 		if (r < 0)
@@ -498,7 +498,7 @@ int o2_tree_truncate(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_
 			struct o2_extent_list *pel = p.lv[l - 1].el;
 			unsigned pn = le16(pel->next_free_rec);
 
-			r = free_eb(t, fs, p.lv[l].buf);
+			r = o2_tree_free_eb(t, fs, p.lv[l].buf);
 			if (r < 0)
 				goto out;
 			memset(&pel->recs[pn - 1], 0, sizeof(struct o2_extent_rec));
@@ -543,7 +543,7 @@ static int drop_empty_leaf(struct o2_trans *t, struct o2_fs *fs, const struct o2
 		struct o2_extent_list *pel = p->lv[l - 1].el;
 		unsigned pn = le16(pel->next_free_rec), pi = (unsigned)p->lv[l - 1].idx;
 
-		r = free_eb(t, fs, p->lv[l].buf);
+		r = o2_tree_free_eb(t, fs, p->lv[l].buf);
 		if (r < 0)
 			break;
 		memmove(&pel->recs[pi], &pel->recs[pi + 1], (pn - pi - 1) * sizeof(struct o2_extent_rec));

@@ -30,6 +30,9 @@ int o2_tree_meta_need(struct o2_fs *fs, const struct o2_tree_owner *o, uint32_t 
 int o2_tree_insert(struct o2_trans *t, struct o2_fs *fs, const struct o2_tree_owner *o,
 		   const struct o2_extent *ext);
 
+/* Inside t: extent block b goes back to its allocator (no revoke: only ever reused as one). */
+int o2_tree_free_eb(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *b);
+
 typedef int (*o2_tree_free_fn)(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno,
 			       uint32_t clusters, uint8_t flags, void *arg);
 /* Remove from cluster new_end on; 1 if more than max_recs records remained. */

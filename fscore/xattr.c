@@ -596,7 +596,6 @@ static int plan_run(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
 static int plan_free(struct o2_fs *fs, const uint8_t *ibuf, struct free_plan *p)
 {
 	const struct o2_dinode *di = (const struct o2_dinode *)(const void *)ibuf;
-	uint64_t ino_blkno = le64(di->i_blkno);
 	int r = 0;
 
 	memset(p, 0, sizeof(*p));
@@ -617,10 +616,9 @@ static int plan_free(struct o2_fs *fs, const uint8_t *ibuf, struct free_plan *p)
 	}
 	if (r == 0)
 		r = walk_inode(fs, ibuf, NULL, NULL, plan_run, p);
+	/* a deeper value tree's extent blocks go too: stripped first, in steps */
 	if (r == 0 && p->deep)
-		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu has an xattr value whose tree is deeper "
-			    "than its root; freeing it is not implemented",
-			    (unsigned long long)ino_blkno);
+		p->too_many = true;
 	return r;
 }
 

@@ -30,8 +30,10 @@
  * own that changes no attribute, before the change itself goes into its
  * bucket as into any store (entries kept sorted by hash there).
  *
- * Not here: changing a value whose tree is deeper than its root
- * (-EOPNOTSUPP, with a message).
+ * A value the kernel left in a tree deeper than its root (fragmented free
+ * space) is replaced or removed whole: its clusters and extent blocks are
+ * freed.  Not here: sharing such a value (a reflink), or one a reflink
+ * shares already (-EOPNOTSUPP, with a message).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -168,19 +170,72 @@ static void drop(struct store *s, unsigned i)
 }
 
 /*
+ * A value tree deeper than its root (the kernel writes one on fragmented
+ * free space): its runs and extent blocks, all freed when the value goes.
+ */
+#define DEEP_PARTS 32
+
+struct vdeep {
+	uint64_t blk[DEEP_PARTS]; /* each run's first block */
+	uint32_t len[DEEP_PARTS];
+	unsigned runs;
+	uint64_t eb[DEEP_PARTS];
+	unsigned nebs;
+	bool over, shared;
+};
+
+static int deep_part(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
+{
+	struct vdeep *d = arg;
+
+	if (!ext) {
+		if (d->nebs == DEEP_PARTS)
+			d->over = true;
+		else
+			d->eb[d->nebs++] = eb_blkno;
+		return 0;
+	}
+	if (ext->flags & O2_EXTENT_REFCOUNTED)
+		d->shared = true;
+	if (d->runs == DEEP_PARTS)
+		d->over = true;
+	else
+		d->blk[d->runs] = ext->blkno, d->len[d->runs++] = ext->clusters;
+	return 0;
+}
+
+/*
  * The one run of clusters a value root maps, and whether a reflink shares
- * it (counted in the inode's refcount tree); -EOPNOTSUPP for a deeper tree.
+ * it (counted in the inode's refcount tree).  A deeper tree: with deep, its
+ * parts there (*ret_len 0); without, -EOPNOTSUPP.
  */
 static int value_run(struct o2_fs *fs, uint64_t ino, const struct xent *x, uint32_t *ret_start,
-		     uint32_t *ret_len, bool *ret_shared)
+		     uint32_t *ret_len, bool *ret_shared, struct vdeep *deep)
 {
 	const struct o2_xattr_value_root *vr = (const struct o2_xattr_value_root *)(const void *)x->body;
 
 	*ret_len = 0;
 	*ret_shared = false;
+	if (deep)
+		memset(deep, 0, sizeof(*deep));
+	if ((le16(vr->xr_list.tree_depth) || le16(vr->xr_list.next_free_rec) > 1) && deep) {
+		/* the entry's own copy of its root (the store is not changed here) */
+		struct o2_xattr_value_root *root = (struct o2_xattr_value_root *)(uintptr_t)x->body;
+		int r = o2_tree_walk(fs, &(struct o2_tree_root){ ino, &root->xr_list, 1 }, deep_part,
+				     deep);
+
+		if (r < 0)
+			return r;
+		if (deep->over || deep->shared)
+			return o2_fail(fs, -EOPNOTSUPP, "inode %llu: xattr %.*s has a value tree %s; "
+				       "changing it is not implemented", (unsigned long long)ino,
+				       x->name_len, x->name,
+				       deep->over ? "of too many parts" : "a reflink shares");
+		return 0;
+	}
 	if (le16(vr->xr_list.tree_depth) || le16(vr->xr_list.next_free_rec) > 1)
 		return o2_fail(fs, -EOPNOTSUPP, "inode %llu: xattr %.*s has a value tree of more than "
-			       "one extent; changing it is not implemented",
+			       "one extent; sharing it is not implemented",
 			       (unsigned long long)ino, x->name_len, x->name);
 	if (le16(vr->xr_list.next_free_rec) == 1) {
 		*ret_start = (uint32_t)(le64(vr->xr_list.recs[0].blkno) >> fs->bpc_bits);
@@ -188,6 +243,25 @@ static int value_run(struct o2_fs *fs, uint64_t ino, const struct xent *x, uint3
 		*ret_shared = (vr->xr_list.recs[0].flags & O2_EXT_REFCOUNTED) != 0;
 	}
 	return 0;
+}
+
+/* Inside t: a deep value tree's clusters and extent blocks go. */
+static int deep_release(struct o2_trans *t, struct o2_fs *fs, const struct vdeep *d)
+{
+	int r = 0;
+
+	for (unsigned i = 0; r == 0 && i < d->runs; i++)
+		r = o2_clusters_free(t, fs, (uint32_t)(d->blk[i] >> fs->bpc_bits), d->len[i]);
+	for (unsigned i = 0; r == 0 && i < d->nebs; i++) {
+		struct o2_buf *b;
+
+		r = o2_bread(fs, d->eb[i], O2_META_EXTENT, &b);
+		if (r == 0) {
+			r = o2_tree_free_eb(t, fs, b);
+			o2_brelse(fs, b);
+		}
+	}
+	return r;
 }
 
 /* Inside t: let go of a value's clusters (shared ones through the refcount tree). */
@@ -279,6 +353,7 @@ struct plan {
 	int old_i;
 	uint32_t old_start, old_len; /* clusters the old value frees */
 	bool old_shared;	     /* ... through the refcount tree */
+	struct vdeep old_deep;	     /* ... or the parts of its deeper tree */
 	uint32_t need;		     /* clusters the new value takes */
 	struct xent add;
 	/* an indexed block: blk is the bucket the attribute is in or goes to */
@@ -857,7 +932,7 @@ static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const st
 			return -EEXIST;
 		if (!p->old_at->e[i].local) {
 			r = value_run(fs, ino, &p->old_at->e[i], &p->old_start, &p->old_len,
-				      &p->old_shared);
+				      &p->old_shared, &p->old_deep);
 			if (r < 0)
 				return r;
 		}
@@ -1053,6 +1128,8 @@ static int apply(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, const 
 	if (r == 0)
 		r = value_release(t, fs, ib, p->old_start, p->old_len, p->old_shared);
 	if (r == 0)
+		r = deep_release(t, fs, &p->old_deep);
+	if (r == 0)
 		o2_touch(fs, di, false, true);
 	return r;
 }
@@ -1163,6 +1240,7 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 	struct o2_buf *ib;
 	uint32_t start[STRIP_RUNS], len[STRIP_RUNS];
 	bool shared[STRIP_RUNS];
+	struct vdeep deep;
 	unsigned runs = 0;
 	int r, e;
 
@@ -1179,14 +1257,14 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 			for (unsigned i = 0; r == 0 && i < s->n;) {
 				if (s->e[i].local) {
 					i++;
-				} else if (runs == STRIP_RUNS || (runs && shared[runs - 1])) {
+				} else if (runs == STRIP_RUNS || (runs && (shared[runs - 1] || deep.runs))) {
 					*ret_more = true;
 					break;
 				} else {
 					r = value_run(fs, ino, &s->e[i], &start[runs], &len[runs],
-						      &shared[runs]);
-					/* a shared value is released alone: its credits */
-					if (r == 0 && shared[runs] && runs) {
+						      &shared[runs], &deep);
+					/* a shared value, or a deep one, is released alone: its credits */
+					if (r == 0 && (shared[runs] || deep.runs) && runs) {
 						*ret_more = true;
 						break;
 					}
@@ -1205,6 +1283,8 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 				r = store_back(t, fs, ib, &p);
 			for (unsigned i = 0; r == 0 && i < runs; i++)
 				r = value_release(t, fs, ib, start[i], len[i], shared[i]);
+			if (r == 0)
+				r = deep_release(t, fs, &deep);
 		}
 		plan_free(fs, &p);
 		o2_brelse(fs, ib);
@@ -1311,16 +1391,20 @@ static int unindex_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 					j++;
 					continue;
 				}
-				r = value_run(fs, ino, &p.blk.e[j], &start, &len, &shared);
-				if (r == 0 && shared && runs)
+				struct vdeep deep;
+
+				r = value_run(fs, ino, &p.blk.e[j], &start, &len, &shared, &deep);
+				if (r == 0 && (shared || deep.runs) && runs)
 					break; /* alone, next time */
 				if (r == 0)
 					r = value_release(t, fs, ib, start, len, shared);
+				if (r == 0)
+					r = deep_release(t, fs, &deep);
 				if (r == 0) {
 					drop(&p.blk, j);
 					runs++;
 				}
-				if (shared)
+				if (shared || deep.runs)
 					break;
 			}
 			if (r == 0 && runs) {
@@ -1462,7 +1546,7 @@ static int reflink_shared(struct o2_fs *fs, uint64_t src, uint64_t dst, const st
 	if (r == 0 && !ps.old_at)
 		r = -ENODATA;
 	if (r == 0)
-		r = value_run(fs, src, &ps.old_at->e[ps.old_i], &start, &len, &shared);
+		r = value_run(fs, src, &ps.old_at->e[ps.old_i], &start, &len, &shared, NULL);
 	if (r < 0)
 		goto out;
 	struct change cd = { a->type, a->name, a->name_len, a->value, a->size, O2_XATTR_CREATE,

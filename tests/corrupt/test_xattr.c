@@ -663,6 +663,114 @@ START_TEST(change_buckets)
 }
 END_TEST
 
+/*
+ * A value whose tree is deeper than its root, as the kernel writes one on
+ * fragmented free space: the "blob" value's two clusters put under an
+ * extent block, one record each.  fsck.ocfs2 takes it; fscore reads it,
+ * replaces it (its clusters and its extent block freed) and deletes the
+ * file.
+ */
+START_TEST(deep_value)
+{
+	struct volume *v = &vols[_i];
+	char path[320], cmd[768], err[256];
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	struct o2_trans *t;
+	struct o2_buf *ib, *xb, *eb;
+	struct o2_suballoc_res res;
+
+	snprintf(path, sizeof(path), "%s/deep-%u.img", tmpdir, v->bs);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", v->path, path);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(o2_trans_begin(fs, 16, &t), 0);
+	ck_assert_int_eq(o2_bread(fs, v->block_ino, O2_META_INODE, &ib), 0);
+	uint64_t loc = le64(((struct o2_dinode *)(void *)ib->data)->i_xattr_loc);
+
+	o2_brelse(fs, ib);
+	ck_assert_int_eq(o2_bread(fs, loc, O2_META_XATTR, &xb), 0);
+	ck_assert_int_eq(o2_trans_add(t, xb), 0);
+	uint8_t *h = xb->data + offsetof(struct o2_xattr_block, xb_attrs);
+	struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)h;
+	struct o2_xattr_value_root *vr = NULL;
+
+	for (unsigned i = 0; i < le16(xh->xh_count); i++) {
+		const struct o2_xattr_entry *xe = &xh->xh_entries[i];
+
+		if (xe->xe_name_len == 4 && !memcmp(h + le16(xe->xe_name_offset), "blob", 4))
+			vr = (struct o2_xattr_value_root *)(void *)(h + le16(xe->xe_name_offset) + 4);
+	}
+	ck_assert_ptr_nonnull(vr);
+	uint64_t blk = le64(vr->xr_list.recs[0].blkno);
+
+	ck_assert_uint_eq(le16(vr->xr_list.recs[0].leaf_clusters), 2);
+	ck_assert_int_eq(o2_suballoc_new_block(t, fs, fs->sys.extent_alloc, O2_META_EXTENT, &res, &eb),
+			 0);
+	struct o2_extent_block *e = (struct o2_extent_block *)(void *)eb->data;
+
+	memset(e, 0, fs->bs);
+	memcpy(e->h_signature, O2_SIG_EXTENT, sizeof(O2_SIG_EXTENT));
+	e->h_suballoc_slot = cpu_le16(res.slot);
+	e->h_suballoc_bit = cpu_le16(res.bit);
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_DISCONTIG_BG))
+		e->h_suballoc_loc = cpu_le64(res.group);
+	e->h_fs_generation = cpu_le32(fs->info.fs_generation);
+	e->h_blkno = cpu_le64(res.blkno);
+	e->h_list.count = cpu_le16((uint16_t)((fs->bs - offsetof(struct o2_extent_block, h_list.recs)) /
+					       sizeof(struct o2_extent_rec)));
+	e->h_list.next_free_rec = cpu_le16(2);
+	for (unsigned i = 0; i < 2; i++) {
+		e->h_list.recs[i].cpos = cpu_le32(i);
+		e->h_list.recs[i].leaf_clusters = cpu_le16(1);
+		e->h_list.recs[i].blkno = cpu_le64(blk + ((uint64_t)i << fs->bpc_bits));
+	}
+	o2_brelse(fs, eb);
+	vr->xr_last_eb_blk = cpu_le64(res.blkno);
+	vr->xr_list.tree_depth = cpu_le16(1);
+	vr->xr_list.recs[0].int_clusters = cpu_le32(2);
+	vr->xr_list.recs[0].blkno = cpu_le64(res.blkno);
+	o2_brelse(fs, xb);
+	ck_assert_int_eq(o2_trans_end(t), 0);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "with a value tree deeper than its root");
+
+	/* deleted with its file: value, extent block and xattr block go */
+	char path2[340];
+
+	snprintf(path2, sizeof(path2), "%s.del", path);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", path, path2);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(o2_blockdev_open_file(path2, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	uint32_t before = extent_alloc_used(fs);
+
+	ck_assert_int_eq(o2_unlink(fs, fs->info.root_blkno, "block", 5), 0);
+	ck_assert_int_eq(o2_fs_sync(fs), 0);
+	ck_assert_uint_eq(extent_alloc_used(fs), before - 2);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path2, "after deleting the file with the deep value");
+	unlink(path2);
+
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	expect_xattrs(fs, v->block_ino, block_specs, nspecs(block_specs, 4));
+	uint32_t used = extent_alloc_used(fs);
+	uint8_t val[100];
+
+	memset(val, 'd', sizeof(val));
+	ck_assert_int_eq(o2_xattr_set(fs, v->block_ino, 1, "blob", 4, val, sizeof(val), 0), 0);
+	ck_assert_uint_eq(extent_alloc_used(fs), used - 1); /* the extent block went */
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "after replacing the deep value");
+	unlink(path);
+}
+END_TEST
+
 /* The data of file ino, against want (len bytes, the file's size). */
 static void expect_data(struct o2_fs *fs, uint64_t ino, const uint8_t *want, size_t len,
 			const char *what)
@@ -1275,6 +1383,7 @@ int main(void)
 	tcase_add_loop_test(tc, read_back, 0, 2);
 	tcase_add_loop_test(tc, delete, 0, 2);
 	tcase_add_loop_test(tc, change_buckets, 0, 2);
+	tcase_add_loop_test(tc, deep_value, 0, 2);
 	tcase_add_loop_test(tc, reflink_write, 0, 2);
 	tcase_add_loop_test(tc, reflink_grow, 0, 2);
 	tcase_add_loop_test(tc, unfreeable_orphan, 0, 2);

@@ -31,9 +31,10 @@
  * bucket as into any store (entries kept sorted by hash there).
  *
  * A value the kernel left in a tree deeper than its root (fragmented free
- * space) is replaced or removed whole: its clusters and extent blocks are
- * freed.  Not here: sharing such a value (a reflink), or one a reflink
- * shares already (-EOPNOTSUPP, with a message).
+ * space) is replaced or removed whole: its clusters (shared ones through
+ * the refcount tree, up to DEEP_SHARED_MAX runs) and its extent blocks are
+ * freed.  Not here: sharing such a value in a reflink (-EOPNOTSUPP, with a
+ * message).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -178,11 +179,15 @@ static void drop(struct store *s, unsigned i)
 struct vdeep {
 	uint64_t blk[DEEP_PARTS]; /* each run's first block */
 	uint32_t len[DEEP_PARTS];
-	unsigned runs;
+	bool sh[DEEP_PARTS];	  /* ... shared by a reflink (the refcount tree counts it) */
+	unsigned runs, shared;	  /* runs, and how many of them are shared */
 	uint64_t eb[DEEP_PARTS];
 	unsigned nebs;
-	bool over, shared;
+	bool over;
 };
+
+/* Shared runs of a deep value one change may let go of (their refcount credits). */
+#define DEEP_SHARED_MAX 2
 
 static int deep_part(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
 {
@@ -195,12 +200,14 @@ static int deep_part(const struct o2_extent *ext, uint64_t eb_blkno, void *arg)
 			d->eb[d->nebs++] = eb_blkno;
 		return 0;
 	}
-	if (ext->flags & O2_EXTENT_REFCOUNTED)
-		d->shared = true;
-	if (d->runs == DEEP_PARTS)
+	if (d->runs == DEEP_PARTS) {
 		d->over = true;
-	else
-		d->blk[d->runs] = ext->blkno, d->len[d->runs++] = ext->clusters;
+		return 0;
+	}
+	d->sh[d->runs] = (ext->flags & O2_EXTENT_REFCOUNTED) != 0;
+	d->shared += d->sh[d->runs];
+	d->blk[d->runs] = ext->blkno;
+	d->len[d->runs++] = ext->clusters;
 	return 0;
 }
 
@@ -226,11 +233,12 @@ static int value_run(struct o2_fs *fs, uint64_t ino, const struct xent *x, uint3
 
 		if (r < 0)
 			return r;
-		if (deep->over || deep->shared)
+		if (deep->over || deep->shared > DEEP_SHARED_MAX)
 			return o2_fail(fs, -EOPNOTSUPP, "inode %llu: xattr %.*s has a value tree %s; "
 				       "changing it is not implemented", (unsigned long long)ino,
 				       x->name_len, x->name,
-				       deep->over ? "of too many parts" : "a reflink shares");
+				       deep->over ? "of too many parts"
+						  : "of more shared runs than one change may let go of");
 		return 0;
 	}
 	if (le16(vr->xr_list.tree_depth) || le16(vr->xr_list.next_free_rec) > 1)
@@ -245,13 +253,17 @@ static int value_run(struct o2_fs *fs, uint64_t ino, const struct xent *x, uint3
 	return 0;
 }
 
-/* Inside t: a deep value tree's clusters and extent blocks go. */
-static int deep_release(struct o2_trans *t, struct o2_fs *fs, const struct vdeep *d)
+static int value_release(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, uint32_t start,
+			 uint32_t len, bool shared);
+
+/* Inside t: a deep value tree's clusters (shared ones through the refcount tree) and extent blocks go. */
+static int deep_release(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
+			const struct vdeep *d)
 {
 	int r = 0;
 
 	for (unsigned i = 0; r == 0 && i < d->runs; i++)
-		r = o2_clusters_free(t, fs, (uint32_t)(d->blk[i] >> fs->bpc_bits), d->len[i]);
+		r = value_release(t, fs, ib, (uint32_t)(d->blk[i] >> fs->bpc_bits), d->len[i], d->sh[i]);
 	for (unsigned i = 0; r == 0 && i < d->nebs; i++) {
 		struct o2_buf *b;
 
@@ -941,8 +953,10 @@ static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const st
 	}
 	/* letting go of a shared value may split a refcount record */
 	if (!c->value)
-		return p->old_shared ? o2_reserve(fs, &(struct o2_resv){ .meta = O2_RESV_TREE_META(5),
-									  .freeing = true }, NULL) : 0;
+		return p->old_shared || p->old_deep.shared
+			       ? o2_reserve(fs, &(struct o2_resv){ .meta = O2_RESV_TREE_META(5),
+								  .freeing = true }, NULL)
+			       : 0;
 
 	/* the new entry, its value root filled in once its clusters exist */
 	struct xent *a = &p->add;
@@ -1000,10 +1014,12 @@ static int make_plan(struct o2_fs *fs, uint64_t ino, struct o2_buf *ib, const st
 	 * Reserved while nothing is logged: the value's clusters (one run: a
 	 * value tree here has a single record) and a new block of attributes.
 	 */
-	if (p->need || p->make_block || p->old_shared)
+	bool shared_old = p->old_shared || p->old_deep.shared;
+
+	if (p->need || p->make_block || shared_old)
 		return o2_reserve(fs, &(struct o2_resv){ .clusters = p->need, .run = p->need,
 							 .meta = (p->make_block ? 1 : 0) +
-								 (p->old_shared ? O2_RESV_TREE_META(5) : 0) },
+								 (shared_old ? O2_RESV_TREE_META(5) : 0) },
 				  NULL);
 	return 0;
 }
@@ -1128,7 +1144,7 @@ static int apply(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib, const 
 	if (r == 0)
 		r = value_release(t, fs, ib, p->old_start, p->old_len, p->old_shared);
 	if (r == 0)
-		r = deep_release(t, fs, &p->old_deep);
+		r = deep_release(t, fs, ib, &p->old_deep);
 	if (r == 0)
 		o2_touch(fs, di, false, true);
 	return r;
@@ -1144,7 +1160,7 @@ static int change_in(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *ib,
 	if (r == 0 && (p.need_index || p.need_split))
 		r = -ENOSPC;
 	/* the refcount tree's credits are not the caller's (reflinks share no ACLs) */
-	if (r == 0 && p.old_shared)
+	if (r == 0 && (p.old_shared || p.old_deep.shared))
 		r = o2_fail(fs, -EOPNOTSUPP, "inode %llu: xattr %.*s has a value a reflink shares; "
 			    "changing it along with another change is not implemented",
 			    (unsigned long long)ib->blkno, (int)c->len, c->name);
@@ -1197,7 +1213,8 @@ static int change(struct o2_fs *fs, uint64_t ino, const struct change *c)
 			r = make_plan(fs, ino, ib, c, &p);
 	}
 	if (r == 0)
-		r = o2_trans_begin_freeing(fs, SET_CREDITS + (p.old_shared ? O2_REFCOUNT_CREDITS : 0), &t);
+		r = o2_trans_begin_freeing(fs, SET_CREDITS + (p.old_shared ? O2_REFCOUNT_CREDITS : 0) +
+						       p.old_deep.shared * O2_REFCOUNT_CREDITS, &t);
 	if (r == 0) {
 		r = apply(t, fs, ib, c, &p);
 		e = o2_trans_finish(t, r);
@@ -1230,7 +1247,7 @@ int o2_xattr_remove(struct o2_fs *fs, uint64_t ino, unsigned type, const char *n
 /* ---- freeing values in steps ---- */
 
 #define STRIP_RUNS 16
-#define STRIP_CREDITS (4 + O2_ALLOC_CREDITS + 2 * STRIP_RUNS + O2_REFCOUNT_CREDITS)
+#define STRIP_CREDITS (4 + O2_ALLOC_CREDITS + 2 * STRIP_RUNS + DEEP_SHARED_MAX * O2_REFCOUNT_CREDITS)
 
 /* One transaction: up to STRIP_RUNS values out of their clusters and stores. */
 static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
@@ -1240,7 +1257,7 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 	struct o2_buf *ib;
 	uint32_t start[STRIP_RUNS], len[STRIP_RUNS];
 	bool shared[STRIP_RUNS];
-	struct vdeep deep;
+	struct vdeep deep = { 0 };
 	unsigned runs = 0;
 	int r, e;
 
@@ -1261,13 +1278,17 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 					*ret_more = true;
 					break;
 				} else {
+					struct vdeep d1;
+
 					r = value_run(fs, ino, &s->e[i], &start[runs], &len[runs],
-						      &shared[runs], &deep);
+						      &shared[runs], &d1);
 					/* a shared value, or a deep one, is released alone: its credits */
-					if (r == 0 && (shared[runs] || deep.runs) && runs) {
+					if (r == 0 && (shared[runs] || d1.runs) && runs) {
 						*ret_more = true;
 						break;
 					}
+					if (r == 0 && d1.runs)
+						deep = d1;
 					if (r == 0) {
 						runs++;
 						drop(s, i);
@@ -1284,7 +1305,7 @@ static int strip_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 			for (unsigned i = 0; r == 0 && i < runs; i++)
 				r = value_release(t, fs, ib, start[i], len[i], shared[i]);
 			if (r == 0)
-				r = deep_release(t, fs, &deep);
+				r = deep_release(t, fs, ib, &deep);
 		}
 		plan_free(fs, &p);
 		o2_brelse(fs, ib);
@@ -1399,7 +1420,7 @@ static int unindex_step(struct o2_fs *fs, uint64_t ino, bool *ret_more)
 				if (r == 0)
 					r = value_release(t, fs, ib, start, len, shared);
 				if (r == 0)
-					r = deep_release(t, fs, &deep);
+					r = deep_release(t, fs, ib, &deep);
 				if (r == 0) {
 					drop(&p.blk, j);
 					runs++;

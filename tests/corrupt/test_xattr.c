@@ -664,45 +664,47 @@ START_TEST(change_buckets)
 END_TEST
 
 /*
- * A value whose tree is deeper than its root, as the kernel writes one on
- * fragmented free space: the "blob" value's two clusters put under an
- * extent block, one record each.  fsck.ocfs2 takes it; fscore reads it,
- * replaces it (its clusters and its extent block freed) and deletes the
- * file.
+ * Put the two clusters of file ino's "blob" value under an extent block,
+ * one record each (its flags kept: shared stays shared), as the kernel
+ * writes a value on fragmented free space.
  */
-START_TEST(deep_value)
+static void make_deep(struct o2_fs *fs, uint64_t ino)
 {
-	struct volume *v = &vols[_i];
-	char path[320], cmd[768], err[256];
-	struct o2_blockdev *dev;
-	struct o2_fs *fs;
 	struct o2_trans *t;
 	struct o2_buf *ib, *xb, *eb;
 	struct o2_suballoc_res res;
 
-	snprintf(path, sizeof(path), "%s/deep-%u.img", tmpdir, v->bs);
-	snprintf(cmd, sizeof(cmd), "cp %s %s", v->path, path);
-	ck_assert_int_eq(system(cmd), 0);
-	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
-	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_int_eq(o2_trans_begin(fs, 16, &t), 0);
-	ck_assert_int_eq(o2_bread(fs, v->block_ino, O2_META_INODE, &ib), 0);
-	uint64_t loc = le64(((struct o2_dinode *)(void *)ib->data)->i_xattr_loc);
-
-	o2_brelse(fs, ib);
-	ck_assert_int_eq(o2_bread(fs, loc, O2_META_XATTR, &xb), 0);
-	ck_assert_int_eq(o2_trans_add(t, xb), 0);
-	uint8_t *h = xb->data + offsetof(struct o2_xattr_block, xb_attrs);
-	struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)h;
+	ck_assert_int_eq(o2_bread(fs, ino, O2_META_INODE, &ib), 0);
+	const struct o2_dinode *di = (const struct o2_dinode *)(void *)ib->data;
+	uint64_t loc = le64(di->i_xattr_loc);
 	struct o2_xattr_value_root *vr = NULL;
+	/* the value is in the inode's tail, or in its block */
+	for (int k = 0; k < 2 && !vr; k++) {
+		uint8_t *h;
 
-	for (unsigned i = 0; i < le16(xh->xh_count); i++) {
-		const struct o2_xattr_entry *xe = &xh->xh_entries[i];
+		if (k == 0 && (le16(di->i_dyn_features) & O2_DYN_INLINE_XATTR)) {
+			xb = ib;
+			h = ib->data + fs->bs - le16(di->i_xattr_inline_size);
+		} else if (k == 1 && loc) {
+			ck_assert_int_eq(o2_bread(fs, loc, O2_META_XATTR, &xb), 0);
+			h = xb->data + offsetof(struct o2_xattr_block, xb_attrs);
+		} else {
+			continue;
+		}
+		struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)h;
 
-		if (xe->xe_name_len == 4 && !memcmp(h + le16(xe->xe_name_offset), "blob", 4))
-			vr = (struct o2_xattr_value_root *)(void *)(h + le16(xe->xe_name_offset) + 4);
+		for (unsigned i = 0; i < le16(xh->xh_count); i++) {
+			const struct o2_xattr_entry *xe = &xh->xh_entries[i];
+
+			if (xe->xe_name_len == 4 && !memcmp(h + le16(xe->xe_name_offset), "blob", 4))
+				vr = (struct o2_xattr_value_root *)(void *)(h + le16(xe->xe_name_offset) + 4);
+		}
+		if (!vr && xb != ib)
+			o2_brelse(fs, xb);
 	}
 	ck_assert_ptr_nonnull(vr);
+	ck_assert_int_eq(o2_trans_add(t, xb), 0);
 	uint64_t blk = le64(vr->xr_list.recs[0].blkno);
 
 	ck_assert_uint_eq(le16(vr->xr_list.recs[0].leaf_clusters), 2);
@@ -721,18 +723,45 @@ START_TEST(deep_value)
 	e->h_list.count = cpu_le16((uint16_t)((fs->bs - offsetof(struct o2_extent_block, h_list.recs)) /
 					       sizeof(struct o2_extent_rec)));
 	e->h_list.next_free_rec = cpu_le16(2);
+	uint8_t flags = vr->xr_list.recs[0].flags;
+
 	for (unsigned i = 0; i < 2; i++) {
 		e->h_list.recs[i].cpos = cpu_le32(i);
 		e->h_list.recs[i].leaf_clusters = cpu_le16(1);
+		e->h_list.recs[i].flags = flags;
 		e->h_list.recs[i].blkno = cpu_le64(blk + ((uint64_t)i << fs->bpc_bits));
 	}
 	o2_brelse(fs, eb);
 	vr->xr_last_eb_blk = cpu_le64(res.blkno);
 	vr->xr_list.tree_depth = cpu_le16(1);
-	vr->xr_list.recs[0].int_clusters = cpu_le32(2);
+	vr->xr_list.recs[0].int_clusters = cpu_le32(2); /* interior: no flags */
 	vr->xr_list.recs[0].blkno = cpu_le64(res.blkno);
-	o2_brelse(fs, xb);
+	if (xb != ib)
+		o2_brelse(fs, xb);
+	o2_brelse(fs, ib);
 	ck_assert_int_eq(o2_trans_end(t), 0);
+}
+
+/*
+ * A value whose tree is deeper than its root, as the kernel writes one on
+ * fragmented free space: the "blob" value's two clusters put under an
+ * extent block, one record each.  fsck.ocfs2 takes it; fscore reads it,
+ * replaces it (its clusters and its extent block freed) and deletes the
+ * file.
+ */
+START_TEST(deep_value)
+{
+	struct volume *v = &vols[_i];
+	char path[320], cmd[768], err[256];
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+
+	snprintf(path, sizeof(path), "%s/deep-%u.img", tmpdir, v->bs);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", v->path, path);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	make_deep(fs, v->block_ino);
 	ck_assert_int_eq(o2_fs_close(fs), 0);
 	o2_blockdev_free(dev);
 	judge(v, path, "with a value tree deeper than its root");
@@ -767,6 +796,59 @@ START_TEST(deep_value)
 	ck_assert_int_eq(o2_fs_close(fs), 0);
 	o2_blockdev_free(dev);
 	judge(v, path, "after replacing the deep value");
+	unlink(path);
+}
+END_TEST
+
+/*
+ * A deep value a reflink shares: the copy's removal of it lets go of its
+ * clusters through the refcount tree (they stay: the source uses them)
+ * and frees its extent block; deleting the source frees the rest.
+ */
+START_TEST(deep_shared)
+{
+	struct volume *v = &vols[_i];
+	char path[320], cmd[768], err[256];
+	struct o2_blockdev *dev;
+	struct o2_fs *fs;
+	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
+	uint64_t copy;
+
+	snprintf(path, sizeof(path), "%s/deepsh-%u.img", tmpdir, v->bs);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", v->path, path);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	int r = o2_reflink(fs, v->block_ino, fs->info.root_blkno, "copy", 4, &ni, &copy);
+
+	ck_assert_msg(r == 0, "reflink: %d %s", r, o2_fs_error(fs));
+	make_deep(fs, v->block_ino);
+	make_deep(fs, copy);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "with a deep value two files share");
+
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	expect_xattrs(fs, copy, block_specs, nspecs(block_specs, 4));
+	uint32_t used = extent_alloc_used(fs);
+
+	r = o2_xattr_remove(fs, copy, 1, "blob", 4);
+	ck_assert_msg(r == 0, "removing the copy's shared deep value: %d %s", r, o2_fs_error(fs));
+	ck_assert_uint_eq(extent_alloc_used(fs), used - 1);
+	expect_xattrs(fs, v->block_ino, block_specs, nspecs(block_specs, 4));
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "after the copy let go of the shared deep value");
+
+	ck_assert_int_eq(o2_blockdev_open_file(path, 0, &dev), 0);
+	ck_assert_msg(o2_fs_open(dev, O2_OPEN_RDWR, &fs, err, sizeof(err)) == 0, "%s", err);
+	r = o2_unlink(fs, fs->info.root_blkno, "block", 5);
+	ck_assert_msg(r == 0, "deleting the source: %d %s", r, o2_fs_error(fs));
+	ck_assert_int_eq(o2_unlink(fs, fs->info.root_blkno, "copy", 4), 0);
+	ck_assert_int_eq(o2_fs_close(fs), 0);
+	o2_blockdev_free(dev);
+	judge(v, path, "after deleting both files");
 	unlink(path);
 }
 END_TEST
@@ -1384,6 +1466,7 @@ int main(void)
 	tcase_add_loop_test(tc, delete, 0, 2);
 	tcase_add_loop_test(tc, change_buckets, 0, 2);
 	tcase_add_loop_test(tc, deep_value, 0, 2);
+	tcase_add_loop_test(tc, deep_shared, 0, 2);
 	tcase_add_loop_test(tc, reflink_write, 0, 2);
 	tcase_add_loop_test(tc, reflink_grow, 0, 2);
 	tcase_add_loop_test(tc, unfreeable_orphan, 0, 2);

@@ -642,11 +642,13 @@ static int tick_fn(struct o2_fs *fs, void *arg)
 	return o2_fs_tick(fs);
 }
 
-/* Quota changes into the global quota files, under their locks. */
+/*
+ * Quota changes into the global quota files, under their locks: on the
+ * sync interval (arg NULL: the tick's global work), or all now (unmount).
+ */
 static int quota_sync_fn(struct o2_fs *fs, void *arg)
 {
-	(void)arg;
-	return o2_fs_quota_sync(fs);
+	return o2_fs_quota_sync(fs, arg == NULL);
 }
 
 struct orphan {
@@ -830,7 +832,8 @@ static int close_fs(struct volume *v)
 				   fuseops_run_locked(v, &sys, run_deallocs_fn, NULL));
 	/* quota changes reach the global files under their locks: before the close */
 	if (v->cluster && v->fs && !v->opts.ro)
-		volume_note_locked(v, "quota sync", fuseops_run_locked(v, &sys, quota_sync_fn, NULL));
+		volume_note_locked(v, "quota sync",
+				   fuseops_run_locked(v, &sys, quota_sync_fn, (void *)"all"));
 	if (v->fs) {
 		char why[256];
 

@@ -499,11 +499,11 @@ int o2_fs_sync(struct o2_fs *fs)
 	return 0;
 }
 
-int o2_fs_quota_sync(struct o2_fs *fs)
+int o2_fs_quota_sync(struct o2_fs *fs, bool due_only)
 {
 	int r;
 
-	if (!fs->journal)
+	if (!fs->journal || (due_only && !o2_quota_due(fs)))
 		return 0;
 	if (fs->ro_reason)
 		return -EROFS;

@@ -578,6 +578,16 @@ static int bucket_put(struct o2_trans *t, struct o2_fs *fs, uint64_t blkno, cons
 	return 0;
 }
 
+/* A bucket image's run count set to n, its check computed again. */
+static void set_count(struct o2_fs *fs, uint8_t *buf, unsigned n)
+{
+	struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
+
+	xh->xh_num_buckets = cpu_le16((uint16_t)n);
+	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
+		o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
+}
+
 /* Set the bucket count of the run whose first bucket is first (in t). */
 static int set_run_count(struct o2_trans *t, struct o2_fs *fs, uint64_t first, unsigned n,
 			 uint8_t *buf)
@@ -586,12 +596,21 @@ static int set_run_count(struct o2_trans *t, struct o2_fs *fs, uint64_t first, u
 
 	if (r < 0)
 		return r;
-	struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
-
-	xh->xh_num_buckets = cpu_le16((uint16_t)n);
-	if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-		o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
+	set_count(fs, buf, n);
 	return bucket_put(t, fs, first, buf, false);
+}
+
+/* A new run of one cluster at dest joins the tree, its record at hash (in t). */
+static int add_run(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *xb,
+		   const struct o2_tree_owner *o, uint32_t hash, uint64_t dest)
+{
+	int r = o2_trans_add(t, xb);
+
+	if (r == 0)
+		r = o2_tree_insert(t, fs, o, &(struct o2_extent){ hash, 1, dest, 0 });
+	if (r == 0)
+		xt_of(xb)->xt_clusters = cpu_le32(le32(xt_of(xb)->xt_clusters) + 1);
+	return r;
 }
 
 /* Bucket at blkno: its image in buf, its entries in s. */
@@ -867,22 +886,14 @@ static int bucket_split(struct o2_fs *fs, uint64_t ino, uint32_t hash)
 		for (unsigned j = from; r == 0 && j < bp.n; j++) {
 			r = o2_xattr_bucket_read(fs, bucket_at(fs, &bp, j), buf);
 			if (r == 0) {
-				struct o2_xattr_header *xh = (struct o2_xattr_header *)(void *)buf;
-
-				xh->xh_num_buckets = cpu_le16(j == from ? (uint16_t)moved : 0);
-				if (o2_has_incompat(fs, O2_FEATURE_INCOMPAT_META_ECC))
-					o2_blockcheck_compute(buf, BUCKET_BYTES, &xh->xh_check);
+				set_count(fs, buf, j == from ? moved : 0);
 				r = bucket_put(t, fs, dest + (uint64_t)(j - from) * bb, buf, true);
 			}
 		}
 		if (r == 0)
 			r = set_run_count(t, fs, first, from, buf);
 		if (r == 0)
-			r = o2_trans_add(t, p.xb);
-		if (r == 0)
-			r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ new_hash, 1, dest, 0 });
-		if (r == 0)
-			xt_of(p.xb)->xt_clusters = cpu_le32(le32(xt_of(p.xb)->xt_clusters) + 1);
+			r = add_run(t, fs, p.xb, &o, new_hash, dest);
 	} else {
 		uint32_t start, got;
 
@@ -904,11 +915,7 @@ static int bucket_split(struct o2_fs *fs, uint64_t ino, uint32_t hash)
 		if (r == 0 && bi)
 			r = set_run_count(t, fs, first, bi + 1, buf);
 		if (r == 0)
-			r = o2_trans_add(t, p.xb);
-		if (r == 0)
-			r = o2_tree_insert(t, fs, &o, &(struct o2_extent){ new_hash, 1, dest, 0 });
-		if (r == 0)
-			xt_of(p.xb)->xt_clusters = cpu_le32(le32(xt_of(p.xb)->xt_clusters) + 1);
+			r = add_run(t, fs, p.xb, &o, new_hash, dest);
 	}
 out:
 	free(up.e);

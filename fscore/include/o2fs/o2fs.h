@@ -366,10 +366,11 @@ int o2_fs_quota_iterate(struct o2_fs *fs, unsigned type,
 /*
  * Fold this handle's quota changes into the global quota files now (sync
  * and close do it too, when the files' cluster locks are held; the tick
- * does on the files' sync interval).  -O2_ENEEDLOCK, with nothing
+ * does on the files' sync interval; due_only: only once that interval has
+ * passed).  -O2_ENEEDLOCK, with nothing
  * changed: take the lock o2_fs_lock_wanted names and call again.
  */
-int o2_fs_quota_sync(struct o2_fs *fs);
+int o2_fs_quota_sync(struct o2_fs *fs, bool due_only);
 /*
  * Set the limits of id in quota type (0 users, 1 groups): lim's bsoft,
  * bhard (bytes), isoft and ihard (0: none); the rest of lim is ignored.

@@ -1248,6 +1248,30 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	remove_name(req, parent, name, "rmdir", o2_rmdir);
 }
 
+/*
+ * Under the volume mutex, after a rename between two directories: the
+ * directories the kernel knows that moved (newname in dirs[1]; with
+ * exchange, name in dirs[0] too), as node ids in ids.  Returns how many.
+ */
+static unsigned moved_dirs(struct volume *v, const uint64_t *dirs, const char *const *names,
+			   bool exchange, fuse_ino_t *ids)
+{
+	unsigned n = 0;
+
+	for (int i = exchange ? 0 : 1; i < 2; i++) {
+		struct o2_inode *d;
+		struct o2_dirent de;
+
+		if (o2_inode_get(v->fs, dirs[i], &d) < 0)
+			continue;
+		if (o2_dir_lookup(v->fs, d, names[i], strlen(names[i]), &de) == 0 &&
+		    de.type == O2_DT_DIR && g_hash_table_contains(v->nodes, &de.ino))
+			ids[n++] = volume_node_id(v, de.ino);
+		o2_inode_unref(d);
+	}
+	return n;
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
@@ -1270,6 +1294,8 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	struct held hd = { .n = 0 };
 	const uint64_t dirs[2] = { to_blk(v, parent), to_blk(v, newparent) };
 	const char *const names[2] = { name, newname };
+	fuse_ino_t moved_ids[2];
+	unsigned moved = 0;
 
 	r = hold_rename(v, &hd, dirs[0], dirs[1]);
 	if (r == 0)
@@ -1283,12 +1309,17 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 			      o2flags);
 		if (r != -O2_ENEEDLOCK) {
 			run_deallocs(v, &hd);
+			if (r == 0 && dirs[0] != dirs[1])
+				moved = moved_dirs(v, dirs, names, flags & RENAME_EXCHANGE, moved_ids);
 			unlock(v);
 			break;
 		}
 		r = take_wanted(v, &hd);
 	}
 	release(&hd);
+	/* ".." in the listings the kernel keeps of them (op_opendir) is gone */
+	for (unsigned i = 0; i < moved; i++)
+		session_notify_inval_inode(v, moved_ids[i], 0, 0);
 	fuse_reply_err(req, -note(v, "rename", r));
 }
 
@@ -1645,7 +1676,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	release(&hd);
 	/* before the reply, so the writer's next stat(2) asks again */
 	if (killed)
-		fuse_lowlevel_notify_inval_inode(v->se, ino, -1, 0);
+		session_notify_inval_inode(v, ino, -1, 0);
 	/*
 	 * Written past the page cache (a direct_io open, open_caching): what
 	 * other opens on this node keep of that range is stale, the page
@@ -1654,7 +1685,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	 */
 	if (n > 0 && v->cluster && (fi->flags & (O_APPEND | O_DIRECT))) {
 		session_may_wait(); /* the reads it waits for must be served */
-		fuse_lowlevel_notify_inval_inode(v->se, ino, off, (off_t)n);
+		session_notify_inval_inode(v, ino, off, (off_t)n);
 	}
 	if (n < 0)
 		fuse_reply_err(req, -note(v, "write", (int)n));
@@ -1954,7 +1985,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 /* ---- directories ---- */
 
 struct dir_snap {
-	GArray *ents; /* struct snap_ent */
+	GArray *ents; /* struct snap_ent; NULL until the first readdir */
 	struct cluster_hold *open;
 	struct o2_dir_stamp stamp; /* when ents were read */
 };
@@ -1967,56 +1998,86 @@ struct snap_ent {
 
 static int snap_add(const struct o2_dirent *de, void *arg)
 {
-	struct dir_snap *s = arg;
+	GArray *ents = arg;
 	struct snap_ent e = { de->ino, de->type, g_strndup(de->name, de->name_len) };
 
-	g_array_append_val(s->ents, e);
+	g_array_append_val(ents, e);
 	return 0;
+}
+
+static void snap_ents_free(GArray *ents)
+{
+	for (guint i = 0; i < ents->len; i++)
+		g_free(g_array_index(ents, struct snap_ent, i).name);
+	g_array_free(ents, TRUE);
 }
 
 static void snap_free(struct dir_snap *s)
 {
 	release_open(s->open);
-	for (guint i = 0; i < s->ents->len; i++)
-		g_free(g_array_index(s->ents, struct snap_ent, i).name);
-	g_array_free(s->ents, TRUE);
+	if (s->ents)
+		snap_ents_free(s->ents);
 	g_free(s);
 }
 
-/* A directory's entries are read once at opendir; readdir serves offsets into that. */
+/*
+ * A directory's entries are read at its first readdir (snap_read), and
+ * readdir serves offsets into that.  Not at opendir: the kernel keeps the
+ * listing it read in its page cache (FOPEN_CACHE_DIR with keep_cache) and
+ * serves later listings from there, so most opens need no snapshot.  It
+ * drops that listing when the directory changes through this mount (its
+ * own bookkeeping), when its modification time changes (checked at the
+ * start of each listing), and when this node loses the directory's lock
+ * (fs_lost invalidates the directory's pages too).
+ */
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct volume *v = vol_of(req);
 	struct dir_snap *s = g_new0(struct dir_snap, 1);
-	struct o2_inode *dir;
 	int r;
 
-	struct held hd = { .n = 0 };
-
-	s->ents = g_array_new(FALSE, FALSE, sizeof(struct snap_ent));
 	r = hold_open(v, to_blk(v, ino), fi, &s->open);
-	if (r == 0)
-		r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
-	if (r == 0) {
-		lock(v);
-		r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
-		if (r == 0) {
-			o2_fs_dir_stamp(v->fs, &s->stamp);
-			r = o2_dir_iterate(v->fs, dir, snap_add, s);
-			o2_inode_unref(dir);
-		}
-		unlock(v);
-		release(&hd);
-	}
 	if (r < 0) {
 		snap_free(s);
 		fuse_reply_err(req, -note(v, "opendir", r));
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)s;
-	fi->cache_readdir = 0;
+	fi->cache_readdir = 1;
+	fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) != 0)
 		snap_free(s);
+}
+
+/* The snapshot of directory ino's entries, read once, under its lock. */
+static int snap_read(struct volume *v, fuse_ino_t ino, struct dir_snap *s)
+{
+	struct held hd = { .n = 0 };
+	struct o2_inode *dir;
+	GArray *ents;
+	int r;
+
+	if (g_atomic_pointer_get(&s->ents))
+		return 0;
+	r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
+	if (r < 0)
+		return r;
+	ents = g_array_new(FALSE, FALSE, sizeof(struct snap_ent));
+	lock(v);
+	r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
+	if (r == 0) {
+		o2_fs_dir_stamp(v->fs, &s->stamp);
+		r = o2_dir_iterate(v->fs, dir, snap_add, ents);
+		o2_inode_unref(dir);
+	}
+	/* one handle's readdirs come one at a time; the check is cheap anyway */
+	if (r == 0 && !s->ents)
+		g_atomic_pointer_set(&s->ents, ents);
+	else
+		snap_ents_free(ents);
+	unlock(v);
+	release(&hd);
+	return r;
 }
 
 static mode_t dt_mode(uint8_t t)
@@ -2067,14 +2128,15 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct held hd = { .n = 0 };
 	bool locked = false, fresh = false;
 
+	r = snap_read(v, ino, s);
 	/* clustered: the names under the directory's lock, as a lookup reads them */
-	if (plus && v->cluster)
+	if (r == 0 && plus && v->cluster)
 		r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
 	if (plus && r == 0) {
 		lock(v);
 		locked = true;
 		r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
-		/* nothing changed the directory since opendir: its names stand */
+		/* nothing changed the directory since the snapshot: its names stand */
 		fresh = o2_fs_dir_unchanged(v->fs, to_blk(v, ino), &s->stamp);
 	}
 	for (guint i = off < 0 ? 0 : (guint)off; r == 0 && i < s->ents->len; i++) {

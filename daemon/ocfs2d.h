@@ -237,6 +237,23 @@ void session_replied(struct volume *v, uint64_t unique);
 int session_serve(struct volume *v, bool hand_on);
 /* The calling thread is about to wait: if it leads the serving, another takes over. */
 void session_may_wait(void);
+/*
+ * Notifications to the kernel, written to v's /dev/fuse as they are made
+ * (0 or -errno; -ENOENT: the kernel does not know the node).  Ours, not
+ * libfuse's: served through io_uring, the mounted session never sees INIT
+ * (a codec answers it), and libfuse refuses to notify for it.
+ *
+ * session_notify_inval_inode: node's attributes, and its pages in [off,
+ * off + len) (len 0: to the end; off < 0: no pages).  It waits for the
+ * page locks of reads and writes in flight.
+ * session_notify_inval_entry: the name in parent; it waits for parent's
+ * i_rwsem, which a request in flight in parent may hold.
+ * session_notify_new_epoch: every name cached (FUSE_NOTIFY_INC_EPOCH, Linux
+ * 6.16; older kernels: -EINVAL); it waits for nothing.
+ */
+int session_notify_inval_inode(struct volume *v, uint64_t node, int64_t off, int64_t len);
+int session_notify_inval_entry(struct volume *v, uint64_t parent, const char *name);
+int session_notify_new_epoch(struct volume *v);
 void session_request_stats(struct volume *v,
 			   void (*fn)(const char *name, uint64_t count, uint64_t us, void *arg),
 			   void *arg);

@@ -100,11 +100,11 @@ int reflink_by_path(struct volume *v, const char *src, const char *dst, uint64_t
 out:
 	g_mutex_unlock(&v->lock);
 	if (r == 0) {
-		/* the kernel may hold a negative entry for the name, and the
-		 * directory's size and times changed */
-		fuse_lowlevel_notify_inval_entry(v->se, volume_node_id(v, pino), name,
-						 strlen(name));
-		fuse_lowlevel_notify_inval_inode(v->se, volume_node_id(v, pino), -1, 0);
+		/* the kernel may hold a negative entry for the name, the
+		 * directory's size and times changed, and a listing of it it
+		 * keeps (op_opendir) lacks the name */
+		session_notify_inval_entry(v, volume_node_id(v, pino), name);
+		session_notify_inval_inode(v, volume_node_id(v, pino), 0, 0);
 		*ret_ino = ino;
 	}
 	return r;

@@ -200,6 +200,53 @@ void session_request_stats(struct volume *v,
 	}
 }
 
+/* ---- notifications ---- */
+
+/*
+ * FUSE_NOTIFY_INC_EPOCH (Linux 6.16, FUSE 7.44): every name the kernel
+ * caches was looked up in an older epoch and is asked for again before its
+ * next use.  Older kernels answer EINVAL.
+ */
+#define NOTIFY_INC_EPOCH 8
+
+/* One notification (unique 0, error the code) of body parts iov[1..n-1]. */
+static int notify(struct volume *v, int code, struct iovec *iov, int n)
+{
+	struct fuse_out_header oh = { .error = code };
+	size_t len = sizeof(oh);
+
+	for (int i = 1; i < n; i++)
+		len += iov[i].iov_len;
+	oh.len = (uint32_t)len;
+	iov[0] = (struct iovec){ &oh, sizeof(oh) };
+	ssize_t w = writev(fuse_session_fd(v->se), iov, n);
+
+	return w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
+}
+
+int session_notify_inval_inode(struct volume *v, uint64_t node, int64_t off, int64_t len)
+{
+	struct fuse_notify_inval_inode_out o = { .ino = node, .off = off, .len = len };
+	struct iovec iov[2] = { [1] = { &o, sizeof(o) } };
+
+	return notify(v, FUSE_NOTIFY_INVAL_INODE, iov, 2);
+}
+
+int session_notify_inval_entry(struct volume *v, uint64_t parent, const char *name)
+{
+	struct fuse_notify_inval_entry_out o = { .parent = parent, .namelen = (uint32_t)strlen(name) };
+	struct iovec iov[3] = { [1] = { &o, sizeof(o) }, [2] = { (void *)name, o.namelen + 1 } };
+
+	return notify(v, FUSE_NOTIFY_INVAL_ENTRY, iov, 3);
+}
+
+int session_notify_new_epoch(struct volume *v)
+{
+	struct iovec iov[1];
+
+	return notify(v, NOTIFY_INC_EPOCH, iov, 1);
+}
+
 /* libfuse's reads of a hooked session: each request is peeked at first. */
 static ssize_t hooked_read(int fd, void *buf, size_t len, void *userdata)
 {

@@ -166,37 +166,19 @@ static int fs_writeback(void *arg, enum o2_writeback how)
 	return r;
 }
 
-/*
- * FUSE_NOTIFY_INC_EPOCH (Linux 6.16, FUSE 7.44): every name the kernel
- * caches was looked up in an older epoch and is asked for again before its
- * next use.  It takes no lock in the kernel (a counter goes up), so it may
- * be sent while a request in flight holds a directory's i_rwsem - which
- * FUSE_NOTIFY_INVAL_ENTRY would wait for.  Older kernels answer EINVAL.
- */
-#define NOTIFY_INC_EPOCH 8
-
-static int kernel_names_lost(struct volume *v)
-{
-	struct {
-		uint32_t len;
-		int32_t error;
-		uint64_t unique;
-	} h = { sizeof(h), NOTIFY_INC_EPOCH, 0 };
-
-	return write(fuse_session_fd(v->se), &h, sizeof(h)) == (ssize_t)sizeof(h) ? 0 : -errno;
-}
 
 /*
  * A lock lost: the clean blocks it covers go (o2_fs_lost; with blkno 0, a
  * lock of no known inode, every clean block), and so do the clean copies
  * of its file data (wcache.c), and the kernel forgets the inode's
  * attributes, which it caches only while this node holds the lock, and -
- * a directory's - the names it looked up in it.  Neither notification
- * waits for anything a request holds (attributes: no page lock, no
- * directory lock; names: a new epoch), so they are made here, before the
- * lock goes; a reply built before them and delivered after is one the
- * kernel then ignores (FUSE's attribute versions; a name's epoch is read
- * before its lookup is sent).
+ * a directory's - the listing it keeps and the names it looked up in it.
+ * No notification waits for anything a request holds (attributes: no
+ * page lock, no directory lock; a listing's pages are locked only while
+ * the kernel copies entries in or out; names: a new epoch), so they are
+ * made here, before the lock goes; a reply built before them and
+ * delivered after is one the kernel then ignores (FUSE's attribute
+ * versions; a name's epoch is read before its lookup is sent).
  */
 static void fs_lost(void *arg, uint64_t blkno)
 {
@@ -213,9 +195,12 @@ static void fs_lost(void *arg, uint64_t blkno)
 		wcache_lost(v->dev, blkno);
 	/* the kernel knows no system file */
 	if ((n || (blkno && blkno == v->root)) && v->se && !v->kernel_gone) {
-		fuse_lowlevel_notify_inval_inode(v->se, volume_node_id(v, blkno), -1, 0);
-		if (v->names_cached && (blkno == v->root || (n && (n[2] & NODE_DIR))))
-			kernel_names_lost(v);
+		bool dir = blkno == v->root || (n && (n[2] & NODE_DIR));
+
+		/* a directory's pages are the listing the kernel keeps of it */
+		session_notify_inval_inode(v, volume_node_id(v, blkno), dir ? 0 : -1, 0);
+		if (v->names_cached && dir)
+			session_notify_new_epoch(v);
 	}
 	g_mutex_unlock(&v->lock);
 }
@@ -242,7 +227,7 @@ static void fs_invalidate(void *arg, uint64_t blkno)
 	g_mutex_unlock(&v->lock);
 	if (!go)
 		return;
-	fuse_lowlevel_notify_inval_inode(v->se, volume_node_id(v, blkno), 0, 0);
+	session_notify_inval_inode(v, volume_node_id(v, blkno), 0, 0);
 	g_mutex_lock(&v->lock);
 	if (!--v->invalidating)
 		g_cond_broadcast(&v->inval_cond);
@@ -1046,11 +1031,11 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
 	}
 	/*
 	 * Names cached under directory locks need a kernel that can forget
-	 * them all without a lock (kernel_names_lost): ask it once now, before
-	 * any request is served.
+	 * them all without a lock (session_notify_new_epoch): ask it once
+	 * now, before any request is served.
 	 */
 	if (v->cluster) {
-		r = kernel_names_lost(v);
+		r = session_notify_new_epoch(v);
 		v->names_cached = r == 0;
 		if (v->names_cached)
 			v->opts.entry_timeout = CLUSTER_ATTR_TIMEOUT_S;

@@ -49,7 +49,7 @@ from o2test.check import Failure
 from o2test.harness import main
 from o2test.proc import log, preload_env, run, sanitizer_report, tool_env
 from o2test.syscalls import (NOBODY_ACCESS_WANT, nobody_access, unshare_mounts, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, RENAME_EXCHANGE,
-                             RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW, UTIME_OMIT, as_user, errno_of,
+                             RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, UTIME_NOW, UTIME_OMIT, as_user, dirents, errno_of,
                              fallocate, libc, renameat2, utimensat)
 from o2test.tree import compare_snapshots, file_sha, read_file, snapshot
 from o2test.volume import lazy_umount, mount_entry
@@ -258,10 +258,22 @@ def case_ops(env, chk):
     os.mkdir(os.path.join(A, "sd"))
     os.mkdir(os.path.join(A, "sd", "inner"))
     la, lb = os.stat(A).st_nlink, os.stat(B).st_nlink
+    # listed before the move: the kernel keeps listings, and '..' in this one changes
+    chk.eq(dirents(os.path.join(A, "sd"))[".."], os.stat(A).st_ino, "'..' listed before a move")
     os.rename(os.path.join(A, "sd"), os.path.join(B, "sd"))
     chk.eq((os.stat(A).st_nlink, os.stat(B).st_nlink), (la - 1, lb + 1), "links after moving a dir")
     chk.eq(os.stat(os.path.join(B, "sd", "..")).st_ino, os.stat(B).st_ino, "'..' of a moved dir")
+    chk.eq(dirents(os.path.join(B, "sd"))[".."], os.stat(B).st_ino, "'..' listed after a move")
     chk.eq(os.listdir(os.path.join(B, "sd")), ["inner"], "moved dir keeps its entries")
+    # a kept listing follows the changes made through this mount
+    names = set(os.listdir(A))
+    write_file(os.path.join(A, "listed"), b"")
+    chk.eq(set(os.listdir(A)), names | {"listed"}, "a listing after a create")
+    os.rename(os.path.join(A, "listed"), os.path.join(B, "listed"))
+    chk.eq(set(os.listdir(A)), names, "a listing after a rename away")
+    chk.ok("listed" in os.listdir(B), "a listing after a rename in")
+    os.unlink(os.path.join(B, "listed"))
+    chk.ok("listed" not in os.listdir(B), "a listing after an unlink")
     # over an existing file: the old target goes, its space with it
     write_file(os.path.join(A, "victim"), b"v" * 100000)
     write_file(os.path.join(A, "winner"), b"w")

@@ -539,6 +539,8 @@ class Mounter:
         return len(pids)
 
     def mount(self, opts=None):
+        # CLUSTER_MOUNT_OPTS: added to every mount (a suite run again with uring, say)
+        opts = ",".join(o for o in (opts, os.environ.get("CLUSTER_MOUNT_OPTS")) if o)
         cmd = [self.ctl, "mount"] + (["-o", opts] if opts else []) + [self.dev, self.mnt]
         return self.node.run(cmd)
 

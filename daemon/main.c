@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,6 +147,15 @@ int main(int argc, char **argv)
 	};
 	g_autoptr(GOptionContext) ctx = g_option_context_new("[DEVICE MOUNTPOINT]");
 	struct mount_opts mo;
+
+	/*
+	 * Requests allocate and free blocks all the time on several threads.
+	 * With glibc's defaults a thread's heap shrinks whenever its top is
+	 * free, and grows again at the next request: an mprotect and a page
+	 * fault a page, a large part of a cached request's time.  Memory freed
+	 * stays with the daemon up to 64 MiB.
+	 */
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 
 	g_option_context_set_summary(ctx, "Serve an OCFS2 volume through FUSE.");
 	g_option_context_add_main_entries(ctx, entries, NULL);

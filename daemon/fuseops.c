@@ -1992,6 +1992,7 @@ struct dir_snap {
 
 struct snap_ent {
 	uint64_t ino;
+	uint64_t pos; /* o2_dirent's: the listing's offsets are pos + 1 */
 	uint8_t type;
 	char *name;
 };
@@ -1999,7 +2000,7 @@ struct snap_ent {
 static int snap_add(const struct o2_dirent *de, void *arg)
 {
 	GArray *ents = arg;
-	struct snap_ent e = { de->ino, de->type, g_strndup(de->name, de->name_len) };
+	struct snap_ent e = { de->ino, de->pos, de->type, g_strndup(de->name, de->name_len) };
 
 	g_array_append_val(ents, e);
 	return 0;
@@ -2022,7 +2023,11 @@ static void snap_free(struct dir_snap *s)
 
 /*
  * A directory's entries are read at its first readdir (snap_read), and
- * readdir serves offsets into that.  Not at opendir: the kernel keeps the
+ * readdir serves them from there.  An entry's offset (where the next
+ * readdir resumes) is its place in the directory plus one, which no other
+ * entry's adding or removal moves: the kernel resumes a listing it kept
+ * (below) from such an offset with a readdir of another handle, whose
+ * snapshot is another moment's.  Not at opendir: the kernel keeps the
  * listing it read in its page cache (FOPEN_CACHE_DIR with keep_cache) and
  * serves later listings from there, so most opens need no snapshot.  It
  * drops that listing when the directory changes through this mount (its
@@ -2047,6 +2052,22 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) != 0)
 		snap_free(s);
+}
+
+/* The index of the first entry of ents at or after place pos (ents.len: none). */
+static guint snap_find(GArray *ents, uint64_t pos)
+{
+	guint lo = 0, hi = ents->len;
+
+	while (lo < hi) {
+		guint mid = lo + (hi - lo) / 2;
+
+		if (g_array_index(ents, struct snap_ent, mid).pos < pos)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 /* The snapshot of directory ino's entries, read once, under its lock. */
@@ -2139,7 +2160,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		/* nothing changed the directory since the snapshot: its names stand */
 		fresh = o2_fs_dir_unchanged(v->fs, to_blk(v, ino), &s->stamp);
 	}
-	for (guint i = off < 0 ? 0 : (guint)off; r == 0 && i < s->ents->len; i++) {
+	for (guint i = off > 0 ? snap_find(s->ents, (uint64_t)off) : 0; r == 0 && i < s->ents->len;
+	     i++) {
 		const struct snap_ent *e = &g_array_index(s->ents, struct snap_ent, i);
 		size_t n;
 
@@ -2184,7 +2206,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 					break;
 			}
 			n = fuse_add_direntry_plus(req, buf + used, size - used, e->name, &ep,
-						   (off_t)i + 1);
+						   (off_t)e->pos + 1);
 			if (n > size - used) {
 				if (!is_dot(e->name) && de.ino)
 					node_unref(v, de.ino, 1); /* not sent after all */
@@ -2194,7 +2216,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			struct stat st = { .st_ino = e->ino, .st_mode = dt_mode(e->type) };
 
 			n = fuse_add_direntry(req, buf + used, size - used, e->name, &st,
-					      (off_t)i + 1);
+					      (off_t)e->pos + 1);
 			if (n > size - used)
 				break;
 		}

@@ -181,6 +181,8 @@ struct iter_ctx {
 	o2_dirent_fn fn;
 	void *arg;
 	struct o2_dirent de;
+	const uint8_t *data; /* the block (or inline data) being scanned */
+	uint64_t base;	     /* its position in the directory */
 };
 
 static int iter_entry(const struct o2_dir_entry *de, uint64_t blk, void *arg)
@@ -188,14 +190,20 @@ static int iter_entry(const struct o2_dir_entry *de, uint64_t blk, void *arg)
 	struct iter_ctx *c = arg;
 
 	fill_dirent(&c->de, de, blk);
+	c->de.pos = c->base + (uint64_t)((const uint8_t *)de - c->data);
 	return c->fn(&c->de, c->arg);
 }
 
+/* for_each_dir_block calls this for logical blocks 0, 1, 2... in turn */
 static int iter_block(uint64_t blk, const uint8_t *data, unsigned size, void *arg)
 {
 	struct iter_ctx *c = arg;
+	int r;
 
-	return o2_dir_scan_entries(c->fs, blk, data, size, iter_entry, c);
+	c->data = data;
+	r = o2_dir_scan_entries(c->fs, blk, data, size, iter_entry, c);
+	c->base += c->fs->bs;
+	return r;
 }
 
 int o2_dir_iterate(struct o2_fs *fs, struct o2_inode *dir, o2_dirent_fn fn, void *arg)
@@ -209,11 +217,13 @@ int o2_dir_iterate(struct o2_fs *fs, struct o2_inode *dir, o2_dirent_fn fn, void
 	if (!c)
 		return -ENOMEM;
 	*c = (struct iter_ctx){ .fs = fs, .fn = fn, .arg = arg };
-	if (dir->info.kind == O2_ID2_INLINE)
-		r = o2_dir_scan_entries(fs, dir->info.blkno, o2_di(dir)->id2.i_data.id_data,
-				 (unsigned)dir->info.size, iter_entry, c);
-	else
+	if (dir->info.kind == O2_ID2_INLINE) {
+		c->data = o2_di(dir)->id2.i_data.id_data;
+		r = o2_dir_scan_entries(fs, dir->info.blkno, c->data, (unsigned)dir->info.size,
+					iter_entry, c);
+	} else {
 		r = for_each_dir_block(fs, dir, iter_block, c);
+	}
 	free(c);
 	return r;
 }

@@ -61,23 +61,31 @@ def utimensat(path, atime, mtime):
 SYS_getdents64 = 217  # x86_64
 
 
+def getdents(fd, size=65536):
+    """One getdents64(2) on directory fd with a buffer of size bytes:
+    [(name, d_ino)], empty at the end."""
+    buf = ctypes.create_string_buffer(size)
+    n = _check(libc.syscall(SYS_getdents64, fd, buf, len(buf)), "getdents64")
+    out, off = [], 0
+    while off < n:
+        ino, _, reclen = struct.unpack_from("<QqH", buf.raw, off)
+        name = buf.raw[off + 19:off + reclen].split(b"\0", 1)[0]
+        out.append((os.fsdecode(name), ino))
+        off += reclen
+    return out
+
+
 def dirents(path):
     """Every entry getdents64(2) gives for directory path, '.' and '..'
     included (os.scandir leaves those out): {name: d_ino}."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    buf = ctypes.create_string_buffer(65536)
     out = {}
     try:
         while True:
-            n = _check(libc.syscall(SYS_getdents64, fd, buf, len(buf)), "getdents64")
-            if n == 0:
+            got = getdents(fd)
+            if not got:
                 return out
-            off = 0
-            while off < n:
-                ino, _, reclen = struct.unpack_from("<QqH", buf.raw, off)
-                name = buf.raw[off + 19:off + reclen].split(b"\0", 1)[0]
-                out[os.fsdecode(name)] = ino
-                off += reclen
+            out.update(got)
     finally:
         os.close(fd)
 

@@ -45,6 +45,7 @@ struct ent {
 	uint8_t len;
 	uint64_t ino;
 	bool live;
+	uint64_t pos; /* where iterate first listed it since it was added, + 1 (0: not yet) */
 };
 
 struct ctx {
@@ -147,6 +148,7 @@ struct seen {
 	size_t live;
 	unsigned char *hit;
 	bool dot, dotdot;
+	uint64_t next; /* positions ascend: the least the next entry may have */
 };
 
 static int seen_fn(const struct o2_dirent *de, void *arg)
@@ -154,6 +156,11 @@ static int seen_fn(const struct o2_dirent *de, void *arg)
 	struct seen *s = arg;
 	struct ctx *c = s->c;
 
+	/* readdir's cookies: in order, and an entry stays where it is (below) */
+	REQUIRE(de->pos >= s->next, "%s step %u: \"%s\" at %llu, after an entry at %llu or later",
+		c->v.what, c->steps, de->name, (unsigned long long)de->pos,
+		(unsigned long long)s->next);
+	s->next = de->pos + 1;
 	if (de->name_len == 1 && de->name[0] == '.') {
 		REQUIRE(!s->dot && de->ino == c->dir, "\".\" twice or wrong");
 		s->dot = true;
@@ -185,6 +192,10 @@ static int seen_fn(const struct o2_dirent *de, void *arg)
 				"%s step %u: \"%s\" -> %llu type %u, the model says %llu", c->v.what,
 				c->steps, e->name, (unsigned long long)de->ino, de->type,
 				(unsigned long long)e->ino);
+			REQUIRE(!e->pos || e->pos == de->pos + 1,
+				"%s step %u: \"%s\" moved from %llu to %llu", c->v.what, c->steps,
+				e->name, (unsigned long long)e->pos - 1, (unsigned long long)de->pos);
+			e->pos = de->pos + 1;
 			s->hit[i] = 1;
 			s->live++;
 			return 0;
@@ -319,7 +330,7 @@ static void check_index(struct ctx *c, struct o2_buf *dib)
 static void verify(struct ctx *c, bool full)
 {
 	struct o2_inode *in;
-	struct seen s = { c, 0, calloc(c->n + 1, 1), false, false };
+	struct seen s = { c, 0, calloc(c->n + 1, 1), false, false, 0 };
 	size_t live = 0;
 	int r;
 
@@ -403,6 +414,7 @@ static void add(struct ctx *c, size_t i, uint64_t ino)
 	end(t);
 	e->ino = ino;
 	e->live = true;
+	e->pos = 0;
 }
 
 static void del(struct ctx *c, size_t i)
@@ -748,7 +760,7 @@ START_TEST(damaged_block_refused)
 	struct o2_inode *in;
 
 	REQUIRE_EQ(o2_inode_get(c.fs, c.dir, &in), 0);
-	struct seen s = { &c, 0, calloc(c.n + 1, 1), false, false };
+	struct seen s = { &c, 0, calloc(c.n + 1, 1), false, false, 0 };
 
 	r = o2_dir_iterate(c.fs, in, seen_fn, &s);
 	free(s.hit);

@@ -608,6 +608,16 @@ struct o2_dirent {
 	uint8_t name_len;
 	char name[256];
 	uint64_t dirent_blk; /* block holding the entry (the inode for inline dirs) */
+	/*
+	 * o2_dir_iterate: where the entry lies in the directory, in bytes
+	 * (logical block x block size + its offset there; inline: its offset
+	 * in the inode's data).  An entry never moves while it lives (adding
+	 * splits free space, removing folds it into the entry before, an
+	 * inline directory's entries keep their offsets in its first block),
+	 * so this is a cookie a listing can resume from whatever was added or
+	 * removed meanwhile.  0 from the other calls.
+	 */
+	uint64_t pos;
 };
 
 enum { O2_DT_UNKNOWN, O2_DT_REG, O2_DT_DIR, O2_DT_CHR, O2_DT_BLK, O2_DT_FIFO, O2_DT_SOCK, O2_DT_LNK };
@@ -615,8 +625,8 @@ enum { O2_DT_UNKNOWN, O2_DT_REG, O2_DT_DIR, O2_DT_CHR, O2_DT_BLK, O2_DT_FIFO, O2
 typedef int (*o2_dirent_fn)(const struct o2_dirent *de, void *arg);
 /*
  * Call fn for every live entry of the directory, "." and ".." included, in
- * on-disk order.  -ENOTDIR if it is not a directory.  Every block is
- * validated (entries, trailers).
+ * on-disk order (pos ascending).  -ENOTDIR if it is not a directory.
+ * Every block is validated (entries, trailers).
  */
 int o2_dir_iterate(struct o2_fs *fs, struct o2_inode *dir, o2_dirent_fn fn, void *arg);
 

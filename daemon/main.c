@@ -129,7 +129,8 @@ int main(int argc, char **argv)
 		  "mount options: ro, noallow_other (only root may enter; default: every user, modes "
 		  "checked as the kernel does), entry_timeout=S, attr_timeout=S, commit=S, slot=N, "
 		  "poll=USEC (default 200; 0: sleep between requests), threads=N (with poll=0), "
-		  "lock_cache=N (clustered: idle cluster locks kept, default 65536), localflocks "
+		  "lock_cache=N (clustered: idle cluster locks kept, default 65536), localalloc=MB "
+		  "(the local alloc window; default as kernel OCFS2's), localflocks "
 		  "(clustered: flock and fcntl locks on this node only), "
 		  "user_xattr (default), nouser_xattr, acl, noacl (default), noxattr, uring (FUSE over "
 		  "io_uring, Linux 6.14+), debug",

@@ -526,6 +526,7 @@ static bool open_fs(struct volume *v, const struct volume_watch *watch, GError *
 		.flags = (v->opts.ro ? O2_OPEN_RDONLY : O2_OPEN_RDWR) | (v->opts.acl ? O2_OPEN_ACL : 0),
 		.slot = v->slot,
 		.commit_interval_ms = v->opts.commit_s * 1000,
+		.localalloc_mb = v->opts.localalloc_mb,
 		.cache_blocks = 32768,
 		/* 32 MiB of 4 KiB blocks: ready before the first request needs them */
 		.cache_prefill = 8192,

@@ -54,6 +54,8 @@ static const struct opt_def opt_defs[] = {
 	{ "poll", NULL, OPT_COUNT, FIELD(poll_us), false, 0, 100000 },
 	{ "threads", NULL, OPT_COUNT, FIELD(threads), false, 1, 64 },
 	{ "lock_cache", NULL, OPT_COUNT, FIELD(lock_cache), false, 16, 10000000 },
+	/* kernel OCFS2's: too large for the volume falls back to the default */
+	{ "localalloc", NULL, OPT_COUNT, FIELD(localalloc_mb), false, 0, 65536 },
 	/* accepted for fstab habits; nothing to do */
 	{ "defaults", NULL, OPT_IGNORED, 0, false, 0, 0 },
 	{ "noatime", NULL, OPT_IGNORED, 0, false, 0, 0 },
@@ -64,7 +66,8 @@ static const struct opt_def opt_defs[] = {
 
 #define KNOWN_LIST                                                                            \
 	"ro, rw, allow_other, noallow_other, entry_timeout=S, attr_timeout=S, commit=S, slot=N, " \
-	"preferred_slot=N, nocluster, localflocks, norecovery, poll=USEC, threads=N, lock_cache=N, user_xattr, " \
+	"preferred_slot=N, nocluster, localflocks, norecovery, poll=USEC, threads=N, lock_cache=N, " \
+	"localalloc=MB, user_xattr, " \
 	"nouser_xattr, acl, " \
 	"noacl, xattr, noxattr, uring, nouring, nosuid, suid, nodev, dev, noexec, exec, debug"
 
@@ -289,5 +292,5 @@ bool mount_opts_equal(const struct mount_opts *a, const struct mount_opts *b)
 	       a->nocluster == b->nocluster && a->localflocks == b->localflocks &&
 	       a->norecovery == b->norecovery &&
 	       a->nosuid == b->nosuid && a->nodev == b->nodev && a->noexec == b->noexec &&
-	       a->lock_cache == b->lock_cache;
+	       a->lock_cache == b->lock_cache && a->localalloc_mb == b->localalloc_mb;
 }

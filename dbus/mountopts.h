@@ -32,6 +32,7 @@ struct mount_opts {
 	bool nodev;		/* device files not opened (default) */
 	bool noexec;		/* nothing on the volume executed */
 	unsigned lock_cache;	/* clustered: idle cluster locks kept cached at most */
+	unsigned localalloc_mb;	/* the local alloc window in MiB (0: the kernel's default) */
 	bool localflocks;	/* clustered: flock and POSIX locks kept on this node only */
 };
 

@@ -438,10 +438,42 @@ int o2_clusters_free_now(struct o2_trans *t, struct o2_fs *fs, uint32_t start, u
  * request gives its unused bits back and a new one is claimed.
  */
 
-/* Bits a new window asks for: 8 MiB worth, as the kernel's default, within the bitmap. */
+/*
+ * The window's size in MiB as kernel OCFS2 sizes it by default: nearly a
+ * cluster group's worth (less 16 MiB for the groups other allocations
+ * need, a multiple of 4), at most 256 MiB, at most a slot's share of the
+ * volume; 8 MiB where groups are tiny (512-byte blocks and clusters up to
+ * 8K, 1K blocks with 4K clusters).  A window that large is claimed from
+ * the global bitmap - whose lock nodes pass to one another - once per some
+ * hundred megabytes allocated rather than once per 8 MiB.  localalloc_mb
+ * (the mount option) overrides it.
+ */
+static uint32_t window_mb(const struct o2_fs *fs)
+{
+	uint32_t group_bits = (fs->bs - (uint32_t)offsetof(struct o2_group_desc, bg_bitmap)) * 8;
+	uint32_t mb_shift = 20 - fs->cbits; /* clusters per MiB, as a shift (cbits <= 20) */
+	uint32_t mb = group_bits >> mb_shift, slot_mb;
+
+	if ((fs->bs == 512 && fs->cs <= 8192) || (fs->bs == 1024 && fs->cs == 4096))
+		return 8;
+	mb = mb > 16 ? (mb - 16) & ~4u : 0;
+	if (mb > 512)
+		mb = 256;
+	while (mb > 256)
+		mb >>= 1;
+	slot_mb = (fs->info.total_clusters / (fs->info.max_slots ? fs->info.max_slots : 1)) >>
+		  mb_shift;
+	return mb < slot_mb ? mb : slot_mb;
+}
+
+/* Bits a new window asks for: window_mb's worth, at least one, within the bitmap. */
 static uint32_t window_bits(const struct o2_fs *fs, const struct o2_dinode *la)
 {
-	uint32_t want = (8u << 20) >> fs->cbits, cap = (uint32_t)le16(la->id2.i_lab.la_size) * 8;
+	uint32_t cap = (uint32_t)le16(la->id2.i_lab.la_size) * 8;
+	uint32_t asked = fs->opts.localalloc_mb;
+	/* too large for the bitmap: the default, as the kernel reverts it */
+	uint32_t mb = asked && asked <= cap >> (20 - fs->cbits) ? asked : window_mb(fs);
+	uint32_t want = mb << (20 - fs->cbits);
 
 	if (want < 1)
 		want = 1;

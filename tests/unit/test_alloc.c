@@ -822,6 +822,60 @@ START_TEST(suballoc_discontig)
 }
 END_TEST
 
+/*
+ * The local alloc window's size: as kernel OCFS2 sizes it by default (a
+ * cluster group's worth less 16 MiB, rounded as the kernel rounds it; at
+ * most a slot's share; 8 MiB where groups are tiny), or localalloc_mb,
+ * falling back to the default when the window's bitmap cannot hold it.
+ */
+static const struct {
+	struct uv_geom g;
+	uint32_t asked_mb, want_mb;
+} windows[] = {
+	/* (4096 - 64) * 8 bits of 4K = 126 MiB, less 16 = 110, bit 2 off: 106 */
+	{ { .bs = 4096, .cs = 4096, .bytes = 256 * MiB }, 0, 106 },
+	{ { .bs = 4096, .cs = 4096, .bytes = 256 * MiB }, 16, 16 },
+	/* the window's bitmap holds 121 MiB of 4K clusters: 200 is the default */
+	{ { .bs = 4096, .cs = 4096, .bytes = 256 * MiB }, 200, 106 },
+	/* a slot's share: the whole of a 64 MiB volume, less what mkfs used */
+	{ { .bs = 4096, .cs = 4096, .bytes = 64 * MiB }, 0, 64 },
+	{ { .bs = 512, .cs = 4096, .bytes = 64 * MiB }, 0, 8 },
+};
+
+START_TEST(window_size)
+{
+	struct uv v;
+	struct o2_trans *t;
+	struct o2_buf *lb;
+	uint32_t start, got;
+	struct o2_open_opts o = { .flags = O2_OPEN_RDWR, .localalloc_mb = windows[_i].asked_mb };
+	char err[512] = "";
+	int r;
+
+	uv_make(&v, &windows[_i].g);
+	uv_close(&v);
+	r = o2_fs_open_opts(v.dev, &o, &v.fs, err, sizeof(err));
+	ck_assert_msg(r == 0, "open: %d %s", r, err);
+	REQUIRE_EQ(o2_trans_begin(v.fs, 8, &t), 0);
+	REQUIRE_EQ(o2_clusters_alloc(t, v.fs, 1, 1, &start, &got), 0);
+	REQUIRE_EQ(o2_trans_end(t), 0);
+	lb = get(v.fs, v.fs->sys.local_alloc, O2_META_INODE);
+	uint32_t total = le32(((const struct o2_dinode *)lb->data)->id1.bitmap1.i_total);
+	uint32_t want = windows[_i].want_mb << (20 - v.fs->cbits);
+
+	o2_brelse(v.fs, lb);
+	if (windows[_i].g.bs == 4096 && windows[_i].g.bytes == 64 * MiB)
+		/* what the global bitmap had left in one run, under the share */
+		REQUIRE(total < want && total > want / 2, "%s: a window of %u clusters, the "
+			"slot's share %u", v.what, total, want);
+	else
+		REQUIRE(total == want, "%s, localalloc=%u: a window of %u clusters, want %u",
+			v.what, windows[_i].asked_mb, total, want);
+	uv_finish(&v, "window", false);
+	uv_free(&v);
+}
+END_TEST
+
 static Suite *alloc_suite(void)
 {
 	Suite *s = suite_create("alloc");
@@ -833,6 +887,7 @@ static Suite *alloc_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("clusters");
 	tcase_add_loop_test(tc, clusters_claim_free, 0, NGEOMS);
+	tcase_add_loop_test(tc, window_size, 0, (int)(sizeof(windows) / sizeof(windows[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }

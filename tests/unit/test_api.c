@@ -61,6 +61,9 @@ START_TEST(test_option_strings)
 	/* the ends of each range */
 	o = parsed("commit=1,threads=64,poll=100000,slot=254,attr_timeout=86400");
 	ck_assert_uint_eq(o.threads, 64);
+	o = parsed("localalloc=16");
+	ck_assert_uint_eq(o.localalloc_mb, 16);
+	refused("localalloc=65537", "localalloc");
 	refused("commit=0", "bad value for mount option commit");
 	refused("commit=3601", "commit");
 	refused("threads=65", "threads");
@@ -99,7 +102,7 @@ START_TEST(test_option_round_trip)
 	g_autofree char *s = mount_opts_to_string(&d);
 
 	ck_assert_str_eq(s, "rw,allow_other,user_xattr,noacl,xattr,nouring,nosuid,nodev,exec,entry_timeout=1,attr_timeout=1,"
-			    "commit=5,slot=0,poll=200,threads=16,lock_cache=65536");
+			    "commit=5,slot=0,poll=200,threads=16,lock_cache=65536,localalloc=0");
 }
 END_TEST
 

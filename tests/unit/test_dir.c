@@ -879,7 +879,9 @@ START_TEST(orphans_indexed_under_locks)
 {
 	const struct uv_geom g = { .bs = 4096, .cs = 4096, .bytes = 256 * MiB };
 	struct o2_new_inode ni = { .mode = S_IFDIR | 0755 };
-	struct o2_open_opts o = { .flags = O2_OPEN_RDWR, .slot = 0, .lock_held = held_cb };
+	/* 8 MiB windows, as used up below (the default would be 106 MiB) */
+	struct o2_open_opts o = { .flags = O2_OPEN_RDWR, .slot = 0, .lock_held = held_cb,
+				  .localalloc_mb = 8 };
 	enum { N = 3000 };
 	static uint64_t ino[N];
 	struct uv v;

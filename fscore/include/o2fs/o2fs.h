@@ -92,6 +92,9 @@ struct o2_open_opts {
 	size_t cache_blocks;	     /* clean metadata blocks kept cached; 0: 8192 */
 	size_t cache_prefill;	     /* block buffers allocated and touched at open, so a
 					busy start does not page-fault for each (0: none) */
+	uint32_t localalloc_mb;	     /* the local alloc window's size in MiB (the kernel's
+					localalloc=); 0, or more than the window's bitmap
+					holds: the kernel's default for the volume */
 	/* Wall clock in nanoseconds since the epoch; NULL: CLOCK_REALTIME. */
 	uint64_t (*now_ns)(void *arg);
 	void *clock_arg;

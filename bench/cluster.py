@@ -178,6 +178,8 @@ def print_pingpong(res, alone=True):
     print(f"ping-pong, one block n1 -> n2 -> n1:   {p['us_per_transfer']:8.1f} us per transfer = "
           f"{p['round_trips']} round trips (goal <= 4); {p['lock_messages_per_round']} lock "
           f"messages per round")
+    print(f"  timed inside the workers (no harness round trip): {p['us_per_transfer_inside']:.1f} "
+          f"us per transfer = {p['round_trips_inside']} round trips")
     print(f"  a round: n1's pwrite {p['write_us']:.0f} us, n2's pread {p['read_us']:.0f} us")
     for who in ("writer", "reader"):
         q = p[who]
@@ -255,7 +257,12 @@ def main():
         c1 = [counters(n1), counters(n2)]
         msgs = sum(c1[i]["messages"] - c0[i]["messages"] for i in (0, 1)) / args.rounds
         per = dt / (2 * args.rounds) * 1e6
+        # the same, timed inside the workers: without the harness's own
+        # round trip to them (a pipe into each node's namespace and back)
+        inner = (ws + rs) / (2 * args.rounds) * 1e6
         res["pingpong"] = {"us_per_transfer": round(per, 1), "round_trips": round(per / rtt, 1),
+                           "us_per_transfer_inside": round(inner, 1),
+                           "round_trips_inside": round(inner / rtt, 1),
                            "lock_messages_per_round": round(msgs, 1),
                            "write_us": round(ws / args.rounds * 1e6, 1),
                            "read_us": round(rs / args.rounds * 1e6, 1),

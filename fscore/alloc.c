@@ -30,6 +30,7 @@
  * O2_ALLOC_CREDITS.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "error.h"
@@ -50,31 +51,51 @@ static inline void bit_clear(uint8_t *bm, unsigned i)
 	bm[i / 8] &= (uint8_t)~(1u << (i % 8));
 }
 
-/* Longest run of clear bits starting at or after from, up to want; first fit of >= min. */
+/*
+ * The first bit at or after i (up to bits) that is set (set) or clear
+ * (!set).  Whole 64-bit words of the other kind are skipped at once: a
+ * window or a group of 32,768 bits filled from its start would otherwise
+ * cost each allocation a walk bit by bit over all that is used.
+ */
+static unsigned next_bit(const uint8_t *bm, unsigned i, unsigned bits, bool set)
+{
+	const uint64_t other = set ? 0 : ~(uint64_t)0;
+
+	while (i < bits) {
+		if (i % 64 == 0 && bits - i >= 64) {
+			uint64_t w;
+
+			memcpy(&w, bm + i / 8, sizeof(w));
+			if (w == other) {
+				i += 64;
+				continue;
+			}
+		}
+		if (bit_test(bm, i) == set)
+			return i;
+		i++;
+	}
+	return bits;
+}
+
+/* Longest run of clear bits, up to want; the first of want, else the longest if >= min. */
 static bool find_run(const uint8_t *bm, unsigned bits, unsigned min, unsigned want,
 		     unsigned *ret_start, unsigned *ret_len)
 {
 	unsigned best_start = 0, best_len = 0;
 
-	for (unsigned i = 0; i < bits;) {
-		if (bit_test(bm, i)) {
-			i++;
-			continue;
-		}
-		unsigned s = i;
+	for (unsigned i = next_bit(bm, 0, bits, false); i < bits;
+	     i = next_bit(bm, i, bits, false)) {
+		unsigned s = i, end = next_bit(bm, s, bits, true);
 
-		while (i < bits && !bit_test(bm, i) && i - s < want)
-			i++;
+		i = end - s > want ? s + want : end;
 		if (i - s > best_len) {
 			best_start = s;
 			best_len = i - s;
 			if (best_len >= want)
 				break;
 		}
-		if (best_len >= min && best_len >= want)
-			break;
-		while (i < bits && !bit_test(bm, i))
-			i++;
+		i = end;
 	}
 	if (best_len < min || best_len == 0)
 		return false;

@@ -2074,6 +2074,7 @@ static guint snap_find(GArray *ents, uint64_t pos)
 static int snap_read(struct volume *v, fuse_ino_t ino, struct dir_snap *s)
 {
 	struct held hd = { .n = 0 };
+	struct o2_dir_stamp stamp;
 	struct o2_inode *dir;
 	GArray *ents;
 	int r;
@@ -2087,14 +2088,15 @@ static int snap_read(struct volume *v, fuse_ino_t ino, struct dir_snap *s)
 	lock(v);
 	r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
 	if (r == 0) {
-		o2_fs_dir_stamp(v->fs, &s->stamp);
+		o2_fs_dir_stamp(v->fs, &stamp);
 		r = o2_dir_iterate(v->fs, dir, snap_add, ents);
 		o2_inode_unref(dir);
 	}
 	/* one handle's readdirs come one at a time; the check is cheap anyway */
-	if (r == 0 && !s->ents)
+	if (r == 0 && !s->ents) {
+		s->stamp = stamp;
 		g_atomic_pointer_set(&s->ents, ents);
-	else
+	} else
 		snap_ents_free(ents);
 	unlock(v);
 	release(&hd);

@@ -2070,36 +2070,18 @@ static guint snap_find(GArray *ents, uint64_t pos)
 	return lo;
 }
 
-/* The snapshot of directory ino's entries, read once, under its lock. */
-static int snap_read(struct volume *v, fuse_ino_t ino, struct dir_snap *s)
+/* Directory dir's entries into s, under the volume mutex and the directory's lock. */
+static int snap_read(struct volume *v, struct o2_inode *dir, struct dir_snap *s)
 {
-	struct held hd = { .n = 0 };
-	struct o2_dir_stamp stamp;
-	struct o2_inode *dir;
-	GArray *ents;
+	GArray *ents = g_array_new(FALSE, FALSE, sizeof(struct snap_ent));
 	int r;
 
-	if (g_atomic_pointer_get(&s->ents))
-		return 0;
-	r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
+	o2_fs_dir_stamp(v->fs, &s->stamp);
+	r = o2_dir_iterate(v->fs, dir, snap_add, ents);
 	if (r < 0)
-		return r;
-	ents = g_array_new(FALSE, FALSE, sizeof(struct snap_ent));
-	lock(v);
-	r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
-	if (r == 0) {
-		o2_fs_dir_stamp(v->fs, &stamp);
-		r = o2_dir_iterate(v->fs, dir, snap_add, ents);
-		o2_inode_unref(dir);
-	}
-	/* one handle's readdirs come one at a time; the check is cheap anyway */
-	if (r == 0 && !s->ents) {
-		s->stamp = stamp;
-		g_atomic_pointer_set(&s->ents, ents);
-	} else
 		snap_ents_free(ents);
-	unlock(v);
-	release(&hd);
+	else
+		s->ents = ents;
 	return r;
 }
 
@@ -2150,20 +2132,25 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct o2_inode *dir = NULL;
 	struct held hd = { .n = 0 };
 	bool locked = false, fresh = false;
+	/* a handle's readdirs come one at a time: its first reads the snapshot */
+	bool snap = !s->ents;
 
-	r = snap_read(v, ino, s);
-	/* clustered: the names under the directory's lock, as a lookup reads them */
-	if (r == 0 && plus && v->cluster)
+	/* the snapshot, and clustered readdirplus's names, under the
+	   directory's lock, as a lookup reads them */
+	if (snap || plus)
 		r = hold(v, &hd, O2LT_PR, to_blk(v, ino), 0);
-	if (plus && r == 0) {
+	if ((snap || plus) && r == 0) {
 		lock(v);
 		locked = true;
 		r = o2_inode_get(v->fs, to_blk(v, ino), &dir);
+		if (r == 0 && snap)
+			r = snap_read(v, dir, s);
 		/* nothing changed the directory since the snapshot: its names stand */
 		fresh = o2_fs_dir_unchanged(v->fs, to_blk(v, ino), &s->stamp);
 	}
-	for (guint i = off > 0 ? snap_find(s->ents, (uint64_t)off) : 0; r == 0 && i < s->ents->len;
-	     i++) {
+	guint first = r == 0 && off > 0 ? snap_find(s->ents, (uint64_t)off) : 0;
+
+	for (guint i = first; r == 0 && i < s->ents->len; i++) {
 		const struct snap_ent *e = &g_array_index(s->ents, struct snap_ent, i);
 		size_t n;
 

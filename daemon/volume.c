@@ -166,7 +166,6 @@ static int fs_writeback(void *arg, enum o2_writeback how)
 	return r;
 }
 
-
 /*
  * A lock lost: the clean blocks it covers go (o2_fs_lost; with blkno 0, a
  * lock of no known inode, every clean block), and so do the clean copies
@@ -628,13 +627,18 @@ static int tick_fn(struct o2_fs *fs, void *arg)
 	return o2_fs_tick(fs);
 }
 
-/*
- * Quota changes into the global quota files, under their locks: on the
- * sync interval (arg NULL: the tick's global work), or all now (unmount).
- */
-static int quota_sync_fn(struct o2_fs *fs, void *arg)
+/* Quota changes into the global quota files, under their locks: those due (the tick's work). */
+static int quota_sync_due_fn(struct o2_fs *fs, void *arg)
 {
-	return o2_fs_quota_sync(fs, arg == NULL);
+	(void)arg;
+	return o2_fs_quota_sync(fs, true);
+}
+
+/* The same, every change now (unmount). */
+static int quota_sync_all_fn(struct o2_fs *fs, void *arg)
+{
+	(void)arg;
+	return o2_fs_quota_sync(fs, false);
 }
 
 struct orphan {
@@ -700,7 +704,7 @@ static size_t global_work(struct volume *v, bool tick)
 					   fuseops_run_locked(v, &sys, tick_fn, NULL));
 		if (v->fs && tick)
 			volume_note_locked(v, "quota sync",
-					   fuseops_run_locked(v, &sys, quota_sync_fn, NULL));
+					   fuseops_run_locked(v, &sys, quota_sync_due_fn, NULL));
 		for (size_t i = 0; i < n && v->fs; i++) {
 			struct orphan o = { inos[i], gens[i] };
 
@@ -819,7 +823,7 @@ static int close_fs(struct volume *v)
 	/* quota changes reach the global files under their locks: before the close */
 	if (v->cluster && v->fs && !v->opts.ro)
 		volume_note_locked(v, "quota sync",
-				   fuseops_run_locked(v, &sys, quota_sync_fn, (void *)"all"));
+				   fuseops_run_locked(v, &sys, quota_sync_all_fn, NULL));
 	if (v->fs) {
 		char why[256];
 

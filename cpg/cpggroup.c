@@ -21,9 +21,23 @@ struct o2cg {
 	struct o2cg_callbacks cb;
 	void *data;
 	GMainContext *ctx;
-	GSource *watch, *retry;
+	/*
+	 * mu: the corosync handle (one caller at a time: dispatch on the
+	 * group's own thread, multicasts from any) and what follows.
+	 */
+	GMutex mu;
+	GSource *watch, *retry, *lost_src;
 	GQueue out; /* GBytes *, in order */
-	bool joined, lost;
+	bool joined;
+	gint lost;   /* set under mu; read by anyone */
+	GQueue in;   /* struct input *: delivered by corosync, not yet fed to the callbacks */
+};
+
+/* A delivery or membership change, copied out of cpg_dispatch. */
+struct input {
+	struct o2lt_member from; /* deliver */
+	GBytes *msg;		 /* deliver; NULL: a membership change */
+	struct o2lt_confchg c;
 };
 
 G_DEFINE_QUARK(o2cg-error-quark, o2cg_error)
@@ -37,22 +51,39 @@ static void drop_source(GSource **src)
 	}
 }
 
-static void lose(struct o2cg *cg)
+static void input_free(gpointer p)
 {
-	if (cg->lost)
-		return;
-	cg->lost = true;
+	struct input *in = p;
+
+	if (in->msg)
+		g_bytes_unref(in->msg);
+	g_free((void *)in->c.members);
+	g_free((void *)in->c.left);
+	g_free((void *)in->c.left_reasons);
+	g_free((void *)in->c.joined);
+	g_free(in);
+}
+
+/* Mark the group lost, under mu: true the first time (the caller then runs lost()). */
+static bool lose_locked(struct o2cg *cg)
+{
+	if (g_atomic_int_get(&cg->lost))
+		return false;
+	g_atomic_int_set(&cg->lost, 1);
 	drop_source(&cg->watch);
 	drop_source(&cg->retry);
-	if (cg->cb.lost)
-		cg->cb.lost(cg->data);
+	return true;
 }
 
 static gboolean on_retry(gpointer p);
 
-static void send_queued(struct o2cg *cg)
+/*
+ * Multicast what is queued, in order; under mu.  True when this lost the
+ * group (the caller runs lost() once it has let go of mu).
+ */
+static bool send_queued(struct o2cg *cg)
 {
-	while (!cg->lost && !g_queue_is_empty(&cg->out)) {
+	while (!g_atomic_int_get(&cg->lost) && !g_queue_is_empty(&cg->out)) {
 		GBytes *b = g_queue_peek_head(&cg->out);
 		gsize len;
 		struct iovec iov = { .iov_base = (void *)g_bytes_get_data(b, &len) };
@@ -64,33 +95,68 @@ static void send_queued(struct o2cg *cg)
 				g_source_set_callback(cg->retry, on_retry, cg, NULL);
 				g_source_attach(cg->retry, cg->ctx);
 			}
-			return;
+			return false;
 		}
 		if (r != CS_OK) {
 			g_warning("cpg_mcast_joined: corosync error %d", r);
-			lose(cg);
-			return;
+			return lose_locked(cg);
 		}
 		g_bytes_unref(g_queue_pop_head(&cg->out));
 	}
+	return false;
+}
+
+/* lost(), on the group's thread with no lock held (lose_locked said true). */
+static void run_lost(struct o2cg *cg, bool lost_now)
+{
+	if (lost_now && cg->cb.lost)
+		cg->cb.lost(cg->data);
+}
+
+static gboolean on_lost_later(gpointer p)
+{
+	struct o2cg *cg = p;
+
+	g_mutex_lock(&cg->mu);
+	g_source_unref(cg->lost_src);
+	cg->lost_src = NULL;
+	g_mutex_unlock(&cg->mu);
+	run_lost(cg, true);
+	return G_SOURCE_REMOVE;
 }
 
 static gboolean on_retry(gpointer p)
 {
 	struct o2cg *cg = p;
-	g_source_unref(cg->retry);
-	cg->retry = NULL;
-	send_queued(cg);
+
+	g_mutex_lock(&cg->mu);
+	if (cg->retry) {
+		g_source_unref(cg->retry);
+		cg->retry = NULL;
+	}
+	bool lost_now = send_queued(cg);
+	g_mutex_unlock(&cg->mu);
+	run_lost(cg, lost_now);
 	return G_SOURCE_REMOVE;
 }
 
 void o2cg_post(struct o2cg *cg, const void *msg, size_t len)
 {
-	if (cg->lost)
-		return;
-	g_queue_push_tail(&cg->out, g_bytes_new(msg, len));
-	if (!cg->retry)
-		send_queued(cg);
+	bool lost_now = false;
+
+	g_mutex_lock(&cg->mu);
+	if (!g_atomic_int_get(&cg->lost)) {
+		g_queue_push_tail(&cg->out, g_bytes_new(msg, len));
+		if (!cg->retry)
+			lost_now = send_queued(cg);
+	}
+	if (lost_now) {
+		/* the caller may hold what lost() takes: it runs on the group's thread */
+		cg->lost_src = g_idle_source_new();
+		g_source_set_callback(cg->lost_src, on_lost_later, cg, NULL);
+		g_source_attach(cg->lost_src, cg->ctx);
+	}
+	g_mutex_unlock(&cg->mu);
 }
 
 static struct o2cg *of_handle(cpg_handle_t h)
@@ -100,12 +166,17 @@ static struct o2cg *of_handle(cpg_handle_t h)
 	return ctx;
 }
 
+/* corosync's callbacks run inside cpg_dispatch, under mu: they only copy */
 static void on_deliver(cpg_handle_t h, const struct cpg_name *group, uint32_t nodeid,
 		       uint32_t pid, void *msg, size_t len)
 {
 	struct o2cg *cg = of_handle(h);
-	if (cg && !cg->lost)
-		cg->cb.deliver((struct o2lt_member){ nodeid, pid }, msg, len, cg->data);
+	if (!cg)
+		return;
+	struct input *in = g_new0(struct input, 1);
+	in->from = (struct o2lt_member){ nodeid, pid };
+	in->msg = g_bytes_new(msg, len);
+	g_queue_push_tail(&cg->in, in);
 }
 
 static struct o2lt_member *members_of(const struct cpg_address *l, size_t n)
@@ -122,12 +193,9 @@ static void on_confchg(cpg_handle_t h, const struct cpg_name *group,
 		       const struct cpg_address *joined, size_t n_joined)
 {
 	struct o2cg *cg = of_handle(h);
-	if (!cg || cg->lost)
+	if (!cg)
 		return;
-	g_autofree struct o2lt_member *m = members_of(members, n_members);
-	g_autofree struct o2lt_member *l = members_of(left, n_left);
-	g_autofree struct o2lt_member *j = members_of(joined, n_joined);
-	g_autofree uint32_t *reasons = g_new(uint32_t, n_left ? n_left : 1);
+	uint32_t *reasons = g_new(uint32_t, n_left ? n_left : 1);
 	for (size_t i = 0; i < n_left; i++) {
 		reasons[i] = left[i].reason;
 		/* a reason we do not know: the safe reading is a failure */
@@ -135,29 +203,60 @@ static void on_confchg(cpg_handle_t h, const struct cpg_name *group,
 		    reasons[i] != O2LT_REASON_PROCDOWN)
 			reasons[i] = O2LT_REASON_PROCDOWN;
 	}
-	struct o2lt_confchg c = { .members = m, .n_members = n_members, .left = l,
-				  .left_reasons = reasons, .n_left = n_left, .joined = j,
-				  .n_joined = n_joined };
-	int r = cg->cb.confchg(&c, cg->data);
-	if (r < 0) {
-		g_warning("membership change of %.*s the table cannot apply (%s): leaving",
-			  (int)cg->group.length, cg->group.value, g_strerror(-r));
-		lose(cg);
+	struct input *in = g_new0(struct input, 1);
+	in->c = (struct o2lt_confchg){ .members = members_of(members, n_members),
+				       .n_members = n_members,
+				       .left = members_of(left, n_left),
+				       .left_reasons = reasons,
+				       .n_left = n_left,
+				       .joined = members_of(joined, n_joined),
+				       .n_joined = n_joined };
+	g_queue_push_tail(&cg->in, in);
+}
+
+/* Feed what cpg_dispatch copied out to the callbacks, in order, without mu. */
+static void feed(struct o2cg *cg)
+{
+	struct input *in;
+
+	while ((in = g_queue_pop_head(&cg->in))) {
+		if (g_atomic_int_get(&cg->lost)) {
+			input_free(in);
+			continue;
+		}
+		if (in->msg) {
+			gsize len;
+			const void *msg = g_bytes_get_data(in->msg, &len);
+			cg->cb.deliver(in->from, msg, len, cg->data);
+		} else if (cg->cb.confchg(&in->c, cg->data) < 0) {
+			g_warning("membership change of %.*s the table cannot apply: leaving",
+				  (int)cg->group.length, cg->group.value);
+			g_mutex_lock(&cg->mu);
+			bool lost_now = lose_locked(cg);
+			g_mutex_unlock(&cg->mu);
+			run_lost(cg, lost_now);
+		}
+		input_free(in);
 	}
 }
 
 static gboolean on_readable(gint fd, GIOCondition cond, gpointer p)
 {
 	struct o2cg *cg = p;
+	bool lost_now = false;
+
+	g_mutex_lock(&cg->mu);
 	cs_error_t r = cpg_dispatch(cg->h, CS_DISPATCH_ALL);
 	if (r != CS_OK) {
 		g_warning("cpg_dispatch: corosync error %d: the cluster connection is gone", r);
-		lose(cg);
-		return G_SOURCE_REMOVE;
+		lost_now = lose_locked(cg);
+	} else if (!cg->retry) {
+		lost_now = send_queued(cg);
 	}
-	if (!cg->retry)
-		send_queued(cg);
-	return G_SOURCE_CONTINUE;
+	g_mutex_unlock(&cg->mu);
+	feed(cg);
+	run_lost(cg, lost_now);
+	return r == CS_OK ? G_SOURCE_CONTINUE : G_SOURCE_REMOVE;
 }
 
 static cpg_model_v1_data_t model = {
@@ -181,10 +280,13 @@ struct o2cg *o2cg_new(const char *group, const struct o2cg_callbacks *cb, void *
 	cg->cb = *cb;
 	cg->data = data;
 	g_queue_init(&cg->out);
+	g_queue_init(&cg->in);
+	g_mutex_init(&cg->mu);
 	cs_error_t r = cpg_model_initialize(&cg->h, CPG_MODEL_V1, (cpg_model_data_t *)&model, cg);
 	if (r != CS_OK) {
 		g_set_error(error, O2CG_ERROR, ENOTCONN,
 			    "cannot reach corosync's CPG service (error %d): is corosync running?", r);
+		g_mutex_clear(&cg->mu);
 		g_free(cg);
 		return NULL;
 	}
@@ -192,6 +294,7 @@ struct o2cg *o2cg_new(const char *group, const struct o2cg_callbacks *cb, void *
 	if ((r = cpg_local_get(cg->h, &nodeid)) != CS_OK) {
 		g_set_error(error, O2CG_ERROR, EIO, "corosync CPG: error %d", r);
 		cpg_finalize(cg->h);
+		g_mutex_clear(&cg->mu);
 		g_free(cg);
 		return NULL;
 	}
@@ -227,8 +330,11 @@ void o2cg_free(struct o2cg *cg)
 {
 	if (!cg)
 		return;
+	/* nobody sends any more: the group's users are gone */
+	g_mutex_lock(&cg->mu);
 	drop_source(&cg->watch);
 	drop_source(&cg->retry);
+	drop_source(&cg->lost_src);
 	if (cg->joined && !cg->lost) {
 		for (int i = 0; i < JOIN_TRIES && !g_queue_is_empty(&cg->out) && !cg->lost; i++) {
 			send_queued(cg);
@@ -239,7 +345,10 @@ void o2cg_free(struct o2cg *cg)
 			g_usleep(RETRY_MS * 1000);
 	}
 	cpg_finalize(cg->h);
+	g_mutex_unlock(&cg->mu);
+	g_mutex_clear(&cg->mu);
 	g_queue_clear_full(&cg->out, (GDestroyNotify)g_bytes_unref);
+	g_queue_clear_full(&cg->in, input_free);
 	if (cg->ctx)
 		g_main_context_unref(cg->ctx);
 	g_free(cg);
@@ -252,5 +361,5 @@ struct o2lt_member o2cg_self(const struct o2cg *cg)
 
 bool o2cg_lost(const struct o2cg *cg)
 {
-	return cg->lost;
+	return g_atomic_int_get(&cg->lost);
 }

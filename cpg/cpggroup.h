@@ -12,6 +12,13 @@
  * moment.  If corosync goes away, or a membership change is refused by
  * the confchg callback (it returns < 0), lost() runs once and the group
  * does nothing more.
+ *
+ * Threads.  The callbacks run in that main context, with no lock of the
+ * group's held (what cpg_dispatch hands over is copied out first), so
+ * they may post.  o2cg_post and o2cg_lost may be called from any thread:
+ * a message goes to corosync from the caller's thread at once, without a
+ * wake-up of the group's, and messages posted one after another by any
+ * threads go out in the order of their calls.
  */
 #pragma once
 

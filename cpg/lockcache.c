@@ -8,7 +8,10 @@
  * checks and an unlock.  Every state change goes through this file's
  * service-side functions (events, sends) or a local user's call, under
  * that mutex, and ends with kick(): broadcast, and queue a downconvert if
- * one is now due.
+ * one is now due.  Requests go to the backend at once, under that mutex,
+ * from whatever thread makes them (a local user's, the service side's,
+ * the downconvert thread's): no wake-up of another thread stands between
+ * a decision and its message.
  *
  * Per resource, at most one thing is in flight with the service at a time:
  * our lock request (pending), our downconvert (down_to), plus possibly a
@@ -21,7 +24,7 @@
  * dropped (DOWN to UNLOCK, after the downconvert callback if it held PR or
  * EX and was refreshed) when it was forgotten, or when the LRU is longer
  * than the limit, and only once it is idle: no reference, no holder,
- * nothing in flight (res_busy, queued sends included).  A drop commits at
+ * nothing in flight (res_busy).  A drop commits at
  * once (dropping, dc_running or down_to set: local users wait) and ends
  * when the service confirms (DOWNED); the resource is then freed, unless
  * someone took a reference meanwhile: it then stays, granted nothing, and
@@ -44,7 +47,6 @@
 struct o2lc {
 	const struct o2lc_backend *backend;
 	void *be;
-	GMainContext *ctx; /* the service side */
 	GMutex mu;
 	GCond cond;
 	unsigned waiters; /* local users waiting on cond: none, no wake-up to pay */
@@ -59,7 +61,6 @@ struct o2lc {
 	unsigned retries; /* resources with dc_retry_at set */
 	GQueue lru;	  /* unreferenced resources not being dropped, least recent first */
 	unsigned limit;	  /* at most this many on the lru (0: no bound) */
-	gint refs;	  /* o2lc_free's, plus one per send queued on the service side */
 };
 
 struct o2lc_res {
@@ -97,7 +98,6 @@ struct o2lc_res {
 	uint8_t lvb[O2LC_LVB_LEN];
 	bool lvb_valid;
 	unsigned refs;	    /* o2lc_res_get's not yet put */
-	unsigned sends;	    /* service-side calls queued that use r */
 	bool forget;	    /* drop it as soon as it is idle */
 	bool dropping;	    /* being dropped: DOWN to UNLOCK, then freed */
 	GList *lru_link;    /* its link on c->lru (data: r) */
@@ -132,36 +132,11 @@ static int target_for(int granted, int wanted)
 	return NONE;
 }
 
-static gboolean send_cancel(gpointer p);
-static void cache_unref(struct o2lc *c);
-
-/*
- * Run fn(p) on the service side, later (never at once, even when called
- * there: the caller holds c->mu, which fn takes).  The cache stays until
- * fn has run.
- */
-static void on_service_side(struct o2lc *c, GSourceFunc fn, gpointer p)
-{
-	g_atomic_int_inc(&c->refs);
-	GSource *s = g_idle_source_new();
-	g_source_set_priority(s, G_PRIORITY_DEFAULT);
-	g_source_set_callback(s, fn, p, NULL);
-	g_source_attach(s, c->ctx);
-	g_source_unref(s);
-}
-
-/* The same for a call that uses r: r stays until fn has run. */
-static void res_on_service_side(struct o2lc_res *r, GSourceFunc fn, gpointer p)
-{
-	r->sends++;
-	on_service_side(r->c, fn, p);
-}
-
 /* Whether r has anything in flight; under c->mu. */
 static bool res_busy(const struct o2lc_res *r)
 {
 	return r->unannounced || r->inval_running || r->refreshing || r->pending != NONE || r->finishing || r->dc_queued || r->dc_running ||
-	       r->down_to != NONE || r->dc_retry_at || r->sends;
+	       r->down_to != NONE || r->dc_retry_at;
 }
 
 /* Nobody uses r and nothing is in flight: it may be dropped. */
@@ -186,7 +161,8 @@ static void lru_add(struct o2lc_res *r)
 	r->on_lru = true;
 }
 
-static gboolean send_down(gpointer p);
+static void send_down(struct o2lc_res *r);
+static void send_cancel(struct o2lc_res *r);
 
 /*
  * Whether r's invalidate callback must run before r goes lower: it has
@@ -241,7 +217,7 @@ static void drop_go(struct o2lc_res *r)
 		r->down_to = O2LT_UNLOCK;
 		r->down_id = 0;
 		r->down_lvb = false;
-		res_on_service_side(r, send_down, r);
+		send_down(r);
 	}
 }
 
@@ -340,11 +316,8 @@ static void kick_blocked(struct o2lc_res *r)
 		return;
 	if (r->pending != NONE) {
 		/* our conversion waits, maybe on that node, which waits on us */
-		if (!r->cancelling && r->pending_id > 0 && !r->made_here) {
-			r->cancelling = true;
-			c->stats.cancels++;
-			res_on_service_side(r, send_cancel, r);
-		}
+		if (!r->cancelling && r->pending_id > 0 && !r->made_here)
+			send_cancel(r);
 		return;
 	}
 	r->dc_queued = true;
@@ -390,14 +363,13 @@ static void settled(struct o2lc_res *r, bool held)
 		g_cond_broadcast(&r->c->cond);
 }
 
-/* ---- the service side ---- */
+/* ---- requests to the service: under c->mu, from any thread ---- */
 
-/* s's request went to the service as id, or failed with it; under c->mu. */
-static void lock_sent(struct o2lc *c, struct send *s, int64_t id)
+/* s's request went to the service as id, or failed with it. */
+static void lock_sent(struct o2lc *c, const struct send *s, int64_t id)
 {
 	struct o2lc_res *r = s->r;
 
-	r->sends--;
 	if (id < 0) {
 		r->done_error = (int)id;
 		r->done_seq = r->pending_seq;
@@ -410,71 +382,52 @@ static void lock_sent(struct o2lc *c, struct send *s, int64_t id)
 	kick(r);
 }
 
-static gboolean send_lock(gpointer p)
+static void send_lock(struct o2lc *c, const struct send *s)
 {
-	struct send *s = p;
 	struct o2lc_res *r = s->r;
-	struct o2lc *c = r->c;
-	g_mutex_lock(&c->mu);
+
 	lock_sent(c, s, c->lost ? -ENOTCONN
 				: c->backend->lock(c->be, r->name, r->namelen, s->mode, s->flags));
-	g_mutex_unlock(&c->mu);
-	g_free(s);
-	cache_unref(c);
-	return G_SOURCE_REMOVE;
 }
 
-/* A GPtrArray of struct send: one message for them all (backend->lock_batch). */
-static gboolean send_lock_batch(gpointer p)
+/* The requests of v (struct send, at most O2LC_BATCH_MAX) in one message. */
+static void send_lock_batch(struct o2lc *c, const struct send *v, size_t n)
 {
-	GPtrArray *v = p;
-	struct o2lc *c = ((struct send *)v->pdata[0])->r->c;
-	g_autofree struct o2lc_lockreq *reqs = g_new(struct o2lc_lockreq, v->len);
+	g_autofree struct o2lc_lockreq *reqs = g_new(struct o2lc_lockreq, n);
 
-	g_mutex_lock(&c->mu);
-	for (guint i = 0; i < v->len; i++) {
-		const struct send *s = v->pdata[i];
-
-		reqs[i] = (struct o2lc_lockreq){ s->r->name, s->r->namelen, s->mode, s->flags };
-	}
-	int64_t id = c->lost ? -ENOTCONN : c->backend->lock_batch(c->be, reqs, v->len);
-	for (guint i = 0; i < v->len; i++)
-		lock_sent(c, v->pdata[i], id < 0 ? id : id + (int64_t)i);
+	for (size_t i = 0; i < n; i++)
+		reqs[i] = (struct o2lc_lockreq){ v[i].r->name, v[i].r->namelen, v[i].mode,
+						 v[i].flags };
+	int64_t id = c->lost ? -ENOTCONN : c->backend->lock_batch(c->be, reqs, n);
+	for (size_t i = 0; i < n; i++)
+		lock_sent(c, &v[i], id < 0 ? id : id + (int64_t)i);
 	if (id >= 0)
-		c->stats.batched += v->len - 1;
-	g_mutex_unlock(&c->mu);
-	g_ptr_array_free(v, TRUE);
-	cache_unref(c);
-	return G_SOURCE_REMOVE;
+		c->stats.batched += n - 1;
 }
 
-static gboolean send_cancel(gpointer p)
+/* Cancel r's pending request (another node waits on us, maybe on it). */
+static void send_cancel(struct o2lc_res *r)
 {
-	struct o2lc_res *r = p;
 	struct o2lc *c = r->c;
-	g_mutex_lock(&c->mu);
-	r->sends--;
-	if (r->cancelling && r->pending != NONE && !c->lost) {
-		int64_t id = c->backend->cancel(c->be, r->name, r->namelen);
-		if (id < 0) {
-			g_warning("lock %.*s: cancel failed: %s", (int)r->namelen, (const char *)r->name,
-				  g_strerror((int)-id));
-			r->cancelling = false;
-		}
+
+	if (c->lost)
+		return;
+	r->cancelling = true;
+	c->stats.cancels++;
+	int64_t id = c->backend->cancel(c->be, r->name, r->namelen);
+	if (id < 0) {
+		g_warning("lock %.*s: cancel failed: %s", (int)r->namelen, (const char *)r->name,
+			  g_strerror((int)-id));
+		r->cancelling = false;
 	}
-	kick(r);
-	g_mutex_unlock(&c->mu);
-	cache_unref(c);
-	return G_SOURCE_REMOVE;
 }
 
-static gboolean send_down(gpointer p)
+/* r's downconvert to r->down_to (r->lvb with it if down_lvb); the caller kicks. */
+static void send_down(struct o2lc_res *r)
 {
-	struct o2lc_res *r = p;
 	struct o2lc *c = r->c;
-	g_mutex_lock(&c->mu);
-	r->sends--;
 	int64_t id = -ENOTCONN;
+
 	if (!c->lost)
 		id = c->backend->down(c->be, r->name, r->namelen, r->down_to,
 				      r->down_lvb ? r->lvb : NULL);
@@ -488,11 +441,9 @@ static gboolean send_down(gpointer p)
 		r->down_id = id;
 		c->stats.downconverts++;
 	}
-	kick(r);
-	g_mutex_unlock(&c->mu);
-	cache_unref(c);
-	return G_SOURCE_REMOVE;
 }
+
+/* ---- the service side ---- */
 
 static struct o2lc_res *res_find(struct o2lc *c, const uint8_t *name, size_t namelen)
 {
@@ -646,7 +597,7 @@ static void drop_writeback(struct o2lc *c, struct o2lc_res *r)
 		}
 		r->down_to = O2LT_UNLOCK;
 		r->down_id = 0;
-		res_on_service_side(r, send_down, r);
+		send_down(r);
 	}
 	kick(r);
 }
@@ -706,7 +657,7 @@ static void downconvert(struct o2lc *c, struct o2lc_res *r)
 		}
 		r->down_to = to;
 		r->down_id = 0;
-		res_on_service_side(r, send_down, r);
+		send_down(r);
 	}
 	kick(r);
 	g_mutex_unlock(&c->mu);
@@ -813,28 +764,14 @@ struct o2lc *o2lc_new(const struct o2lc_backend *backend, void *be)
 	struct o2lc *c = g_new0(struct o2lc, 1);
 	c->backend = backend;
 	c->be = be;
-	c->ctx = g_main_context_ref_thread_default();
 	g_mutex_init(&c->mu);
 	g_cond_init(&c->cond);
 	c->res = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, NULL, res_free);
 	c->dcq = g_async_queue_new();
-	c->refs = 1;
 	c->dc_thread = g_thread_new("o2lc-downconvert", dc_main, c);
 	/* each waits for the kernel, which waits for requests: no bound */
 	c->inval_pool = g_thread_pool_new(inval_main, NULL, -1, FALSE, NULL);
 	return c;
-}
-
-static void cache_unref(struct o2lc *c)
-{
-	if (!g_atomic_int_dec_and_test(&c->refs))
-		return;
-	g_hash_table_destroy(c->res);
-	g_async_queue_unref(c->dcq);
-	g_cond_clear(&c->cond);
-	g_mutex_clear(&c->mu);
-	g_main_context_unref(c->ctx);
-	g_free(c);
 }
 
 void o2lc_free(struct o2lc *c)
@@ -842,14 +779,18 @@ void o2lc_free(struct o2lc *c)
 	if (!c)
 		return;
 	g_mutex_lock(&c->mu);
-	c->lost = true; /* sends still queued do nothing now */
+	c->lost = true;
 	g_cond_broadcast(&c->cond);
 	g_mutex_unlock(&c->mu);
 	/* invalidations end once the requests they wait for fail (lost) */
 	g_thread_pool_free(c->inval_pool, FALSE, TRUE);
 	g_async_queue_push(c->dcq, c);
 	g_thread_join(c->dc_thread);
-	cache_unref(c);
+	g_hash_table_destroy(c->res);
+	g_async_queue_unref(c->dcq);
+	g_cond_clear(&c->cond);
+	g_mutex_clear(&c->mu);
+	g_free(c);
 }
 
 static bool all_dropped(struct o2lc *c)
@@ -1088,11 +1029,10 @@ static bool may_ask(const struct o2lc_res *r)
 	       r->down_to == NONE;
 }
 
-/* Send a lock request for mode (o2lc_lock's flags): its sequence number. */
 /* ask's bookkeeping: the request to send for r (r->pending_seq names it). */
-static struct send *ask_prepare(struct o2lc_res *r, int mode, unsigned flags)
+static struct send ask_prepare(struct o2lc_res *r, int mode, unsigned flags)
 {
-	struct send *s = g_new(struct send, 1);
+	struct send s;
 
 	if (r->unannounced) {
 		/* held as new, unknown to the service: this request makes it known */
@@ -1100,13 +1040,13 @@ static struct send *ask_prepare(struct o2lc_res *r, int mode, unsigned flags)
 		r->unannounced = false;
 		flags |= LC_NEW;
 	}
-	s->r = r;
-	s->mode = mode;
-	s->flags = flags & O2LC_NOQUEUE ? O2LT_F_NOQUEUE : 0;
+	s.r = r;
+	s.mode = mode;
+	s.flags = flags & O2LC_NOQUEUE ? O2LT_F_NOQUEUE : 0;
 	if ((flags & (O2LC_NOQUEUE | O2LC_TELL)) == (O2LC_NOQUEUE | O2LC_TELL))
-		s->flags |= O2LT_F_NOQUEUEBAST;
+		s.flags |= O2LT_F_NOQUEUEBAST;
 	if (flags & LC_NEW)
-		s->flags |= O2LT_F_NEW;
+		s.flags |= O2LT_F_NEW;
 	r->pending = mode;
 	r->pending_id = 0;
 	if (!++r->pending_seq)
@@ -1114,10 +1054,17 @@ static struct send *ask_prepare(struct o2lc_res *r, int mode, unsigned flags)
 	return s;
 }
 
+/*
+ * Send a lock request for mode (o2lc_lock's flags): its sequence number.
+ * The caller holds a reference to r (its kick frees none it does not).
+ */
 static unsigned ask(struct o2lc_res *r, int mode, unsigned flags)
 {
-	res_on_service_side(r, send_lock, ask_prepare(r, mode, flags));
-	return r->pending_seq;
+	struct send s = ask_prepare(r, mode, flags);
+	unsigned seq = r->pending_seq;
+
+	send_lock(r->c, &s);
+	return seq;
 }
 
 /*
@@ -1239,21 +1186,24 @@ int o2lc_lock(struct o2lc_res *r, int mode, unsigned flags)
 static void announce_all(struct o2lc *c)
 {
 	while (c->unannounced.head && c->backend->lock_batch) {
-		GPtrArray *v = g_ptr_array_new_with_free_func(g_free);
+		g_autofree struct send *v = g_new(struct send, MIN(c->unannounced.length,
+								    O2LC_BATCH_MAX));
+		size_t n = 0;
 
-		while (c->unannounced.head && v->len < O2LC_BATCH_MAX) {
+		while (c->unannounced.head && n < O2LC_BATCH_MAX) {
 			struct o2lc_res *r = c->unannounced.head->data;
 
-			g_ptr_array_add(v, ask_prepare(r, r->granted, 0));
+			v[n++] = ask_prepare(r, r->granted, 0);
 			r->prefetch_seq = r->pending_seq; /* nobody waits for the answer */
-			r->sends++;
 		}
-		on_service_side(c, send_lock_batch, v);
+		send_lock_batch(c, v, n);
 	}
 	while (c->unannounced.head) {
 		struct o2lc_res *r = c->unannounced.head->data;
+		struct send s = ask_prepare(r, r->granted, 0);
 
-		r->prefetch_seq = ask(r, r->granted, 0);
+		r->prefetch_seq = r->pending_seq;
+		send_lock(c, &s);
 	}
 }
 

@@ -32,10 +32,13 @@
  * conversion when it is asked to lower a lock while converting, lowers it,
  * and asks again after.
  *
- * Threads.  The backend and o2lc_event run in the lock service's main
- * context (the cache's "service side"); o2lc_lock, o2lc_unlock,
- * o2lc_refresh_done and o2lc_lvb may be called from any other thread and
- * block; o2lc_lock must never be called from the service side.
+ * Threads.  o2lc_event runs in the lock service's main context (the
+ * cache's "service side"); the backend is called from whatever thread
+ * decides a request, the service side's included, under the cache's
+ * mutex, so it must be thread-safe and must not call back into the cache.
+ * o2lc_lock, o2lc_unlock, o2lc_refresh_done and o2lc_lvb may be called
+ * from any other thread and block; o2lc_lock must never be called from
+ * the service side.
  * Downconvert callbacks run on a thread of the cache's own, never on the
  * service side or a caller's thread, with no cache lock held: they may take
  * the filesystem's locks and wait for other work (a FUSE invalidation that
@@ -90,8 +93,9 @@
 /*
  * What the cache asks of the lock service: the request functions of
  * lockservice.h (or another backend's), each returning a request id > 0
- * whose outcome comes back through o2lc_event, or -errno.  Called on the
- * service side.
+ * whose outcome comes back through o2lc_event, or -errno.  Called from
+ * any thread, under the cache's mutex (see Threads above), never
+ * waiting for an answer.
  */
 struct o2lc_lockreq {
 	const void *name;

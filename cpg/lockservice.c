@@ -20,7 +20,14 @@ struct o2ls {
 	struct o2lt_table *t;
 	struct o2ls_callbacks cb;
 	void *data;
+	/*
+	 * Requests go out from any thread (cpggroup.h): send_mu numbers them
+	 * and posts them in one step, so that ids go out in order; synced
+	 * mirrors the table's, which only the service side reads.
+	 */
+	GMutex send_mu;
 	uint64_t next_reqid;
+	gint synced;
 };
 
 G_DEFINE_QUARK(o2ls-error-quark, o2ls_error)
@@ -57,6 +64,8 @@ static void on_table_event(const struct o2lt_event *ev, void *data)
 		g_free(msg);
 		return;
 	}
+	if (ev->type == O2LT_EV_SYNCED)
+		g_atomic_int_set(&ls->synced, 1); /* before anyone hears of it */
 	if (for_me(ls, ev) && ls->cb.event)
 		ls->cb.event(ev, ls->data);
 }
@@ -106,6 +115,7 @@ struct o2ls *o2ls_new(const char *group, const struct o2ls_callbacks *cb, void *
 	struct o2ls *ls = g_new0(struct o2ls, 1);
 	ls->cb = *cb;
 	ls->data = data;
+	g_mutex_init(&ls->send_mu);
 	ls->cg = o2cg_new(group, &cg_callbacks, ls, &e);
 	if (!ls->cg) {
 		own_error(error, e);
@@ -128,6 +138,7 @@ void o2ls_free(struct o2ls *ls)
 		return;
 	o2cg_free(ls->cg);
 	o2lt_free(ls->t);
+	g_mutex_clear(&ls->send_mu);
 	g_free(ls);
 }
 
@@ -138,7 +149,7 @@ struct o2lt_member o2ls_self(const struct o2ls *ls)
 
 bool o2ls_synced(const struct o2ls *ls)
 {
-	return o2lt_synced(ls->t);
+	return g_atomic_int_get(&ls->synced);
 }
 
 size_t o2ls_members(const struct o2ls *ls, struct o2lt_member_info *buf, size_t n)
@@ -146,23 +157,34 @@ size_t o2ls_members(const struct o2ls *ls, struct o2lt_member_info *buf, size_t 
 	return o2lt_members(ls->t, buf, n);
 }
 
+/* Post buf (len bytes, or -errno from its encoder) as request reqid; under send_mu. */
 static int64_t sent(struct o2ls *ls, const uint8_t *buf, ssize_t len, uint64_t reqid)
 {
 	if (len < 0)
 		return len;
 	if (o2cg_lost(ls->cg))
 		return -ENOTCONN;
-	if (!o2lt_synced(ls->t))
+	if (!g_atomic_int_get(&ls->synced))
 		return -EAGAIN; /* the table would refuse it, maybe unheard (locktab.h) */
 	o2cg_post(ls->cg, buf, (size_t)len);
+	ls->next_reqid = reqid;
 	return (int64_t)reqid;
 }
 
+/* The small requests: encode(buf, id, args...) with the next id, posted. */
+#define SEND_SMALL(ls, encode, ...)                                                          \
+	({                                                                                   \
+		uint8_t buf_[O2LT_MSG_SMALL];                                                \
+		g_mutex_lock(&(ls)->send_mu);                                                \
+		uint64_t id_ = (ls)->next_reqid + 1;                                         \
+		int64_t r_ = sent((ls), buf_, encode(buf_, sizeof(buf_), id_, __VA_ARGS__), id_); \
+		g_mutex_unlock(&(ls)->send_mu);                                              \
+		r_;                                                                          \
+	})
+
 int64_t o2ls_lock(struct o2ls *ls, const void *name, size_t namelen, int mode, unsigned flags)
 {
-	uint8_t buf[O2LT_MSG_SMALL];
-	uint64_t id = ++ls->next_reqid;
-	return sent(ls, buf, o2lt_msg_lock(buf, sizeof(buf), id, name, namelen, mode, flags), id);
+	return SEND_SMALL(ls, o2lt_msg_lock, name, namelen, mode, flags);
 }
 
 int64_t o2ls_lock_batch(struct o2ls *ls, const struct o2ls_lockreq *reqs, size_t n)
@@ -172,43 +194,40 @@ int64_t o2ls_lock_batch(struct o2ls *ls, const struct o2ls_lockreq *reqs, size_t
 	size_t cap = n * O2LT_MSG_SMALL, len = 0;
 	g_autofree uint8_t *locks = g_malloc(cap);
 	g_autofree uint8_t *buf = g_malloc(cap + O2LT_MSG_SMALL);
-	uint64_t first = ls->next_reqid + 1;
 
+	g_mutex_lock(&ls->send_mu);
+	uint64_t first = ls->next_reqid + 1;
 	for (size_t i = 0; i < n; i++) {
 		ssize_t l = o2lt_msg_lock(locks + len, cap - len, first + i, reqs[i].name,
 					  reqs[i].namelen, reqs[i].mode, reqs[i].flags);
-		if (l < 0)
+		if (l < 0) {
+			g_mutex_unlock(&ls->send_mu);
 			return l;
+		}
 		len += (size_t)l;
 	}
-	ls->next_reqid += n;
-	return sent(ls, buf, o2lt_msg_batch(buf, cap + O2LT_MSG_SMALL, locks, len), first);
+	int64_t r = sent(ls, buf, o2lt_msg_batch(buf, cap + O2LT_MSG_SMALL, locks, len),
+			 first + n - 1);
+	g_mutex_unlock(&ls->send_mu);
+	return r < 0 ? r : (int64_t)first;
 }
 
 int64_t o2ls_down(struct o2ls *ls, const void *name, size_t namelen, int new_mode, const void *lvb)
 {
-	uint8_t buf[O2LT_MSG_SMALL];
-	uint64_t id = ++ls->next_reqid;
-	return sent(ls, buf, o2lt_msg_down(buf, sizeof(buf), id, name, namelen, new_mode, lvb), id);
+	return SEND_SMALL(ls, o2lt_msg_down, name, namelen, new_mode, lvb);
 }
 
 int64_t o2ls_cancel(struct o2ls *ls, const void *name, size_t namelen)
 {
-	uint8_t buf[O2LT_MSG_SMALL];
-	uint64_t id = ++ls->next_reqid;
-	return sent(ls, buf, o2lt_msg_cancel(buf, sizeof(buf), id, name, namelen), id);
+	return SEND_SMALL(ls, o2lt_msg_cancel, name, namelen);
 }
 
 int64_t o2ls_fenced(struct o2ls *ls, uint32_t nodeid)
 {
-	uint8_t buf[O2LT_MSG_SMALL];
-	uint64_t id = ++ls->next_reqid;
-	return sent(ls, buf, o2lt_msg_fenced(buf, sizeof(buf), id, nodeid), id);
+	return SEND_SMALL(ls, o2lt_msg_fenced, nodeid);
 }
 
 int64_t o2ls_recovered(struct o2ls *ls, uint32_t nodeid)
 {
-	uint8_t buf[O2LT_MSG_SMALL];
-	uint64_t id = ++ls->next_reqid;
-	return sent(ls, buf, o2lt_msg_recovered(buf, sizeof(buf), id, nodeid), id);
+	return SEND_SMALL(ls, o2lt_msg_recovered, nodeid);
 }

@@ -17,8 +17,12 @@
  * runs once; the service then does nothing more, and the caller must
  * treat every lock as gone: the other members will see this one fail.
  *
- * Threads: everything runs in the main context o2ls_new was called in;
- * the request functions must be called from it too.
+ * Threads: the callbacks run in the main context o2ls_new was called in,
+ * and so must o2ls_members and o2ls_free.  The request functions
+ * (o2ls_lock, o2ls_lock_batch, o2ls_down, o2ls_cancel, o2ls_fenced,
+ * o2ls_recovered), o2ls_self and o2ls_synced may be called from any
+ * thread, the callbacks included: a request goes to corosync from the
+ * caller's thread, and requests go out in the order of their ids.
  */
 #pragma once
 

@@ -56,6 +56,8 @@ static int n_members;
 static GMainContext *ctx;
 static GMainLoop *loop;
 static GThread *svc;
+/* the bus: members post from any thread (the cache sends from its callers') */
+static GMutex bus_mu;
 static GQueue bus;
 static bool pump_queued;
 static uint64_t disk; /* what the "disk" holds for lock "counter" */
@@ -134,9 +136,15 @@ static void on_event(const struct o2lt_event *ev, void *data)
 static gboolean pump(gpointer p)
 {
 	(void)p;
-	pump_queued = false;
 	struct busmsg *b;
-	while ((b = g_queue_pop_head(&bus))) {
+	for (;;) {
+		g_mutex_lock(&bus_mu);
+		b = g_queue_pop_head(&bus);
+		if (!b)
+			pump_queued = false;
+		g_mutex_unlock(&bus_mu);
+		if (!b)
+			break;
 		for (int i = 0; i < n_members; i++)
 			ck_assert_int_eq(o2lt_deliver(mem[i].t, b->sender, b->data, b->len), 0);
 		g_free(b->data);
@@ -151,6 +159,7 @@ static void bus_send(struct o2lt_member sender, const void *data, size_t len)
 	b->sender = sender;
 	b->data = g_memdup2(data, len);
 	b->len = len;
+	g_mutex_lock(&bus_mu);
 	g_queue_push_tail(&bus, b);
 	if (!pump_queued) {
 		pump_queued = true;
@@ -159,6 +168,7 @@ static void bus_send(struct o2lt_member sender, const void *data, size_t len)
 		g_source_attach(s, ctx);
 		g_source_unref(s);
 	}
+	g_mutex_unlock(&bus_mu);
 }
 
 /* ---- the backend: the lock table's encoders onto the bus ---- */

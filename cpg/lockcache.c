@@ -95,6 +95,7 @@ struct o2lc_res {
 	GList *ann_link;
 	bool dc_queued, dc_running;
 	gint64 dc_retry_at; /* after a failed callback: when to try again, or 0 */
+	gint64 blocked_at;  /* the last BLOCKING event for it (monotonic), or 0 */
 	uint8_t lvb[O2LC_LVB_LEN];
 	bool lvb_valid;
 	unsigned refs;	    /* o2lc_res_get's not yet put */
@@ -545,6 +546,7 @@ void o2lc_event(struct o2lc *c, const struct o2lt_event *ev)
 			break;
 		default:
 			c->stats.blocking++;
+			r->blocked_at = g_get_monotonic_time();
 			if (r->blocked == NONE || ev->mode > r->blocked)
 				r->blocked = ev->mode;
 			break;
@@ -1310,6 +1312,14 @@ const uint8_t *o2lc_res_name(const struct o2lc_res *r, size_t *len)
 {
 	*len = r->namelen;
 	return r->name;
+}
+
+bool o2lc_res_contended(struct o2lc_res *r, gint64 within_us)
+{
+	g_mutex_lock(&r->c->mu);
+	bool yes = r->blocked_at && g_get_monotonic_time() - r->blocked_at < within_us;
+	g_mutex_unlock(&r->c->mu);
+	return yes;
 }
 
 int o2lc_res_mode(struct o2lc_res *r)

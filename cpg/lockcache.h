@@ -315,5 +315,12 @@ void o2lc_stats(struct o2lc *c, struct o2lc_stats *st);
 /* The mode the cache holds for r now (O2LT_NL..O2LT_EX, or -1 none). */
 int o2lc_res_mode(struct o2lc_res *r);
 
+/*
+ * Whether another node asked for r (a BLOCKING event) in the last
+ * within_us microseconds: a lock that moves between nodes, whose holder
+ * may write back early what the next node will want.  Any thread.
+ */
+bool o2lc_res_contended(struct o2lc_res *r, gint64 within_us);
+
 /* r's name (its length in *len), as long as r exists.  Any thread. */
 const uint8_t *o2lc_res_name(const struct o2lc_res *r, size_t *len);

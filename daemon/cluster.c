@@ -1033,6 +1033,14 @@ void cluster_release(struct held *hd)
 		op_held = NULL;
 }
 
+bool cluster_held_contended(const struct held *hd, uint64_t blkno)
+{
+	for (unsigned i = 0; i < hd->n; i++)
+		if (hd->blk[i] == blkno && !hd->sys[i] && hd->h[i].res)
+			return o2lc_res_contended(hd->h[i].res, CLUSTER_CONTENDED_US);
+	return false;
+}
+
 bool cluster_sys_held(uint64_t blkno, bool ex)
 {
 	const struct held *hd = op_held;

@@ -207,6 +207,13 @@ void cluster_held_use(struct held *hd);
 /* Let go of everything hd holds; it is no longer this thread's. */
 void cluster_release(struct held *hd);
 /*
+ * Whether hd holds inode blkno's lock and another node asked for it in
+ * the last CLUSTER_CONTENDED_US: the next node will soon want what this
+ * operation wrote.
+ */
+#define CLUSTER_CONTENDED_US G_USEC_PER_SEC
+bool cluster_held_contended(const struct held *hd, uint64_t blkno);
+/*
  * Whether the operation running on this thread holds system inode
  * blkno's lock, in EX if ex (fscore's o2_open_opts.lock_held).
  */

@@ -1673,6 +1673,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	if (n == 0)
 		RETRY_LOCKED(v, &hd, n, write_at(v, to_blk(v, ino), fi, off, buf, size));
 	unlock(v);
+	/* another node asked for this file lately: it will again (below) */
+	bool soon = n > 0 && v->cluster && cluster_held_contended(&hd, to_blk(v, ino));
 	release(&hd);
 	/* before the reply, so the writer's next stat(2) asks again */
 	if (killed)
@@ -1691,6 +1693,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		fuse_reply_err(req, -note(v, "write", (int)n));
 	else
 		fuse_reply_write(req, (size_t)n);
+	/*
+	 * What this wrote goes home now, after the reply, rather than when
+	 * the other node asks: its wait for the lock then holds no device
+	 * write (the ping-pong of one block between two nodes).
+	 */
+	if (soon)
+		volume_write_back_soon(v);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -123,6 +123,10 @@ struct volume {
 	 * fsync_blk), or NULL: made before serving, emptied before the close.
 	 */
 	GThreadPool *sync_pool;
+	/* early write-back of files other nodes keep asking for (cluster,
+	 * read-write; volume_write_back_soon): made and emptied as sync_pool */
+	GThreadPool *write_back_pool;
+	bool write_back_queued;
 
 	struct fuse_session *se;
 	bool kernel_gone;	/* the session ended: no notification may go to it */
@@ -156,6 +160,8 @@ void log_init(bool detached);
  * Returns r.
  */
 int volume_note_locked(struct volume *v, const char *op, int r);
+/* Write back soon, on another thread, what this node changed (volume.c). */
+void volume_write_back_soon(struct volume *v);
 
 /*
  * Open DEVICE (exclusively on this machine), check that nothing else uses

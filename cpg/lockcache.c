@@ -52,7 +52,7 @@ struct o2lc {
 	unsigned waiters; /* local users waiting on cond: none, no wake-up to pay */
 	unsigned unsettled; /* o2lc_lock_new locks not yet in the service's order */
 	GQueue unannounced; /* of those, the ones not even asked for yet (r) */
-	GHashTable *res; /* GBytes name -> struct o2lc_res */
+	GHashTable *res; /* struct res_key (the resource's own) -> struct o2lc_res */
 	bool lost;
 	struct o2lc_stats stats;
 	GThread *dc_thread;
@@ -63,9 +63,15 @@ struct o2lc {
 	unsigned limit;	  /* at most this many on the lru (0: no bound) */
 };
 
+/* A name, as c->res knows resources: a lookup's key lives on its caller's stack. */
+struct res_key {
+	const uint8_t *name;
+	size_t len;
+};
+
 struct o2lc_res {
 	struct o2lc *c;
-	GBytes *key;
+	struct res_key key; /* name, namelen */
 	const uint8_t *name;
 	size_t namelen;
 	const struct o2lc_res_ops *ops;
@@ -103,6 +109,7 @@ struct o2lc_res {
 	bool dropping;	    /* being dropped: DOWN to UNLOCK, then freed */
 	GList *lru_link;    /* its link on c->lru (data: r) */
 	bool on_lru;
+	uint8_t name_store[]; /* name */
 };
 
 struct send {
@@ -205,7 +212,7 @@ static void drop_go(struct o2lc_res *r)
 	lru_remove(r);
 	if (r->granted == NONE) {
 		c->stats.drops++;
-		g_hash_table_remove(c->res, r->key); /* frees r */
+		g_hash_table_remove(c->res, &r->key); /* frees r */
 		return;
 	}
 	r->dropping = true;
@@ -450,10 +457,9 @@ static struct o2lc_res *res_find(struct o2lc *c, const uint8_t *name, size_t nam
 {
 	if (!name || !namelen)
 		return NULL;
-	GBytes *k = g_bytes_new_static(name, namelen);
-	struct o2lc_res *r = g_hash_table_lookup(c->res, k);
-	g_bytes_unref(k);
-	return r;
+	struct res_key k = { name, namelen };
+
+	return g_hash_table_lookup(c->res, &k);
 }
 
 static void granted(struct o2lc_res *r, const struct o2lt_event *ev)
@@ -752,10 +758,26 @@ static void inval_main(gpointer p, gpointer unused)
 
 /* ---- the cache ---- */
 
+static guint key_hash(gconstpointer p)
+{
+	const struct res_key *k = p;
+	guint h = 2166136261u; /* FNV-1a */
+
+	for (size_t i = 0; i < k->len; i++)
+		h = (h ^ k->name[i]) * 16777619u;
+	return h;
+}
+
+static gboolean key_equal(gconstpointer a, gconstpointer b)
+{
+	const struct res_key *x = a, *y = b;
+
+	return x->len == y->len && memcmp(x->name, y->name, x->len) == 0;
+}
+
 static void res_free(gpointer p)
 {
 	struct o2lc_res *r = p;
-	g_bytes_unref(r->key);
 	g_list_free_1(r->lru_link);
 	g_list_free_1(r->ann_link);
 	g_free(r);
@@ -768,7 +790,7 @@ struct o2lc *o2lc_new(const struct o2lc_backend *backend, void *be)
 	c->be = be;
 	g_mutex_init(&c->mu);
 	g_cond_init(&c->cond);
-	c->res = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, NULL, res_free);
+	c->res = g_hash_table_new_full(key_hash, key_equal, NULL, res_free);
 	c->dcq = g_async_queue_new();
 	c->dc_thread = g_thread_new("o2lc-downconvert", dc_main, c);
 	/* each waits for the kernel, which waits for requests: no bound */
@@ -948,10 +970,12 @@ struct o2lc_res *o2lc_res_get(struct o2lc *c, const void *name, size_t namelen,
 		lru_remove(r);
 		r->forget = false;
 	} else {
-		r = g_new0(struct o2lc_res, 1);
+		r = g_malloc0(sizeof(*r) + namelen);
 		r->c = c;
-		r->key = g_bytes_new(name, namelen);
-		r->name = g_bytes_get_data(r->key, &r->namelen);
+		memcpy(r->name_store, name, namelen);
+		r->name = r->name_store;
+		r->namelen = namelen;
+		r->key = (struct res_key){ r->name, namelen };
 		r->ops = ops;
 		r->data = data;
 		r->granted = r->pending = r->down_to = r->blocked = NONE;
@@ -959,7 +983,7 @@ struct o2lc_res *o2lc_res_get(struct o2lc *c, const void *name, size_t namelen,
 		r->lru_link->data = r;
 		r->ann_link = g_list_alloc();
 		r->ann_link->data = r;
-		g_hash_table_insert(c->res, r->key, r);
+		g_hash_table_insert(c->res, &r->key, r);
 	}
 	r->refs++;
 	g_mutex_unlock(&c->mu);

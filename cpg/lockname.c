@@ -6,10 +6,25 @@
 #include <stdio.h>
 #include <string.h>
 
+/* v's n low hex digits, lowercase, at s (most significant first). */
+static void put_hex(char *s, uint64_t v, unsigned n)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	while (n--) {
+		s[n] = digits[v & 0xf];
+		v >>= 4;
+	}
+}
+
+/* Every operation names several locks: no snprintf for each. */
 size_t o2_lockname(char type, uint64_t blkno, uint32_t generation, char *buf)
 {
-	snprintf(buf, O2_LOCKNAME_LEN + 1, "%c000000%016llx%08x", type, (unsigned long long)blkno,
-		 (unsigned)generation);
+	buf[0] = type;
+	memset(buf + 1, '0', 6);
+	put_hex(buf + 7, blkno, 16);
+	put_hex(buf + 23, generation, 8);
+	buf[O2_LOCKNAME_LEN] = '\0';
 	return O2_LOCKNAME_LEN;
 }
 

@@ -1033,6 +1033,11 @@ void cluster_release(struct held *hd)
 		op_held = NULL;
 }
 
+int cluster_write_back(struct cluster *c)
+{
+	return c && c->fs_ops ? c->fs_ops->writeback(c->fs_arg, O2_WB_HOME) : 0;
+}
+
 bool cluster_held_contended(const struct held *hd, uint64_t blkno)
 {
 	for (unsigned i = 0; i < hd->n; i++)

@@ -214,6 +214,12 @@ void cluster_release(struct held *hd);
 #define CLUSTER_CONTENDED_US G_USEC_PER_SEC
 bool cluster_held_contended(const struct held *hd, uint64_t blkno);
 /*
+ * Write back now what a lock leaving EX for PR would (cluster_fs_ops
+ * writeback, O2_WB_HOME), with no lock asked for: before another node
+ * asks.  0 or -errno.  Never with the volume mutex held.
+ */
+int cluster_write_back(struct cluster *c);
+/*
  * Whether the operation running on this thread holds system inode
  * blkno's lock, in EX if ex (fscore's o2_open_opts.lock_held).
  */

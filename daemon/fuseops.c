@@ -1649,6 +1649,34 @@ static ssize_t write_at(struct volume *v, uint64_t blk, const struct fuse_file_i
 	return o2_write(v->fs, blk, (uint64_t)off, buf, size);
 }
 
+/*
+ * Write back, on a thread of its own (volume.c, write_back_pool), what a
+ * write to a file another node keeps asking for left: the write-back of a
+ * lock leaving EX for PR, done before the other node asks.  One at a
+ * time; a call while one is queued adds nothing.
+ */
+void fuseops_write_back_job(gpointer data, gpointer unused)
+{
+	struct volume *v = data;
+
+	(void)unused;
+	lock(v);
+	v->write_back_queued = false;
+	unlock(v);
+	cluster_write_back(v->cluster);
+}
+
+static void write_back_soon(struct volume *v)
+{
+	lock(v);
+	/* pushed under the lock: the pool goes (NULL, under it) at the close */
+	if (v->write_back_pool && !v->write_back_queued) {
+		v->write_back_queued = true;
+		g_thread_pool_push(v->write_back_pool, v, NULL);
+	}
+	unlock(v);
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -1699,7 +1727,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	 * write (the ping-pong of one block between two nodes).
 	 */
 	if (soon)
-		volume_write_back_soon(v);
+		write_back_soon(v);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

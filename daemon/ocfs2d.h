@@ -124,7 +124,8 @@ struct volume {
 	 */
 	GThreadPool *sync_pool;
 	/* early write-back of files other nodes keep asking for (cluster,
-	 * read-write; volume_write_back_soon): made and emptied as sync_pool */
+	 * read-write; fuseops.c, write_back_soon): made and emptied as
+	 * sync_pool */
 	GThreadPool *write_back_pool;
 	bool write_back_queued;
 
@@ -160,8 +161,6 @@ void log_init(bool detached);
  * Returns r.
  */
 int volume_note_locked(struct volume *v, const char *op, int r);
-/* Write back soon, on another thread, what this node changed (volume.c). */
-void volume_write_back_soon(struct volume *v);
 
 /*
  * Open DEVICE (exclusively on this machine), check that nothing else uses
@@ -302,6 +301,8 @@ int fuseops_gen_unlocked(struct volume *v, uint64_t blk, uint32_t *gen);
 void fuseops_forget_all(struct volume *v);
 /* The sync_pool's function: runs one fsync handed to it, and replies. */
 void fuseops_sync_job(gpointer data, gpointer user_data);
+/* The volume's write_back_pool's job (data: the volume). */
+void fuseops_write_back_job(gpointer data, gpointer user_data);
 
 /* In the third word of a nodes entry: the inode is a directory. */
 #define NODE_DIR (UINT64_C(1) << 32)

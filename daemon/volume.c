@@ -260,34 +260,6 @@ static void fs_waiting(void *arg)
 	session_may_wait();
 }
 
-/*
- * Write back, on a thread of its own, what a write to a file another node
- * keeps asking for left (fuseops.c, op_write): the same write-back as a
- * lock leaving EX for PR, done before the other node asks.  One at a
- * time; a call while one is queued adds nothing.
- */
-static void write_back_job(gpointer data, gpointer unused)
-{
-	struct volume *v = data;
-
-	(void)unused;
-	g_mutex_lock(&v->lock);
-	v->write_back_queued = false;
-	g_mutex_unlock(&v->lock);
-	fs_writeback(v, O2_WB_HOME);
-}
-
-void volume_write_back_soon(struct volume *v)
-{
-	g_mutex_lock(&v->lock);
-	/* pushed under the lock: the pool goes (NULL, under it) at the close */
-	if (v->write_back_pool && !v->write_back_queued) {
-		v->write_back_queued = true;
-		g_thread_pool_push(v->write_back_pool, v, NULL);
-	}
-	g_mutex_unlock(&v->lock);
-}
-
 static const struct cluster_fs_ops cluster_fs_ops = { fs_writeback, fs_lost, fs_refresh, fs_lvb,
 						       fs_invalidate, fs_waiting };
 
@@ -897,7 +869,7 @@ static gpointer fuse_main(gpointer arg)
 		v->sync_pool = g_thread_pool_new(fuseops_sync_job, NULL, (gint)MAX(v->opts.threads, 2u),
 						 FALSE, NULL);
 	if (v->cluster && !v->opts.ro)
-		v->write_back_pool = g_thread_pool_new(write_back_job, NULL, 1, FALSE, NULL);
+		v->write_back_pool = g_thread_pool_new(fuseops_write_back_job, NULL, 1, FALSE, NULL);
 	if (v->use_uring) {
 		r = uring_serve(v);
 	} else if (turns) {

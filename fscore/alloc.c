@@ -532,6 +532,35 @@ static int window_return(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *lb
 	return r;
 }
 
+/*
+ * A run of min to want clusters from the window as it stands (lb, the
+ * window's inode, not sliding it): 0 with the run marked used in the
+ * window's bitmap (lb logged in t), -ENOSPC when the window has none.
+ * Nothing of the global bitmap changes: no lock but this slot's is needed.
+ */
+static int window_run(struct o2_trans *t, struct o2_fs *fs, struct o2_buf *lb, uint32_t min,
+		      uint32_t want, uint32_t *ret_start, uint32_t *ret_len)
+{
+	struct o2_dinode *di = dinode(lb);
+	uint32_t total = le32(di->id1.bitmap1.i_total);
+	unsigned s0, n;
+	int r;
+
+	if (total > le16(di->id2.i_lab.la_size) * 8u)
+		return o2_corrupt(fs, lb->blkno, "local alloc window larger than its bitmap");
+	if (!total || !find_run(di->id2.i_lab.la_bitmap, total, min, want, &s0, &n))
+		return -ENOSPC;
+	r = o2_trans_add(t, lb);
+	if (r < 0)
+		return r;
+	for (unsigned i = s0; i < s0 + n; i++)
+		bit_set(di->id2.i_lab.la_bitmap, i);
+	di->id1.bitmap1.i_used = cpu_le32(le32(di->id1.bitmap1.i_used) + n);
+	*ret_start = le32(di->id2.i_lab.la_bm_off) + s0;
+	*ret_len = n;
+	return 0;
+}
+
 static int clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, uint32_t want,
 			  uint32_t *ret_start, uint32_t *ret_len)
 {
@@ -555,27 +584,11 @@ static int clusters_alloc(struct o2_trans *t, struct o2_fs *fs, uint32_t min, ui
 		want = wbits;
 	for (int attempt = 0; attempt < 2; attempt++) {
 		uint32_t total = le32(di->id1.bitmap1.i_total);
-		unsigned s0, n;
 
-		if (total > le16(di->id2.i_lab.la_size) * 8u) {
-			r = o2_corrupt(fs, lb->blkno, "local alloc window larger than its bitmap");
-			break;
-		}
-		if (total && find_run(di->id2.i_lab.la_bitmap, total, min, want, &s0, &n)) {
-			r = o2_trans_add(t, lb);
-			if (r < 0)
-				break;
-			for (unsigned i = s0; i < s0 + n; i++)
-				bit_set(di->id2.i_lab.la_bitmap, i);
-			di->id1.bitmap1.i_used = cpu_le32(le32(di->id1.bitmap1.i_used) + n);
-			*ret_start = le32(di->id2.i_lab.la_bm_off) + s0;
-			*ret_len = n;
+		r = window_run(t, fs, lb, min, want, ret_start, ret_len);
+		if (r != -ENOSPC || attempt) {
 			o2_brelse(fs, lb);
-			return 0;
-		}
-		if (attempt) {
-			r = -ENOSPC;
-			break;
+			return r == -ENOSPC ? global_alloc(t, fs, min, want, ret_start, ret_len) : r;
 		}
 		/*
 		 * Slide the window: the new one first, so that a volume with no
@@ -919,9 +932,38 @@ static int plan_group(struct o2_fs *fs, uint32_t need, unsigned maxrecs, unsigne
 }
 
 /*
+ * A whole group's clusters in one run from this slot's window, as it
+ * stands, on a shared volume (claim_group): -ENOSPC if it has none.
+ */
+static int window_group(struct o2_trans *t, struct o2_fs *fs, uint32_t cpg, struct run *ret)
+{
+	struct o2_buf *lb;
+	int r;
+
+	if (!fs->sys.local_alloc || !(fs->opts.flags & O2_OPEN_SHARED))
+		return -ENOSPC;
+	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
+	if (r < 0)
+		return r;
+	r = window_run(t, fs, lb, cpg, cpg, &ret->start, &ret->len);
+	o2_brelse(fs, lb);
+	if (r == 0)
+		refresh_counts(fs); /* bits handed out of the window change no group */
+	return r;
+}
+
+/*
  * Claim the clusters of a new suballocator group: one run of a whole
  * group's clusters, or on discontig-bg volumes up to a descriptor's worth
  * of shorter runs.  ret gets the runs (cap: o2_extent_recs_per_gd).
+ *
+ * The kernel takes inode groups from the global bitmap alone
+ * (ALLOC_GROUPS_FROM_GLOBAL), for their locality, and so does a volume of
+ * one node here.  On a shared volume the window comes first when it holds
+ * a whole group: the global bitmap's lock would otherwise pass between
+ * nodes every thousand creates, and each pass makes the node that gives
+ * it up write its whole log home.  The group is as contiguous either way,
+ * and the format does not care where its clusters came from.
  */
 static int claim_group(struct o2_trans *t, struct o2_fs *fs, uint32_t cpg, unsigned maxgroups,
 		       struct run *ret, unsigned *ret_n)
@@ -930,6 +972,11 @@ static int claim_group(struct o2_trans *t, struct o2_fs *fs, uint32_t cpg, unsig
 	bool window = false;
 	int r;
 
+	r = window_group(t, fs, cpg, &ret[0]);
+	if (r != -ENOSPC) {
+		*ret_n = 1;
+		return r;
+	}
 	r = global_alloc(t, fs, cpg, cpg, &ret[0].start, &ret[0].len);
 	if (r != -ENOSPC) {
 		*ret_n = 1;
@@ -1112,8 +1159,9 @@ int o2_suballoc_alloc(struct o2_trans *t, struct o2_fs *fs, uint64_t alloc_blkno
 	return r;
 }
 
-/* Free bits of a suballocator: its total less its used. */
-static int suballoc_free_bits(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t *ret)
+/* Free bits of a suballocator: its total less its used; and its clusters per group. */
+static int suballoc_free_bits(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t *ret,
+			      uint32_t *ret_cpg)
 {
 	struct o2_buf *ab;
 	int r = o2_bread(fs, alloc_blkno, O2_META_INODE, &ab);
@@ -1123,6 +1171,7 @@ static int suballoc_free_bits(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t *
 	uint32_t total = le32(dinode(ab)->id1.bitmap1.i_total);
 	uint32_t used = le32(dinode(ab)->id1.bitmap1.i_used);
 
+	*ret_cpg = le16(dinode(ab)->id2.i_chain.cl_cpg);
 	o2_brelse(fs, ab);
 	*ret = used < total ? total - used : 0;
 	return 0;
@@ -1137,11 +1186,13 @@ int o2_suballoc_reserve(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t bits, b
 		struct o2_trans *t;
 		struct o2_buf *ab;
 
-		r = suballoc_free_bits(fs, alloc_blkno, &avail);
+		uint32_t cpg;
+
+		r = suballoc_free_bits(fs, alloc_blkno, &avail, &cpg);
 		if (r < 0 || avail >= bits)
 			return r;
-		/* a new group comes from the global bitmap */
-		r = o2_lock_need(fs, fs->sys.global_bitmap, true);
+		/* a new group comes from the window, else the global bitmap */
+		r = o2_lock_clusters(fs, cpg, cpg);
 		if (r < 0)
 			return r;
 		if (rounds >= 16) /* a group holds far more than one operation takes */

@@ -883,21 +883,11 @@ END_TEST
  * would otherwise pass between nodes every thousand creates.  Three
  * groups' worth of inodes, made without that lock, never ask for it.
  */
-static uint64_t gb_lock;
-static bool gb_lock_held;
-
-static bool gb_lock_cb(void *arg, uint64_t blkno, bool ex)
-{
-	(void)arg;
-	(void)ex;
-	return blkno != gb_lock || gb_lock_held;
-}
-
 START_TEST(groups_from_window)
 {
 	const struct uv_geom g = { .bs = 4096, .cs = 4096, .bytes = 256 * MiB };
 	struct o2_open_opts o = { .flags = O2_OPEN_RDWR | O2_OPEN_SHARED, .slot = 0,
-				  .lock_held = gb_lock_cb };
+				  .lock_held = uv_lock_held };
 	struct o2_new_inode ni = { .mode = S_IFREG | 0644 };
 	struct o2_trans *t;
 	struct uv v;
@@ -909,12 +899,12 @@ START_TEST(groups_from_window)
 
 	uv_make(&v, &g);
 	uv_close(&v);
-	gb_lock_held = true; /* the daemon holds it while the slot opens */
+	uv_gb_held = true; /* the daemon holds it while the slot opens */
 	r = o2_fs_open_opts(v.dev, &o, &v.fs, err, sizeof(err));
 	ck_assert_msg(r == 0, "open: %d %s", r, err);
 	struct o2_fs *fs = v.fs;
 
-	REQUIRE_EQ(o2_sysfile_lookup(fs, O2_SYS_GLOBAL_BITMAP, 0, &gb_lock), 0);
+	REQUIRE_EQ(o2_sysfile_lookup(fs, O2_SYS_GLOBAL_BITMAP, 0, &uv_gb_blkno), 0);
 	/* a first cluster fills the window, as a node's first write does */
 	REQUIRE_EQ(o2_trans_begin(fs, 8, &t), 0);
 	REQUIRE_EQ(o2_clusters_alloc(t, fs, 1, 1, &start, &got), 0);
@@ -923,7 +913,7 @@ START_TEST(groups_from_window)
 
 	before = le32(((const struct o2_dinode *)ab->data)->id1.bitmap1.i_total);
 	o2_brelse(fs, ab);
-	gb_lock_held = false;
+	uv_gb_held = false;
 	for (unsigned i = 0; i < before + 2048 + 10; i++) {
 		snprintf(nm, sizeof(nm), "f%u", i);
 		r = o2_create(fs, o2_fs_super(fs)->root_blkno, nm, strlen(nm), &ni, &ino);
@@ -932,12 +922,12 @@ START_TEST(groups_from_window)
 			bool ex;
 
 			o2_fs_lock_wanted(fs, &want, &ex);
-			REQUIRE(want == gb_lock, "create %s wants the lock of %llu", nm,
+			REQUIRE(want == uv_gb_blkno, "create %s wants the lock of %llu", nm,
 				(unsigned long long)want);
 			asks++;
-			gb_lock_held = true;
+			uv_gb_held = true;
 			r = o2_create(fs, o2_fs_super(fs)->root_blkno, nm, strlen(nm), &ni, &ino);
-			gb_lock_held = false;
+			uv_gb_held = false;
 		}
 		REQUIRE(r == 0, "create %s: %d %s", nm, r, o2_fs_error(fs));
 	}
@@ -948,14 +938,14 @@ START_TEST(groups_from_window)
 	REQUIRE(after >= before + 3 * 1024, "the inode allocator grew from %u to %u", before, after);
 	REQUIRE(asks == 0, "growing the inode allocator by %u asked for the global bitmap's lock "
 		"%u times", after - before, asks);
-	gb_lock_held = true;
+	uv_gb_held = true;
 	REQUIRE_EQ(o2_trans_begin(fs, 8, &t), 0);
 	REQUIRE_EQ(o2_clusters_free(t, fs, start, got), 0);
 	REQUIRE_EQ(o2_trans_end(t), 0);
 	REQUIRE_EQ(o2_trunclog_flush(fs), 0);
 	uv_finish(&v, "groups from the window", true);
 	uv_free(&v);
-	gb_lock = 0;
+	uv_gb_blkno = 0;
 }
 END_TEST
 

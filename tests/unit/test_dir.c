@@ -801,21 +801,6 @@ END_TEST
 
 /* ---- orphans under cluster-lock rules ---- */
 
-/*
- * The daemon's rule for system files' cluster locks, as fscore sees it
- * (o2_open_opts.lock_held): this slot's own files are held for the mount,
- * the global bitmap only by an operation that asked for it.
- */
-static uint64_t gb_blkno;
-static bool gb_held;
-
-static bool held_cb(void *arg, uint64_t blkno, bool ex)
-{
-	(void)arg;
-	(void)ex;
-	return blkno != gb_blkno || gb_held;
-}
-
 /* Clusters taken from the window by the test (start, count), given back at the end. */
 static uint32_t taken[4096][2];
 static unsigned ntaken;
@@ -850,19 +835,19 @@ static int unlink_locked(struct o2_fs *fs, uint64_t dir, const char *name)
 {
 	int r;
 
-	gb_held = false;
+	uv_gb_held = false;
 	r = o2_unlink(fs, dir, name, strlen(name));
 	if (r == -O2_ENEEDLOCK) {
 		uint64_t want;
 		bool ex;
 
 		o2_fs_lock_wanted(fs, &want, &ex);
-		REQUIRE(want == gb_blkno, "unlink %s wants the lock of %llu", name,
+		REQUIRE(want == uv_gb_blkno, "unlink %s wants the lock of %llu", name,
 			(unsigned long long)want);
-		gb_held = true;
+		uv_gb_held = true;
 		r = o2_unlink(fs, dir, name, strlen(name));
 	}
-	gb_held = false;
+	uv_gb_held = false;
 	return r;
 }
 
@@ -880,7 +865,7 @@ START_TEST(orphans_indexed_under_locks)
 	const struct uv_geom g = { .bs = 4096, .cs = 4096, .bytes = 256 * MiB };
 	struct o2_new_inode ni = { .mode = S_IFDIR | 0755 };
 	/* 8 MiB windows, as used up below (the default would be 106 MiB) */
-	struct o2_open_opts o = { .flags = O2_OPEN_RDWR, .slot = 0, .lock_held = held_cb,
+	struct o2_open_opts o = { .flags = O2_OPEN_RDWR, .slot = 0, .lock_held = uv_lock_held,
 				  .localalloc_mb = 8 };
 	enum { N = 3000 };
 	static uint64_t ino[N];
@@ -903,7 +888,7 @@ START_TEST(orphans_indexed_under_locks)
 	ck_assert_msg(r == 0, "open: %d %s", r, err);
 	struct o2_fs *fs = v.fs;
 
-	REQUIRE_EQ(o2_sysfile_lookup(fs, O2_SYS_GLOBAL_BITMAP, 0, &gb_blkno), 0);
+	REQUIRE_EQ(o2_sysfile_lookup(fs, O2_SYS_GLOBAL_BITMAP, 0, &uv_gb_blkno), 0);
 	for (int i = 0; i < N; i++)
 		REQUIRE_EQ(o2_inode_open_ref(fs, ino[i]), 0);
 	for (int i = 0; i < N; i++) {
@@ -912,7 +897,7 @@ START_TEST(orphans_indexed_under_locks)
 		r = unlink_locked(fs, dir, nm);
 		REQUIRE(r == 0, "unlink %s (orphan %d): %d %s", nm, i, r, o2_fs_error(fs));
 	}
-	gb_held = true; /* the last closes free them, as the daemon's orphan work does */
+	uv_gb_held = true; /* the last closes free them, as the daemon's orphan work does */
 	for (int i = 0; i < N; i++)
 		REQUIRE_EQ(o2_inode_close_ref(fs, ino[i]), 0);
 	for (unsigned i = 0; i < ntaken; i++) {
@@ -927,7 +912,7 @@ START_TEST(orphans_indexed_under_locks)
 	ntaken = 0;
 	uv_finish(&v, "orphans in an indexed orphan directory", true);
 	uv_free(&v);
-	gb_blkno = 0;
+	uv_gb_blkno = 0;
 }
 END_TEST
 

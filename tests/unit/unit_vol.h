@@ -52,6 +52,16 @@ void uv_finish(struct uv *v, const char *step, bool fsck);
 void uv_walk(struct uv *v, const char *step);
 
 /*
+ * The daemon's rule for system files' cluster locks, as fscore sees it
+ * (o2_open_opts.lock_held = uv_lock_held): this slot's own files are held
+ * for the mount, the global bitmap (block uv_gb_blkno) only while
+ * uv_gb_held says so - by an operation that asked for it.
+ */
+extern uint64_t uv_gb_blkno;
+extern bool uv_gb_held;
+bool uv_lock_held(void *arg, uint64_t blkno, bool ex);
+
+/*
  * Checks for hot loops: Check's ck_assert_* write a record to the runner
  * for every assertion that passes (a system call each), which made these
  * tests spend most of their time in write(2); these say nothing unless

@@ -71,9 +71,7 @@ struct res_key {
 
 struct o2lc_res {
 	struct o2lc *c;
-	struct res_key key; /* name, namelen */
-	const uint8_t *name;
-	size_t namelen;
+	struct res_key key; /* its name (in name_store) */
 	const struct o2lc_res_ops *ops;
 	void *data;
 
@@ -364,7 +362,7 @@ static void settled(struct o2lc_res *r, bool held)
 	if (!held) {
 		g_critical("lock %.*s: the service refused a lock this node took as new; "
 			   "what it guards may have been used unlocked",
-			   (int)r->namelen, (const char *)r->name);
+			   (int)r->key.len, (const char *)r->key.name);
 		r->granted = NONE;
 	}
 	if (r->c->waiters)
@@ -395,7 +393,7 @@ static void send_lock(struct o2lc *c, const struct send *s)
 	struct o2lc_res *r = s->r;
 
 	lock_sent(c, s, c->lost ? -ENOTCONN
-				: c->backend->lock(c->be, r->name, r->namelen, s->mode, s->flags));
+				: c->backend->lock(c->be, r->key.name, r->key.len, s->mode, s->flags));
 }
 
 /* The requests of v (struct send, at most O2LC_BATCH_MAX) in one message. */
@@ -404,7 +402,7 @@ static void send_lock_batch(struct o2lc *c, const struct send *v, size_t n)
 	g_autofree struct o2lc_lockreq *reqs = g_new(struct o2lc_lockreq, n);
 
 	for (size_t i = 0; i < n; i++)
-		reqs[i] = (struct o2lc_lockreq){ v[i].r->name, v[i].r->namelen, v[i].mode,
+		reqs[i] = (struct o2lc_lockreq){ v[i].r->key.name, v[i].r->key.len, v[i].mode,
 						 v[i].flags };
 	int64_t id = c->lost ? -ENOTCONN : c->backend->lock_batch(c->be, reqs, n);
 	for (size_t i = 0; i < n; i++)
@@ -422,9 +420,9 @@ static void send_cancel(struct o2lc_res *r)
 		return;
 	r->cancelling = true;
 	c->stats.cancels++;
-	int64_t id = c->backend->cancel(c->be, r->name, r->namelen);
+	int64_t id = c->backend->cancel(c->be, r->key.name, r->key.len);
 	if (id < 0) {
-		g_warning("lock %.*s: cancel failed: %s", (int)r->namelen, (const char *)r->name,
+		g_warning("lock %.*s: cancel failed: %s", (int)r->key.len, (const char *)r->key.name,
 			  g_strerror((int)-id));
 		r->cancelling = false;
 	}
@@ -437,12 +435,12 @@ static void send_down(struct o2lc_res *r)
 	int64_t id = -ENOTCONN;
 
 	if (!c->lost)
-		id = c->backend->down(c->be, r->name, r->namelen, r->down_to,
+		id = c->backend->down(c->be, r->key.name, r->key.len, r->down_to,
 				      r->down_lvb ? r->lvb : NULL);
 	if (id < 0) {
 		if (!c->lost)
-			g_warning("lock %.*s: downconvert failed: %s", (int)r->namelen,
-				  (const char *)r->name, g_strerror((int)-id));
+			g_warning("lock %.*s: downconvert failed: %s", (int)r->key.len,
+				  (const char *)r->key.name, g_strerror((int)-id));
 		r->down_to = NONE;
 		retry_later(r);
 	} else {
@@ -493,8 +491,8 @@ static void refused(struct o2lc_res *r, const struct o2lt_event *ev)
 		r->done_seq = r->pending_seq;
 		settled(r, false);
 	} else if (r->down_to != NONE && ev->reqid == (uint64_t)r->down_id) {
-		g_warning("lock %.*s: the service refused a downconvert: %s", (int)r->namelen,
-			  (const char *)r->name, g_strerror(-ev->error));
+		g_warning("lock %.*s: the service refused a downconvert: %s", (int)r->key.len,
+			  (const char *)r->key.name, g_strerror(-ev->error));
 		r->down_to = NONE;
 		retry_later(r);
 	}
@@ -546,7 +544,7 @@ void o2lc_event(struct o2lc *c, const struct o2lt_event *ev)
 				   again): its holder lets go at the BLOCKING the
 				   table sent it, and it caches only what was */
 				g_warning("lock %.*s: made here, but another node still holds it",
-					  (int)r->namelen, (const char *)r->name);
+					  (int)r->key.len, (const char *)r->key.name);
 				settled(r, true);
 			}
 			break;
@@ -595,7 +593,7 @@ static void drop_writeback(struct o2lc *c, struct o2lc_res *r)
 	c->stats.writeback_us += (uint64_t)spent;
 	if (rc < 0) {
 		g_warning("lock %.*s: writing back before dropping it failed: %s; trying again",
-			  (int)r->namelen, (const char *)r->name, g_strerror(-rc));
+			  (int)r->key.len, (const char *)r->key.name, g_strerror(-rc));
 		retry_later(r); /* then drop_due decides again: a user may have come */
 	} else {
 		r->down_lvb = from == O2LT_EX;
@@ -655,7 +653,7 @@ static void downconvert(struct o2lc *c, struct o2lc_res *r)
 	c->stats.writeback_us += (uint64_t)spent;
 	if (rc < 0) {
 		g_warning("lock %.*s: writing back before lowering it failed: %s; trying again",
-			  (int)r->namelen, (const char *)r->name, g_strerror(-rc));
+			  (int)r->key.len, (const char *)r->key.name, g_strerror(-rc));
 		retry_later(r);
 	} else {
 		r->down_lvb = from == O2LT_EX && writeback;
@@ -924,7 +922,7 @@ int o2lc_drop_all(struct o2lc *c, GMainContext *ctx, unsigned timeout_ms)
 		struct o2lc_res *r = v;
 		if (r->granted == NONE || r->down_to != NONE)
 			continue;
-		int64_t id = c->backend->down(c->be, r->name, r->namelen, O2LT_UNLOCK,
+		int64_t id = c->backend->down(c->be, r->key.name, r->key.len, O2LT_UNLOCK,
 					      r->down_lvb ? r->lvb : NULL);
 		if (id < 0) {
 			err = (int)id;
@@ -973,9 +971,7 @@ struct o2lc_res *o2lc_res_get(struct o2lc *c, const void *name, size_t namelen,
 		r = g_malloc0(sizeof(*r) + namelen);
 		r->c = c;
 		memcpy(r->name_store, name, namelen);
-		r->name = r->name_store;
-		r->namelen = namelen;
-		r->key = (struct res_key){ r->name, namelen };
+		r->key = (struct res_key){ r->name_store, namelen };
 		r->ops = ops;
 		r->data = data;
 		r->granted = r->pending = r->down_to = r->blocked = NONE;
@@ -995,8 +991,8 @@ static void res_put(struct o2lc_res *r, bool forget)
 	struct o2lc *c = r->c;
 	g_mutex_lock(&c->mu);
 	if (!r->refs) {
-		g_critical("lock %.*s: put of a resource nobody references", (int)r->namelen,
-			   (const char *)r->name);
+		g_critical("lock %.*s: put of a resource nobody references", (int)r->key.len,
+			   (const char *)r->key.name);
 		g_mutex_unlock(&c->mu);
 		return;
 	}
@@ -1128,8 +1124,8 @@ static int lock_or_wait(struct o2lc_res *r, int mode, unsigned flags, gint64 *wa
 				return -EAGAIN;
 			}
 			if (err != -ECANCELED) {
-				g_warning("lock %.*s: the service refused %s: %s", (int)r->namelen,
-					  (const char *)r->name, o2lt_mode_name(mode), g_strerror(-err));
+				g_warning("lock %.*s: the service refused %s: %s", (int)r->key.len,
+					  (const char *)r->key.name, o2lt_mode_name(mode), g_strerror(-err));
 				g_mutex_unlock(&c->mu);
 				return err == -ENOTCONN ? -ENOTCONN : -EIO;
 			}
@@ -1306,8 +1302,8 @@ void o2lc_unlock(struct o2lc_res *r, int mode)
 	if ((mode == O2LT_PR || mode == O2LT_EX) && r->holders[mode])
 		r->holders[mode]--;
 	else
-		g_critical("lock %.*s: unlock of %s that is not held", (int)r->namelen,
-			   (const char *)r->name, o2lt_mode_name(mode));
+		g_critical("lock %.*s: unlock of %s that is not held", (int)r->key.len,
+			   (const char *)r->key.name, o2lt_mode_name(mode));
 	kick(r);
 	g_mutex_unlock(&c->mu);
 }
@@ -1334,8 +1330,8 @@ void o2lc_stats(struct o2lc *c, struct o2lc_stats *st)
 
 const uint8_t *o2lc_res_name(const struct o2lc_res *r, size_t *len)
 {
-	*len = r->namelen;
-	return r->name;
+	*len = r->key.len;
+	return r->key.name;
 }
 
 bool o2lc_res_contended(struct o2lc_res *r, gint64 within_us)

@@ -931,6 +931,12 @@ static int plan_group(struct o2_fs *fs, uint32_t need, unsigned maxrecs, unsigne
 	return 0;
 }
 
+/* Whether new allocator groups come from the window first (claim_group). */
+static bool groups_from_window(const struct o2_fs *fs)
+{
+	return fs->sys.local_alloc && (fs->opts.flags & O2_OPEN_SHARED);
+}
+
 /*
  * A whole group's clusters in one run from this slot's window, as it
  * stands, on a shared volume (claim_group): -ENOSPC if it has none.
@@ -940,7 +946,7 @@ static int window_group(struct o2_trans *t, struct o2_fs *fs, uint32_t cpg, stru
 	struct o2_buf *lb;
 	int r;
 
-	if (!fs->sys.local_alloc || !(fs->opts.flags & O2_OPEN_SHARED))
+	if (!groups_from_window(fs))
 		return -ENOSPC;
 	r = o2_bread(fs, fs->sys.local_alloc, O2_META_INODE, &lb);
 	if (r < 0)
@@ -1185,14 +1191,15 @@ int o2_suballoc_reserve(struct o2_fs *fs, uint64_t alloc_blkno, uint32_t bits, b
 	for (unsigned rounds = 0; r == 0; rounds++) {
 		struct o2_trans *t;
 		struct o2_buf *ab;
-
 		uint32_t cpg;
 
 		r = suballoc_free_bits(fs, alloc_blkno, &avail, &cpg);
 		if (r < 0 || avail >= bits)
 			return r;
-		/* a new group comes from the window, else the global bitmap */
-		r = o2_lock_clusters(fs, cpg, cpg);
+		/* a new group comes from the window if it can (claim_group), else
+		   from the global bitmap */
+		r = groups_from_window(fs) ? o2_lock_clusters(fs, cpg, cpg)
+					   : o2_lock_need(fs, fs->sys.global_bitmap, true);
 		if (r < 0)
 			return r;
 		if (rounds >= 16) /* a group holds far more than one operation takes */

@@ -228,13 +228,18 @@ static void feed(struct o2cg *cg)
 			gsize len;
 			const void *msg = g_bytes_get_data(in->msg, &len);
 			cg->cb.deliver(in->from, msg, len, cg->data);
-		} else if (cg->cb.confchg(&in->c, cg->data) < 0) {
-			g_warning("membership change of %.*s the table cannot apply: leaving",
-				  (int)cg->group.length, cg->group.value);
-			g_mutex_lock(&cg->mu);
-			bool lost_now = lose_locked(cg);
-			g_mutex_unlock(&cg->mu);
-			run_lost(cg, lost_now);
+		} else {
+			int r = cg->cb.confchg(&in->c, cg->data);
+
+			if (r < 0) {
+				g_warning("membership change of %.*s the table cannot apply (%s): "
+					  "leaving",
+					  (int)cg->group.length, cg->group.value, g_strerror(-r));
+				g_mutex_lock(&cg->mu);
+				bool lost_now = lose_locked(cg);
+				g_mutex_unlock(&cg->mu);
+				run_lost(cg, lost_now);
+			}
 		}
 		input_free(in);
 	}

@@ -1145,6 +1145,12 @@ int o2_setattr(struct o2_fs *fs, uint64_t ino, const struct o2_setattr *a, unsig
 		free(acl);
 		return r;
 	}
+	/*
+	 * Times alone (the kernel's page cache hands a write's times over
+	 * this way): fdatasync need not commit them, as for a write's own.
+	 */
+	if (!(mask & ~(unsigned)(O2_SET_ATIME | O2_SET_MTIME | O2_SET_CTIME)))
+		o2_trans_times_only(t);
 	r = o2_inode_buf(fs, ino, &ib);
 	if (r == 0) {
 		struct o2_dinode *di = o2_buf_dinode(ib);

@@ -726,7 +726,22 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* readdirplus: attributes where their locks are held (do_readdir) */
 	conn->want |= conn->capable & FUSE_CAP_READDIRPLUS;
 	conn->want |= conn->capable & FUSE_CAP_ASYNC_READ;
+	/*
+	 * writeback_cache (local volumes, volume.c): writes stay in the
+	 * kernel's pages and reach us in batches, at fsync, close and the
+	 * kernel's own write-back, with the kernel's times and sizes.
+	 * Otherwise every write is a request, answered when it is ours.
+	 */
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+	if (v->opts.writeback_cache) {
+		if (conn->capable & FUSE_CAP_WRITEBACK_CACHE) {
+			conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+		} else {
+			g_warning("%s: the kernel offers FUSE no write-back cache: writes go "
+				  "through", v->device);
+			v->opts.writeback_cache = false;
+		}
+	}
 	/*
 	 * Opening a file needs nothing from us (lookups hold the inode, page
 	 * caches are kept): let the kernel open and release files without a
@@ -2477,7 +2492,14 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *full)
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	flocks_flush(vol_of(req)->flocks, req, to_blk(vol_of(req), ino), fi->lock_owner);
+	struct volume *v = vol_of(req);
+
+	/* a local volume's flush only lets the kernel report its write-back */
+	if (!v->flocks) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	flocks_flush(v->flocks, req, to_blk(v, ino), fi->lock_owner);
 }
 
 static void op_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
@@ -2550,4 +2572,14 @@ void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret)
 	 * keeps them, on this node only; and closes need not reach us */
 	if (!v->flocks)
 		ret->flush = NULL, ret->getlk = NULL, ret->setlk = NULL, ret->flock = NULL;
+	/* with the kernel's write-back cache, a close must hear of a write
+	 * that failed on its way to us (ENOSPC, EDQUOT, EIO): the kernel
+	 * hands the pages over at each close and reports how that went only
+	 * to a filesystem that implements flush */
+	if (!v->flocks && v->opts.writeback_cache)
+		ret->flush = op_flush;
+	/* nor does it hand pages over before SEEK_DATA and SEEK_HOLE: left to
+	 * the kernel, which then sees the whole file as data, as it may */
+	if (v->opts.writeback_cache)
+		ret->lseek = NULL;
 }

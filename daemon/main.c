@@ -133,7 +133,8 @@ int main(int argc, char **argv)
 		  "(the local alloc window; default as kernel OCFS2's), localflocks "
 		  "(clustered: flock and fcntl locks on this node only), "
 		  "user_xattr (default), nouser_xattr, acl, noacl (default), noxattr, uring (FUSE over "
-		  "io_uring, Linux 6.14+), debug",
+		  "io_uring, Linux 6.14+), writeback_cache (local volumes: the kernel keeps written "
+		  "pages and hands them over in batches; errors show at fsync and close), debug",
 		  "OPTS" },
 		{ "server", 's', 0, G_OPTION_ARG_NONE, &server_mode,
 		  "serve the D-Bus API: mount and unmount on request", NULL },

@@ -181,6 +181,13 @@ bool volume_mount(const char *device, const char *mountpoint, const struct mount
  * v->close_watch, set under v->lock before, sees the close's checkpoint.
  */
 bool volume_unmount(struct volume *v, bool force, GError **err);
+/*
+ * With writeback_cache, have the kernel hand over every written page it
+ * holds (syncfs on the mount), before the daemon works on files behind
+ * its back or cuts the connection.  Never with v->lock held: the pages
+ * arrive as requests.
+ */
+void volume_take_kernel_pages(struct volume *v);
 /* References: the mounter holds one; the last unref (after gone()) waits
  * for the volume's threads and frees it. */
 struct volume *volume_ref(struct volume *v);

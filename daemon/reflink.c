@@ -54,6 +54,8 @@ int reflink_by_path(struct volume *v, const char *src, const char *dst, uint64_t
 		*ret_msg = g_strdup("reflinks are not yet made on a clustered volume");
 		return -EOPNOTSUPP;
 	}
+	/* the copy shares what the source holds, written pages included */
+	volume_take_kernel_pages(v);
 	g_mutex_lock(&v->lock);
 	r = resolve_locked(v, src, &sino, NULL);
 	if (r == 0)

@@ -606,6 +606,18 @@ static bool open_fs(struct volume *v, const struct volume_watch *watch, GError *
 		v->opts.attr_timeout = CLUSTER_ATTR_TIMEOUT_S;
 		v->opts.entry_timeout = 0;
 	}
+	/*
+	 * writeback_cache lets the kernel own written pages, sizes and times
+	 * until it hands them over: only this node's kernel may then change
+	 * the volume, and a read-only mount has nothing to hand over.
+	 */
+	if (v->opts.writeback_cache && v->cluster) {
+		g_warning("%s: writeback_cache is for local volumes (other nodes could not see "
+			  "what the kernel still holds): mounted without it", v->device);
+		v->opts.writeback_cache = false;
+	}
+	if (v->opts.ro)
+		v->opts.writeback_cache = false;
 	return true;
 }
 
@@ -1094,6 +1106,23 @@ static void abort_connection(struct volume *v)
 	close(fd);
 }
 
+void volume_take_kernel_pages(struct volume *v)
+{
+	g_mutex_lock(&v->lock);
+	bool gone = v->kernel_gone;
+
+	g_mutex_unlock(&v->lock);
+	if (!v->opts.writeback_cache || gone)
+		return;
+	int fd = open(v->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 || syncfs(fd) < 0)
+		g_warning("%s: asking the kernel for its written pages: %s", v->mountpoint,
+			  g_strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
 bool volume_unmount(struct volume *v, bool force, GError **err)
 {
 	if (umount2(v->mountpoint, 0) == 0)
@@ -1108,7 +1137,9 @@ bool volume_unmount(struct volume *v, bool force, GError **err)
 			    e == EBUSY ? " (files are open or a process works in it)" : "");
 		return false;
 	}
-	/* busy and forced: detach, then cut the connection so the volume can close */
+	/* busy and forced: detach, then cut the connection so the volume can
+	 * close - with what the kernel still held written first */
+	volume_take_kernel_pages(v);
 	if (umount2(v->mountpoint, MNT_DETACH) < 0)
 		g_warning("%s: detaching: %s", v->mountpoint, g_strerror(errno));
 	abort_connection(v);

@@ -38,6 +38,7 @@ static const struct opt_def opt_defs[] = {
 	{ "acl", "noacl", OPT_FLAG, FIELD(acl), false, 0, 0 },
 	{ "xattr", "noxattr", OPT_FLAG, FIELD(noxattr), true, 0, 0 },
 	{ "uring", "nouring", OPT_FLAG, FIELD(uring), false, 0, 0 },
+	{ "writeback_cache", "nowriteback_cache", OPT_FLAG, FIELD(writeback_cache), false, 0, 0 },
 	/* the kernel's per-mount flags (mount(8) adds them for fstab's user) */
 	{ "nosuid", "suid", OPT_FLAG, FIELD(nosuid), false, 0, 0 },
 	{ "nodev", "dev", OPT_FLAG, FIELD(nodev), false, 0, 0 },
@@ -69,7 +70,8 @@ static const struct opt_def opt_defs[] = {
 	"preferred_slot=N, nocluster, localflocks, norecovery, poll=USEC, threads=N, lock_cache=N, " \
 	"localalloc=MB, user_xattr, " \
 	"nouser_xattr, acl, " \
-	"noacl, xattr, noxattr, uring, nouring, nosuid, suid, nodev, dev, noexec, exec, debug"
+	"noacl, xattr, noxattr, uring, nouring, writeback_cache, nowriteback_cache, nosuid, " \
+	"suid, nodev, dev, noexec, exec, debug"
 
 void mount_opts_default(struct mount_opts *o)
 {
@@ -292,5 +294,6 @@ bool mount_opts_equal(const struct mount_opts *a, const struct mount_opts *b)
 	       a->nocluster == b->nocluster && a->localflocks == b->localflocks &&
 	       a->norecovery == b->norecovery &&
 	       a->nosuid == b->nosuid && a->nodev == b->nodev && a->noexec == b->noexec &&
-	       a->lock_cache == b->lock_cache && a->localalloc_mb == b->localalloc_mb;
+	       a->lock_cache == b->lock_cache && a->localalloc_mb == b->localalloc_mb &&
+	       a->writeback_cache == b->writeback_cache;
 }

@@ -34,6 +34,8 @@ struct mount_opts {
 	unsigned lock_cache;	/* clustered: idle cluster locks kept cached at most */
 	unsigned localalloc_mb;	/* the local alloc window in MiB (0: the kernel's default) */
 	bool localflocks;	/* clustered: flock and POSIX locks kept on this node only */
+	bool writeback_cache;	/* local: the kernel keeps written pages, sizes and times and
+				   hands them over in batches (errors show at fsync and close) */
 };
 
 void mount_opts_default(struct mount_opts *o);

@@ -2584,6 +2584,19 @@ def private_server(env):
     return control, ctl
 
 
+def ctl_stats(ctl, mnt):
+    """A mounted volume's Statistics, through ocfs2ctl stats --json."""
+    rc, out = ctl("stats", "--json", mnt)
+    if rc != 0:
+        raise Failure("ocfs2ctl stats: %s" % out)
+    return json.loads(out)
+
+
+def stats_delta(before, after):
+    """What each counter of two ctl_stats() readings grew by."""
+    return {k: after[k] - before.get(k, 0) for k in after if isinstance(after[k], int)}
+
+
 def case_fsync(env, chk):
     """fsync and fdatasync do only what they must (issue 23), as the
     daemon's Statistics count it: fdatasync after a write inside a file
@@ -2598,14 +2611,9 @@ def case_fsync(env, chk):
         open(server_log, errors="replace").read()[-20000:] if os.path.exists(server_log) else "")]
 
     def stats():
-        rc, out = ctl("stats", "--json", vol.mnt)
-        if rc != 0:
-            raise Failure("ocfs2ctl stats: %s" % out)
-        return json.loads(out)
+        return ctl_stats(ctl, vol.mnt)
 
-    def delta(before, after):
-        return {k: after[k] - before.get(k, 0) for k in after if isinstance(after[k], int)}
-
+    delta = stats_delta
     vol = env.volume("fsync")
     # no timed commit inside the measurements; requests served on 8 threads
     rc, out = ctl("mount", "-o", "commit=600,poll=0,threads=8", vol.img, vol.mnt)
@@ -2713,6 +2721,99 @@ def case_fsync(env, chk):
     rc, out = ctl("umount", vol.mnt)
     chk.eq(rc, 0, "ocfs2ctl umount: %s" % out)
     vol.fsck(chk, "after the fsyncs")
+
+
+def case_writeback(env, chk):
+    """-o writeback_cache (issue 23): the kernel keeps written pages and
+    hands them over in batches.  Many small writes reach the daemon as a
+    few requests at fdatasync, which still commits nothing for data written
+    in place (the kernel's times come as a times-only setattr) and flushes
+    once; a full volume's ENOSPC shows at fsync or close, never lost;
+    pages closed without fsync survive the unmount, and a forced unmount
+    takes what an open file still held; fsck.ocfs2 is clean after."""
+    control, ctl = private_server(env)
+    vol = env.volume("wb", size="96M")
+
+    def mount(opts="writeback_cache,commit=600"):
+        rc, out = ctl("mount", "-o", opts, vol.img, vol.mnt)
+        if rc != 0:
+            raise Failure("ocfs2ctl mount -o %s: %s" % (opts, out))
+
+    def umount(*flags):
+        rc, out = ctl("umount", *(list(flags) + [vol.mnt]))
+        if rc != 0:
+            raise Failure("ocfs2ctl umount %s: %s" % (" ".join(flags), out))
+
+    mount()
+    P = lambda name: os.path.join(vol.mnt, name)
+    model = bytearray(bytes(range(256)) * 256)
+    fd = os.open(P("f"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        pwrite_all(fd, bytes(model), 0)
+        os.fsync(fd)
+        rng = random.Random(23)
+        s0 = ctl_stats(ctl, vol.mnt)
+        for i in range(200):
+            off = rng.randrange(0, 8192 - 16)
+            piece = bytes([rng.randrange(256)]) * 16
+            pwrite_all(fd, piece, off)
+            model[off:off + 16] = piece
+        os.fdatasync(fd)
+        d = stats_delta(s0, ctl_stats(ctl, vol.mnt))
+        log("200 small writes and an fdatasync: %r" % d)
+        chk.ok(1 <= d.get("requests_write", 0) <= 2,
+               "200 small writes in two pages reach the daemon as one or two writes: %r" % d)
+        chk.eq(d.get("journal_commits"), 0, "... and their fdatasync commits nothing: %r" % d)
+        chk.eq(d.get("device_flushes"), 1, "... and flushes the device once: %r" % d)
+    finally:
+        os.close(fd)
+    chk.eq(read_file(P("f")), bytes(model), "the file reads as written")
+
+    # a file bigger than the free space: the error shows, at the latest at close
+    free = os.statvfs(vol.mnt).f_bavail * os.statvfs(vol.mnt).f_frsize
+    errs, written = [], 0
+    f = os.open(P("big"), os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        chunk = b"B" * (1 << 20)
+        while written < free + (16 << 20):
+            written += os.write(f, chunk)
+    except OSError as e:
+        errs.append(("write", e.errno))
+    try:
+        os.fsync(f)
+    except OSError as e:
+        errs.append(("fsync", e.errno))
+    try:
+        os.close(f)
+    except OSError as e:
+        errs.append(("close", e.errno))
+    log("writing %d MiB past %d MiB free: %r" % (written >> 20, free >> 20, errs))
+    chk.ok(errs and all(e == errno.ENOSPC for _, e in errs),
+           "a full volume says ENOSPC at write, fsync or close: %r" % errs)
+    os.unlink(P("big"))
+
+    # closed without fsync, then unmounted: the kernel hands the pages over
+    g = bytes(rng.randrange(256) for _ in range(5000)) * 3
+    write_file(P("g"), g)
+    # an open file's pages, and a forced unmount
+    h = os.open(P("h"), os.O_WRONLY | os.O_CREAT, 0o644)
+    hdata = b"held by the kernel " * 1000
+    os.write(h, hdata)
+    umount("-f")
+    try:
+        os.close(h)
+    except OSError:
+        pass
+    mount("commit=600")
+    chk.eq(read_file(P("g")), g, "a file closed without fsync survives the unmount")
+    chk.eq(read_file(P("h")), hdata, "a forced unmount takes what an open file still held")
+    chk.eq(read_file(P("f")), bytes(model), "the small writes survive the unmount")
+    umount()
+    dest = os.path.join(env.tmp, "wb-rdump")
+    os.mkdir(dest)
+    rc, out, copy = vol.rdump("/g", dest)
+    chk.ok(rc == 0 and read_file(copy) == g, "debugfs.ocfs2 rdump reads g as written: %s" % out[-300:])
+    vol.fsck(chk, "after the write-back cache's writes")
 
 
 # ---- I/O faults under a real mount ----
@@ -3612,6 +3713,7 @@ CASES = {"cluster": case_cluster, "ops": case_ops, "data": case_data, "perms": c
          "fault": case_fault, "enomem": case_enomem, "fsx": case_fsx, "rocrash": case_rocrash,
          "once": case_once, "helper": case_helper,
          "log": case_log, "full": case_full, "fill": case_fill, "fsync": case_fsync, "quota": case_quota,
+         "writeback": case_writeback,
          "xattrmany": case_xattrmany}
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ START_TEST(test_option_round_trip)
 {
 	const char *cases[] = { "", "ro,allow_other,debug", "noallow_other,suid,dev,noexec", "noacl,noxattr,nouser_xattr",
 				"entry_timeout=0.1,attr_timeout=1e-3,commit=3600,poll=0,threads=1",
-				"acl,uring,slot=7" };
+				"acl,uring,slot=7", "writeback_cache,commit=60" };
 
 	for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
 		struct mount_opts o = parsed(cases[i]);
@@ -101,7 +101,8 @@ START_TEST(test_option_round_trip)
 	mount_opts_default(&d);
 	g_autofree char *s = mount_opts_to_string(&d);
 
-	ck_assert_str_eq(s, "rw,allow_other,user_xattr,noacl,xattr,nouring,nosuid,nodev,exec,entry_timeout=1,attr_timeout=1,"
+	ck_assert_str_eq(s, "rw,allow_other,user_xattr,noacl,xattr,nouring,nowriteback_cache,nosuid,nodev,exec,"
+			    "entry_timeout=1,attr_timeout=1,"
 			    "commit=5,slot=0,poll=200,threads=16,lock_cache=65536,localalloc=0");
 }
 END_TEST

@@ -35,7 +35,10 @@ import zlib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-ALL_FS = ("ocfs2d", "fuse2fs", "floor", "ext4")
+ALL_FS = ("ocfs2d", "ocfs2d-wb", "fuse2fs", "floor", "ext4")
+# ocfs2d as mounted by default, and with the kernel's write-back cache
+# (-o writeback_cache: written pages handed over in batches)
+OCFS2D_FS = ("ocfs2d", "ocfs2d-wb")
 ALL_WORKLOADS = ("request", "seq", "randwrite", "smallfiles", "untar")
 # The database rows, run on their own with --db: SQLite, fsync-bound and
 # O_DIRECT fio jobs, PostgreSQL's pgbench.
@@ -525,11 +528,16 @@ class Fuse2fsBackend(FuseBackend):
 class Ocfs2dBackend(FuseBackend):
     name = "ocfs2d"
     describe = "OCFS2 image through the ocfs2d FUSE daemon"
+    extra_opts = ""
 
     def __init__(self, cfg):
         super().__init__(cfg)
         self.daemon = cfg.build_dir / "daemon" / "ocfs2d"
         self.ctl = cfg.build_dir / "cli" / "ocfs2ctl"
+
+    def mount_opts(self):
+        """-o for ocfs2d: --ocfs2d-opts, and what this variant adds."""
+        return ",".join(o for o in (self.cfg.ocfs2d_opts, self.extra_opts) if o)
 
     def format_cmd(self):
         opts = self.cfg.ocfs2_format_opts
@@ -551,8 +559,8 @@ class Ocfs2dBackend(FuseBackend):
 
     def daemon_cmd(self):
         cmd = [str(self.daemon), "-f"]
-        if self.cfg.ocfs2d_opts:
-            cmd += ["-o", self.cfg.ocfs2d_opts]
+        if self.mount_opts():
+            cmd += ["-o", self.mount_opts()]
         return cmd + [str(self.image), str(self.mnt)]
 
     def _mount(self):
@@ -561,8 +569,8 @@ class Ocfs2dBackend(FuseBackend):
         if self.cfg.ocfs2d_launch == "server":
             return self._mount_server()
         cmd = [str(self.ctl), "mount"]
-        if self.cfg.ocfs2d_opts:
-            cmd += ["-o", self.cfg.ocfs2d_opts]
+        if self.mount_opts():
+            cmd += ["-o", self.mount_opts()]
         cmd += [str(self.image), str(self.mnt)]
         self.info["mount"] = shlex.join(cmd)
         # The daemon it starts keeps ocfs2ctl's stdout and stderr: a file,
@@ -605,8 +613,8 @@ class Ocfs2dBackend(FuseBackend):
             self._kill()
             raise BenchError("ocfs2d --server did not start: %s" % file_tail(self.logfile))
         mcmd = [str(self.ctl), "mount"]
-        if self.cfg.ocfs2d_opts:
-            mcmd += ["-o", self.cfg.ocfs2d_opts]
+        if self.mount_opts():
+            mcmd += ["-o", self.mount_opts()]
         mcmd += [str(self.image), str(self.mnt)]
         self.info["mount"] = shlex.join(cmd) + " && " + shlex.join(mcmd)
         try:
@@ -698,8 +706,14 @@ class FloorBackend(FuseBackend):
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-BACKENDS = {"ocfs2d": Ocfs2dBackend, "fuse2fs": Fuse2fsBackend, "floor": FloorBackend,
-            "ext4": Ext4Backend}
+class Ocfs2dWbBackend(Ocfs2dBackend):
+    name = "ocfs2d-wb"
+    describe = "the same, -o writeback_cache (the kernel's write-back cache)"
+    extra_opts = "writeback_cache"
+
+
+BACKENDS = {"ocfs2d": Ocfs2dBackend, "ocfs2d-wb": Ocfs2dWbBackend, "fuse2fs": Fuse2fsBackend,
+            "floor": FloorBackend, "ext4": Ext4Backend}
 
 
 def daemon_pids(daemon, mnt):
@@ -1372,9 +1386,10 @@ def ensure_tools(cfg):
         need["fuse2fs"] = "fuse2fs"
     if "floor" in cfg.fs:
         need["fuse-overlayfs"] = "fuse-overlayfs"
-    if "ocfs2d" in cfg.fs and cfg.fsck:
+    ocfs2 = any(fs in cfg.fs for fs in OCFS2D_FS)
+    if ocfs2 and cfg.fsck:
         need["fsck.ocfs2"] = "ocfs2-tools"
-    if "ocfs2d" in cfg.fs and cfg.ocfs2_mkfs == "mkfs.ocfs2":
+    if ocfs2 and cfg.ocfs2_mkfs == "mkfs.ocfs2":
         need["mkfs.ocfs2"] = "ocfs2-tools"
     if "pgbench" in cfg.workloads:
         need["runuser"] = "util-linux"
@@ -1558,16 +1573,16 @@ def ratio(a, b):
 
 def print_table(cfg, results, order):
     cols = [fs for fs in ALL_FS if fs in cfg.fs]
-    ratio_cols = [o for o in ("fuse2fs", "floor", "ext4") if "ocfs2d" in cols and o in cols]
-    head = ["workload", "unit"] + cols + ["ocfs2d/%s" % o for o in ratio_cols]
+    ratio_cols = [(a, o) for a in OCFS2D_FS for o in ("fuse2fs", "floor", "ext4")
+                  if a in cols and o in cols]
+    head = ["workload", "unit"] + cols + ["%s/%s" % ao for ao in ratio_cols]
     rows = []
     for k in order:
         r = results[k]
         row = [r.label, r.unit] + [
             "n/a" if r.values.get(fs) is None and fs in r.skipped
             else fmt_value(r.values.get(fs), r.unit) for fs in cols]
-        row += [fmt_ratio(ratio(r.values.get("ocfs2d"), r.values.get(o)))
-                for o in ratio_cols]
+        row += [fmt_ratio(ratio(r.values.get(a), r.values.get(o))) for a, o in ratio_cols]
         rows.append(row)
     widths = [max(len(str(x[i])) for x in [head] + rows) for i in range(len(head))]
     line = lambda cells: "  ".join(  # noqa: E731
@@ -1590,9 +1605,14 @@ def print_table(cfg, results, order):
 def print_costs(results, order):
     """ocfs2d's journal commits and device flushes per transaction (or per
     I/O), from Volume.Statistics before and after each database row."""
+    for fs in OCFS2D_FS:
+        print_costs_of(fs, results, order)
+
+
+def print_costs_of(fs, results, order):
     rows = []
     for k in order:
-        det = [d for d in results[k].details.get("ocfs2d", []) if "counters" in d]
+        det = [d for d in results[k].details.get(fs, []) if "counters" in d]
         if not det:
             continue
         ops = [d.get("transactions", d.get("ios")) for d in det]
@@ -1603,7 +1623,7 @@ def print_costs(results, order):
                      "%.2f" % (sum(fl) / n) if n else "-", "%.2f" % (sum(cm) / n) if n else "-"])
     if not rows:
         return
-    head = ["ocfs2d: per transaction (or I/O)", "tx", "flushes", "commits",
+    head = ["%s: per transaction (or I/O)" % fs, "tx", "flushes", "commits",
             "flushes/tx", "commits/tx"]
     widths = [max(len(x[i]) for x in [head] + rows) for i in range(len(head))]
     line = lambda cells: "  ".join(  # noqa: E731
@@ -1782,7 +1802,7 @@ def main(argv=None):
             log("warning: %s has %s free, less than the (sparse) images' %s"
                 % (cfg.workdir, human(avail), human(want)))
         ensure_tools(cfg)
-        if "ocfs2d" in cfg.fs:
+        if any(fs in cfg.fs for fs in OCFS2D_FS):
             ensure_ocfs2d(cfg)
         if "untar" in cfg.workloads:
             cfg.tarball = make_tarball(cfg)
@@ -1847,10 +1867,10 @@ def main(argv=None):
             "details": results[k].details,
             "errors": results[k].errors,
             "skipped": results[k].skipped,
-            "ratios": {"ocfs2d/%s" % o: ratio(results[k].values.get("ocfs2d"),
+            "ratios": {"%s/%s" % (a, o): ratio(results[k].values.get(a),
                                                 results[k].values.get(o))
-                       for o in ("fuse2fs", "floor", "ext4")
-                       if "ocfs2d" in cfg.fs and o in cfg.fs},
+                       for a in OCFS2D_FS for o in ("fuse2fs", "floor", "ext4")
+                       if a in cfg.fs and o in cfg.fs},
         } for k in order],
         "problems": problems,
     }

@@ -2769,6 +2769,18 @@ def case_writeback(env, chk):
         os.close(fd)
     chk.eq(read_file(P("f")), bytes(model), "the file reads as written")
 
+    # a reflink through the daemon shares what the source's open file still
+    # holds in the kernel
+    r = os.open(P("r"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        rdata = bytes(rng.randrange(256) for _ in range(3 * 4096))
+        pwrite_all(r, rdata, 0)
+        rc, out = ctl("reflink", vol.img, "/r", "/r2")
+        chk.eq(rc, 0, "ocfs2ctl reflink on the mounted volume: %s" % out)
+        chk.eq(read_file(P("r2")), rdata, "the reflink holds the source's unsynced writes")
+    finally:
+        os.close(r)
+
     # a file bigger than the free space: the error shows, at the latest at close
     free = os.statvfs(vol.mnt).f_bavail * os.statvfs(vol.mnt).f_frsize
     errs, written = [], 0

@@ -739,7 +739,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		} else {
 			g_warning("%s: the kernel offers FUSE no write-back cache: writes go "
 				  "through", v->device);
+			lock(v);
 			v->opts.writeback_cache = false;
+			unlock(v);
 		}
 	}
 	/*

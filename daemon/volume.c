@@ -1109,10 +1109,10 @@ static void abort_connection(struct volume *v)
 void volume_take_kernel_pages(struct volume *v)
 {
 	g_mutex_lock(&v->lock);
-	bool gone = v->kernel_gone;
+	bool wanted = v->opts.writeback_cache && !v->kernel_gone;
 
 	g_mutex_unlock(&v->lock);
-	if (!v->opts.writeback_cache || gone)
+	if (!wanted)
 		return;
 	int fd = open(v->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 

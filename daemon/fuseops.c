@@ -2571,17 +2571,16 @@ void fuseops_table(const struct volume *v, struct fuse_lowlevel_ops *ret)
 		ret->setxattr = NULL, ret->getxattr = NULL, ret->listxattr = NULL,
 		ret->removexattr = NULL;
 	/* no cluster-wide file locks (a local volume, localflocks): the kernel
-	 * keeps them, on this node only; and closes need not reach us */
+	 * keeps them, on this node only */
 	if (!v->flocks)
-		ret->flush = NULL, ret->getlk = NULL, ret->setlk = NULL, ret->flock = NULL;
-	/* with the kernel's write-back cache, a close must hear of a write
-	 * that failed on its way to us (ENOSPC, EDQUOT, EIO): the kernel
-	 * hands the pages over at each close and reports how that went only
-	 * to a filesystem that implements flush */
-	if (!v->flocks && v->opts.writeback_cache)
-		ret->flush = op_flush;
-	/* nor does it hand pages over before SEEK_DATA and SEEK_HOLE: left to
-	 * the kernel, which then sees the whole file as data, as it may */
+		ret->getlk = NULL, ret->setlk = NULL, ret->flock = NULL;
+	/* and closes need not reach us - unless the kernel's write-back cache
+	 * hands pages over at each close: it reports a hand-over that failed
+	 * (ENOSPC, EDQUOT, EIO) only to a filesystem that implements flush */
+	if (!v->flocks && !v->opts.writeback_cache)
+		ret->flush = NULL;
+	/* that cache hands nothing over before SEEK_DATA and SEEK_HOLE: left
+	 * to the kernel, which then sees the whole file as data, as it may */
 	if (v->opts.writeback_cache)
 		ret->lseek = NULL;
 }
